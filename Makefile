@@ -1,0 +1,39 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Both create .venv/ first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+DEMO_WS ?= workspace/demo
+# Offline hygiene: nothing phones home, Prefect and HF state stay local.
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_API_HOST := 127.0.0.1
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export RAY_USAGE_STATS_ENABLED := 0
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
+export RAY_AUTH_MODE := disabled
+
+.PHONY: setup demo test bench schemas clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,train,scale]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: setup
+	$(BIN)/vrag-data demo --config configs/demo.yaml
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+bench: setup
+	$(BIN)/python -m bench.run_all
+
+schemas: setup
+	$(BIN)/vrag-data schemas dump
+
+clean:
+	rm -rf $(VENV) workspace

@@ -1,0 +1,155 @@
+"""Run configuration: YAML validated by pydantic with `extra="forbid"` (unknown keys fail before work).
+
+Each stage owns one section. Secrets never live here: a role names the environment variable that holds
+its API key (`api_key_env`), and the resolved config written next to a run contains only that name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ROLES = ("policy", "grounding", "judge", "student", "reader", "planner", "question_writer")
+RECIPES = ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EndpointConfig(Section):
+    base_url: str
+    model: str
+    api_key_env: str | None = None  # name of the env var holding the key; never the key itself
+    max_in_flight: int = 256
+
+
+class SamplingConfig(Section):
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int | None = None
+
+
+class RoleConfig(Section):
+    kind: Literal["openai", "oracle", "rules"] = "openai"
+    endpoints: list[EndpointConfig] = Field(default_factory=list)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    timeout_s: float = 120.0
+    max_retries: int = 6
+
+
+class IngestConfig(Section):
+    paths: list[str] = Field(default_factory=list)  # PDFs, images or folders
+    sample_corpus: int | None = None  # generate a synthetic corpus of N docs when set
+    sample_seed: int = 0
+    dpi: int = 144
+    layout: Literal["pymupdf", "mineru", "off"] = "pymupdf"
+    ocr: Literal["auto", "rapidocr", "paddleocr", "off"] = "auto"
+    max_pages: int | None = None
+    workers: int = 2
+    docs_per_shard: int = 8
+
+
+class TasksConfig(Section):
+    file: str | None = None  # a QA file to import; None with sample_corpus = its qa.jsonl
+    format: Literal["corpus", "mmlongbench", "slidevqa", "vrag", "financebench"] = "corpus"
+    limit: int | None = None
+
+
+class IndexConfig(Section):
+    retriever: Literal["bm25", "colpali"] = "bm25"
+    model_path: str | None = None
+
+
+class SynthConfig(Section):
+    recipes: list[str] = Field(default_factory=lambda: ["vrag_rl"])
+    samples: int = 1
+    limit: int | None = None
+    max_turns: int = 8
+    concurrent_episodes: int = 64
+    tasks_per_shard: int = 32
+    seed: int = 0
+    recipe_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class FiltersConfig(Section):
+    chains: dict[str, list[str]] = Field(default_factory=dict)  # recipe -> filter names (overrides the recipe)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ExportConfig(Section):
+    formats: list[Literal["hf", "llamafactory", "verl", "easyr1"]] = Field(
+        default_factory=lambda: ["hf", "llamafactory", "verl", "easyr1"]
+    )
+    model_family: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
+    hub_repo: str | None = None
+    hub_token_env: str = "HF_TOKEN"
+
+
+class RunnerConfig(Section):
+    kind: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    max_concurrency: int = 4
+    retries: int = 2
+
+
+class RunConfig(Section):
+    workspace: str = "workspace"
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
+
+
+class ConfigError(ValueError):
+    """A config problem, already phrased as one line for the user."""
+
+
+def _one_line(err: ValidationError, source: str) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        parts.append(f"{loc}: {e['msg']}")
+    return f"{source}: invalid config: " + "; ".join(parts)
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
+    try:
+        cfg = RunConfig.model_validate(data or {})
+    except ValidationError as err:
+        raise ConfigError(_one_line(err, source)) from None
+    bad_roles = sorted(set(cfg.roles) - set(ROLES))
+    if bad_roles:
+        raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {list(ROLES)}")
+    bad_recipes = sorted(set(cfg.synth.recipes) - set(RECIPES))
+    if bad_recipes:
+        raise ConfigError(f"{source}: unknown recipe(s) {bad_recipes}; known recipes: {list(RECIPES)}")
+    return cfg
+
+
+def load_config(path: str | Path | None) -> RunConfig:
+    if path is None:
+        return RunConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: config file not found; pass an existing YAML file (see configs/)")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a config must be a YAML mapping at the top level")
+    return parse_config(data, str(p))
+
+
+def dump_resolved(cfg: RunConfig) -> dict[str, Any]:
+    """The replayable config written next to every run. Contains env var names, never secret values."""
+    return cfg.model_dump(mode="json")

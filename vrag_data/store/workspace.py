@@ -1,0 +1,78 @@
+"""One directory holds a project's state (DESIGN.md "Workspace"). Paths may be fsspec URLs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import fsspec
+from fsspec.core import url_to_fs
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", str(self.root).rstrip("/"))
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        return url_to_fs(self.root)[0]
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    @property
+    def pages(self) -> str:
+        return self.path("pages")
+
+    @property
+    def corpus(self) -> str:
+        return self.path("corpus")
+
+    @property
+    def index(self) -> str:
+        return self.path("index")
+
+    @property
+    def tasks(self) -> str:
+        return self.path("tasks")
+
+    @property
+    def runs(self) -> str:
+        return self.path("runs")
+
+    @property
+    def exports(self) -> str:
+        return self.path("exports")
+
+    @property
+    def report_db(self) -> str:
+        return self.path("report.duckdb")
+
+    @property
+    def report_html(self) -> str:
+        return self.path("report.html")
+
+    def run(self, run_id: str) -> str:
+        return self.path("runs", run_id)
+
+    def page_image(self, page_id: str) -> str:
+        return self.path("pages", f"{page_id}.jpg")
+
+    def corpus_table(self, name: str) -> str:
+        """`documents`, `pages`, `layout`, `errors` live as `corpus/<name>.parquet`."""
+        return self.path("corpus", f"{name}.parquet")
+
+    def makedirs(self) -> "Workspace":
+        fs = self.fs
+        for sub in ("pages", "corpus", "index", "tasks", "runs", "exports"):
+            fs.makedirs(self.path(sub), exist_ok=True)
+        return self
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
