@@ -65,8 +65,11 @@ class Workspace:
         return self.path("pages", f"{page_id}.jpg")
 
     def corpus_table(self, name: str) -> str:
-        """`documents`, `pages`, `layout`, `errors` live as `corpus/<name>.parquet`."""
-        return self.path("corpus", f"{name}.parquet")
+        """`documents`, `pages`, `layout`: folders of per-document shards `corpus/<name>/<stem>.parquet`;
+        `errors`: the single file `corpus/errors.parquet`. `read_table`/`read_records` accept either."""
+        if name == "errors":
+            return self.path("corpus", "errors.parquet")
+        return self.path("corpus", name)
 
     def makedirs(self) -> "Workspace":
         fs = self.fs
