@@ -31,7 +31,9 @@ class SamplingConfig(Section):
     temperature: float = 0.7
     top_p: float = 1.0
     max_tokens: int = 1024
-    seed: int | None = None
+    seed: int | None = None  # per request the teacher gets seed + sample index, so samples differ
+    stop: list[str] = Field(default_factory=list)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific fields, e.g. vLLM's top_k
 
 
 class RoleConfig(Section):
@@ -40,6 +42,8 @@ class RoleConfig(Section):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     timeout_s: float = 120.0
     max_retries: int = 6
+    backoff_s: float = 0.5  # first retry waits up to this (full jitter), doubling per attempt
+    backoff_max_s: float = 30.0
 
 
 class IngestConfig(Section):
@@ -88,6 +92,12 @@ class ExportConfig(Section):
     model_family: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
     hub_repo: str | None = None
     hub_token_env: str = "HF_TOKEN"
+    shard_size: int = Field(default=1000, ge=1)  # records per output shard
+    image_mode: Literal["path", "bytes"] = "path"  # verl `images` entries: absolute path or embedded bytes
+    data_source_map: dict[str, str] = Field(default_factory=dict)  # benchmark -> verl data_source (VRAG-RL names)
+    data_source_default: str = "rag"
+    ability: str = "fact-reasoning"
+    max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the paper's)
 
 
 class RunnerConfig(Section):

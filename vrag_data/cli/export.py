@@ -1,7 +1,57 @@
-"""CLI commands (not yet implemented)."""
+"""`vrag-data export`: a run's kept trajectories -> HF datasets / LLaMA-Factory / verl / EasyR1 files."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.config import load_config
 
 
-def register(app: typer.Typer) -> None:  # filled in by the stage that owns this command
-    return None
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    @friendly_errors
+    def export_cmd(
+        workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace folder"),
+        run: str = typer.Option(..., "--run", help="Run id (a folder under <workspace>/runs/)"),
+        formats: list[str] = typer.Option(None, "--format", help="hf | llamafactory | verl | easyr1 (repeatable; default: the config's)"),
+        out: Path | None = typer.Option(None, "--out", help="Output folder (default <workspace>/exports/<run>)"),
+        model_family: str | None = typer.Option(None, "--model-family", help="qwen2.5-vl | qwen3-vl (coordinates and image sizes)"),
+        shard_size: int | None = typer.Option(None, "--shard-size", min=1, help="Records per shard"),
+        config: Path | None = typer.Option(None, "--config", help="Run config YAML (its `export` section)"),
+    ) -> None:
+        """Export a run's kept trajectories (SFT) and their tasks (RL) for trainers."""
+        from vrag_data.export import export_run
+        from vrag_data.export.kept import count_trajectories
+        from vrag_data.store import Workspace
+
+        cfg = load_config(config).export
+        ws = Workspace(str(workspace))
+        if not ws.fs.exists(ws.run(run)):
+            fail(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
+        total = count_trajectories(ws.run(run))
+        with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("trajectories", total=total)
+            summary = export_run(
+                ws,
+                run,
+                formats=formats or list(cfg.formats),
+                out_dir=out,
+                model_family=model_family or cfg.model_family,
+                shard_size=shard_size,
+                config=cfg,
+                on_trajectory=lambda: bar.advance(task),
+            )
+        for w in summary.warnings:
+            console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        for fmt, counts in summary.counts.items():
+            console.print(f"{fmt}: " + ", ".join(f"{k}={v}" for k, v in counts.items()), highlight=False)
+        if summary.skipped:
+            console.print(
+                "skipped: " + ", ".join(f"{k}={v}" for k, v in summary.skipped.items()) + f" (see {summary.out_dir}/skipped.jsonl)",
+                highlight=False,
+            )
+        console.print(f"kept {summary.n_kept}/{summary.n_trajectories} trajectories -> {summary.out_dir}", highlight=False)

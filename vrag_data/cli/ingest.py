@@ -1,7 +1,68 @@
-"""CLI commands (not yet implemented)."""
+"""`vrag-data ingest PATH... -w WORKSPACE`: PDFs and images -> page images + corpus tables."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
 
 import typer
 
+from vrag_data.cli.common import console, friendly_errors
 
-def register(app: typer.Typer) -> None:  # filled in by the stage that owns this command
-    return None
+
+class LayoutChoice(str, Enum):
+    pymupdf = "pymupdf"
+    mineru = "mineru"
+    off = "off"
+
+
+class OcrChoice(str, Enum):
+    auto = "auto"
+    rapidocr = "rapidocr"
+    paddleocr = "paddleocr"
+    off = "off"
+
+
+class TierChoice(str, Enum):
+    flash = "flash"
+    basic = "basic"
+    standard = "standard"
+    advanced = "advanced"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ingest")
+    @friendly_errors
+    def ingest_cmd(
+        paths: list[str] = typer.Argument(..., help="PDFs, images (png/jpg/tiff) or folders of them."),
+        workspace: Path = typer.Option(..., "--workspace", "-w", help="Workspace folder (created if missing)."),
+        dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="Render resolution of page images."),
+        layout: LayoutChoice = typer.Option(LayoutChoice.pymupdf, "--layout", help="Layout blocks: PyMuPDF's bundled model, MinerU (out of process) or none."),
+        ocr: OcrChoice = typer.Option(OcrChoice.auto, "--ocr", help="auto = RapidOCR on pages without a usable text layer; rapidocr/paddleocr = every page."),
+        max_pages: int | None = typer.Option(None, "--max-pages", min=1, help="Only the first N pages of each document."),
+        workers: int = typer.Option(2, "--workers", min=1, help="Documents processed in parallel (processes)."),
+        strict: bool = typer.Option(False, "--strict", help="Stop at the first bad file or page (exit 2)."),
+        max_page_pixels: int = typer.Option(60_000_000, "--max-page-pixels", min=10_000, help="Pages above this pixel count are refused."),
+        mineru_tier: TierChoice = typer.Option(TierChoice.flash, "--mineru-tier", help="MinerU tier; all but flash need local models under MINERU_HOME."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ) -> None:
+        """Render pages to JPEG and extract text layer, layout blocks, tables, OCR lines and a TOC."""
+        from vrag_data.ingest import IngestOptions, ingest_paths
+        from vrag_data.ingest.options import MinerUSettings
+        from vrag_data.store.workspace import Workspace
+
+        opts = IngestOptions(
+            dpi=dpi, layout=layout.value, ocr=ocr.value, max_pages=max_pages, workers=workers, strict=strict,
+            max_page_pixels=max_page_pixels, mineru=MinerUSettings(tier=mineru_tier.value),
+        )
+        summary = ingest_paths(paths, Workspace(str(workspace)), opts, progress=not quiet)
+        for err in summary.errors:
+            where = f" page {err.page}" if err.page else ""
+            console.print(f"[yellow]skipped[/] {err.path}{where}: {err.reason}", highlight=False, soft_wrap=True)
+        console.print(
+            f"ingested {summary.n_docs} document(s), {summary.n_pages} page(s); {summary.n_skipped_unchanged} unchanged; "
+            f"{len(summary.errors)} error(s) (see {workspace}/corpus/errors.parquet) in {summary.seconds:.1f}s",
+            highlight=False,
+        )
+        if not summary.ok:
+            raise typer.Exit(2)

@@ -1,7 +1,86 @@
-"""CLI commands (not yet implemented)."""
+"""`vrag-data synth` (teacher trajectories for one recipe) and `vrag-data filter` (judge + filters + augmentations)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import typer
 
+from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.config import RECIPES, EndpointConfig, RoleConfig, RunConfig, load_config
 
-def register(app: typer.Typer) -> None:  # filled in by the stage that owns this command
-    return None
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _check_run_id(run: str | None) -> None:
+    if run is not None and not _RUN_ID.match(run):
+        fail(f"--run {run!r}: use letters, digits, '.', '_' or '-' (no slashes), at most 128 characters", 2)
+
+
+def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, model: str | None, key_env: str | None) -> RunConfig:
+    """`--policy oracle` or `--policy-url/--policy-model` replace the config's policy role."""
+    if policy is not None and (url or model):
+        fail("give either --policy oracle or --policy-url/--policy-model, not both", 2)
+    if policy is not None:
+        if policy != "oracle":
+            fail(f"--policy {policy!r}: the only named policy is 'oracle'; for a model use --policy-url and --policy-model", 2)
+        return cfg.model_copy(update={"roles": {**cfg.roles, "policy": RoleConfig(kind="oracle")}})
+    if url or model:
+        if not (url and model):
+            fail("--policy-url and --policy-model go together (the model name as the server knows it)", 2)
+        old = cfg.roles.get("policy")
+        role = (old or RoleConfig()).model_copy(update={"kind": "openai", "endpoints": [EndpointConfig(base_url=url, model=model, api_key_env=key_env)]})
+        return cfg.model_copy(update={"roles": {**cfg.roles, "policy": role}})
+    return cfg
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("synth")
+    @friendly_errors
+    def synth_cmd(
+        workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace with ingested pages and imported tasks."),
+        recipe: str = typer.Option(..., "--recipe", help=f"One of: {', '.join(RECIPES)}."),
+        config: Path | None = typer.Option(None, "--config", help="Run config (YAML); see configs/recipes/."),
+        samples: int | None = typer.Option(None, "--samples", min=1, help="Rollouts per task (default: synth.samples)."),
+        limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first K tasks."),
+        run: str | None = typer.Option(None, "--run", help="Run id (default: derived from recipe + roles + options; re-running resumes)."),
+        policy: str | None = typer.Option(None, "--policy", help="'oracle': the gold-guided offline policy (no model)."),
+        policy_url: str | None = typer.Option(None, "--policy-url", help="OpenAI-compatible base URL of the teacher, e.g. http://127.0.0.1:8000/v1."),
+        policy_model: str | None = typer.Option(None, "--policy-model", help="Model name served at --policy-url."),
+        policy_api_key_env: str | None = typer.Option(None, "--policy-api-key-env", help="Env var holding the API key of --policy-url."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ) -> None:
+        """Roll out teacher trajectories for one recipe: runs/<run>/trajectories/*.parquet (resumable)."""
+        from vrag_data.synth.run import synth
+
+        if recipe not in RECIPES:
+            fail(f"unknown --recipe {recipe!r}; choose one of: {', '.join(RECIPES)}", 2)
+        _check_run_id(run)
+        cfg = apply_policy_flags(load_config(config), policy, policy_url, policy_model, policy_api_key_env)
+        res = synth(str(workspace), cfg, recipe, run_id=run, samples=samples, limit=limit, progress=not quiet,
+                    on_ready=lambda rid: console.print(f"run {rid}: rolling out", highlight=False))
+        console.print(res.message, highlight=False, soft_wrap=True)
+        if res.stats.get("error_reasons"):
+            for reason, n in sorted(res.stats["error_reasons"].items(), key=lambda kv: -kv[1])[:5]:
+                console.print(f"[yellow]{n} episode(s) ended in error:[/] {reason}", highlight=False, soft_wrap=True)
+        typer.echo(res.run_id)
+
+    @app.command("filter")
+    @friendly_errors
+    def filter_cmd(
+        workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace of the run."),
+        run: str = typer.Option(..., "--run", help="Run id (as printed by `vrag-data synth`)."),
+        config: Path | None = typer.Option(None, "--config", help="Run config: filter chains/options and judge role."),
+    ) -> None:
+        """Judge (cached) + the recipe's filter chain -> runs/<run>/verdicts; augmentations -> trajectories/aug-*.parquet."""
+        from vrag_data.synth.postprocess import judge_and_filter
+
+        _check_run_id(run)
+        cfg = load_config(config) if config is not None else None
+        res = judge_and_filter(str(workspace), run, cfg)
+        console.print(res.message, highlight=False, soft_wrap=True)
+        if res.judge_errors:
+            console.print(f"[yellow]{res.judge_errors} trajectory(ies) could not be judged[/] (see the correctness verdicts)")
+        for line in res.augment_skipped[:10]:
+            console.print(f"[dim]augmentation skipped:[/] {line}", highlight=False, soft_wrap=True)

@@ -1,7 +1,77 @@
-"""CLI commands (not yet implemented)."""
+"""`vrag-data train sft|rl`: the bundled trainer (tiny CPU model for tests, Qwen2-VL / Qwen2.5-VL on GPUs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
 
+from vrag_data.cli.common import console, friendly_errors
 
-def register(app: typer.Typer) -> None:  # filled in by the stage that owns this command
-    return None
+ConfigOpt = typer.Option(..., "--config", "-c", help="Train config YAML (see configs/train/).")
+DataOpt = typer.Option(None, "--data", help="SFT: an SFT export; RL: an RL export selecting tasks (optional).")
+WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace with corpus, tasks and index (RL).")
+StepsOpt = typer.Option(None, "--max-steps", help="Override the number of optimiser steps.")
+OutOpt = typer.Option(None, "--output", "-o", help="Output folder (checkpoints, final model, logs).")
+ResumeOpt = typer.Option(True, "--resume/--no-resume", help="Continue from the last checkpoint in --output.")
+
+
+def _load(config: Path, data: str | None, workspace: str | None, output: str | None):
+    from vrag_data.train.config import load_train_config
+
+    cfg = load_train_config(config)
+    upd: dict = {}
+    if data is not None:
+        cfg.data = cfg.data.model_copy(update={"path": data})
+    if workspace is not None:
+        upd["workspace"] = workspace
+    if output is not None:
+        upd["output_dir"] = output
+    return cfg.model_copy(update=upd)
+
+
+def register(app: typer.Typer) -> None:
+    train = typer.Typer(help="Train on the exported data: SFT, then GRPO / RS-GRPO / SPO in the environment.",
+                        no_args_is_help=True)
+
+    @train.command("sft")
+    @friendly_errors
+    def sft_cmd(config: Path = ConfigOpt, data: Optional[str] = DataOpt, workspace: Optional[str] = WsOpt,
+                max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt) -> None:
+        """Supervised fine-tuning on an SFT export (loss on assistant turns only)."""
+        from vrag_data.train.sft import describe, run_sft
+
+        cfg = _load(config, data, workspace, output)
+        if max_steps is not None:
+            cfg.sft = cfg.sft.model_copy(update={"max_steps": max_steps})
+        result = run_sft(cfg, resume=resume, progress=True)
+        for reason in result.skipped[:5]:
+            console.print(f"skipped: {reason}", highlight=False)
+        typer.echo(json.dumps(describe(result)))
+
+    @train.command("rl")
+    @friendly_errors
+    def rl_cmd(config: Path = ConfigOpt, data: Optional[str] = DataOpt, workspace: Optional[str] = WsOpt,
+               estimator: Optional[str] = typer.Option(None, "--estimator", help="grpo | rs_grpo | spo"),
+               max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt) -> None:
+        """Multi-turn RL with rollouts in the environment and rewards from the recipe's reward spec."""
+        from vrag_data.config import ConfigError
+        from vrag_data.train.rl import run_rl
+
+        cfg = _load(config, data, workspace, output)
+        upd: dict = {}
+        if estimator is not None:
+            if estimator not in ("grpo", "rs_grpo", "spo"):
+                raise ConfigError(f"--estimator {estimator!r}: use grpo, rs_grpo or spo")
+            upd["estimator"] = estimator
+        if max_steps is not None:
+            upd["max_steps"] = max_steps
+        cfg.rl = cfg.rl.model_copy(update=upd)
+        result = run_rl(cfg, resume=resume, progress=True)
+        last = result.logs[-1].__dict__ if result.logs else {}
+        typer.echo(json.dumps({"output_dir": str(result.output_dir), "global_step": result.global_step,
+                               "resumed_from": result.resumed_from, "last": last}))
+
+    app.add_typer(train, name="train")

@@ -51,6 +51,9 @@ class Document(Record):
     toc: list[TocEntry] = Field(default_factory=list)
     figures: list[FigureEntry] = Field(default_factory=list)
     text_layer_fraction: float = 0.0  # share of pages with a usable text layer
+    # hash of the ingest settings that shaped the stored pages (dpi, layout, OCR, ...); same file + same
+    # hash = nothing to redo
+    ingest_hash: str = ""
     ingested_at: datetime = Field(default_factory=utcnow)
 
 
@@ -117,6 +120,13 @@ class Task(Record):
 ActionKind = Literal["think", "search", "select", "crop", "read", "answer", "finish", "invalid"]
 
 
+class ReadRequest(Record):
+    """One MM-Doc-R1 `<read>` entry: pages to read (as the model named them) and the sub-query."""
+
+    page_ids: list[str]
+    query: str
+
+
 class Action(Record):
     kind: ActionKind
     thought: str = ""
@@ -129,6 +139,7 @@ class Action(Record):
     evidence: list[str] = Field(default_factory=list)  # EVisRAG "[i]: ..." lines, index = image order
     observe: str = ""
     reason: str = ""  # why an action is invalid
+    reads: list[ReadRequest] = Field(default_factory=list)  # MM-Doc-R1 `<read>`: one entry per sub-query
 
 
 class ImageRef(Record):

@@ -1,0 +1,93 @@
+"""EVisRAG / VisRAG 2.0 (seed 003): one turn over the top-k retrieved pages (k = 1-5, default 3). The model
+writes `<observe>` (what each image holds with respect to the question), `<evidence>` with one line per
+image, `[i]: ...` or `[i]: no relevant information`, `<think>` (reasoning over the evidence) and
+`<answer>`; "insufficient to answer" when the images do not hold all the evidence.
+
+The pages are retrieved by the environment's own search with the question (scope, de-duplication and the
+page table apply), before the single turn; they go with the user message as images 1..k. The sufficiency
+label (every gold evidence page among the shown pages) is recorded in `extra["sufficient"]`, with
+`extra["shown_pages"]`, `extra["top_k"]` and `extra["ranked_pages"]` (the search ranking, which the
+top-1..5 augmentation of `vrag-data filter` re-uses).
+
+Where we differ, and why:
+- Retrieval is the workspace index (BM25 by default; VisRAG-Ret in the paper).
+- A reply that breaks the format gets the re-prompt and another attempt (at most `max_turns` attempts,
+  default 3) instead of being dropped, so format failures are counted like every recipe's invalid actions.
+- Tasks without gold evidence pages (unanswerable) are labelled insufficient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from pipelines.base import Recipe, base_env
+from vrag_data.config import ConfigError
+from vrag_data.env import EnvPrompts
+from vrag_data.schema.records import Action, Message, Task
+
+if TYPE_CHECKING:
+    from vrag_data.synth.episode import EpisodeRun
+
+INSTRUCTION = (
+    "You are a visual question-answering assistant. Below are a question and {k} numbered image(s) of document pages. "
+    "Work in four steps.\n"
+    "1. Observe: think about what kind of page could hold the answer, then look at each image in turn with the question "
+    "in mind and note whether it holds anything relevant. Put this inside <observe></observe>.\n"
+    "2. Evidence: inside <evidence></evidence>, write one line per image, in order: \"[i]: <what image i shows that "
+    "bears on the question>\", or \"[i]: no relevant information\" when you are sure image i has nothing useful.\n"
+    "3. Reason: inside <think></think>, work out the answer step by step from the evidence you recorded.\n"
+    "4. Answer: inside <answer></answer>, give only the final answer, based only on the evidence in the images, with "
+    "nothing extra (for a yes/no question, just yes or no). If the images do not hold enough information, write "
+    "<answer>insufficient to answer</answer>.\n"
+    "Use exactly these four tags, once each, in this order. Any number of images, including none, may be relevant.\n"
+    "Question: {question}"
+)
+INVALID = (
+    "Your reply did not follow the format: {reason}. Write <observe>...</observe>, <evidence> with one [i]: line per "
+    "image </evidence>, <think>...</think> and <answer>...</answer>, each exactly once and in this order."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvisragRecipe(Recipe):
+    def configure(self, options: dict[str, Any] | None = None, max_turns: int | None = None) -> "Recipe":
+        top_k = (options or {}).get("top_k")
+        if isinstance(top_k, int) and not 1 <= top_k <= 5:
+            raise ConfigError(f"synth.recipe_options.evisrag.top_k: EVisRAG shows 1 to 5 pages, got {top_k}")
+        return super().configure(options, max_turns)
+
+    def turns_for(self, max_turns: int) -> int:
+        # one environment step for the retrieval, then up to 3 answer attempts (the single turn plus re-prompts)
+        return 1 + min(max_turns, 3)
+
+    def initial_prompt(self, task: Task) -> list[Message]:
+        return [Message(role="user", text=INSTRUCTION.format(k=self.env.top_k, question=task.question.strip()))]
+
+    async def prepare(self, ep: "EpisodeRun") -> None:
+        st = ep.env.state
+        res = ep.env.step(Action(kind="search", query=ep.task.question.strip()))
+        shown = [im.page_id for im in res.observation.images]
+        gold = set(p for p in ep.task.evidence_pages)
+        ep.extra.update(
+            shown_pages=shown, top_k=self.env.top_k, ranked_pages=list(st.searches[-1]["hits"]) if st.searches else [],
+            sufficient=bool(gold) and gold <= set(shown),
+        )
+        text = INSTRUCTION.format(k=len(shown), question=ep.task.question.strip())
+        ep.prompt = [Message(role="user", text=text, images=list(res.observation.images))]
+
+
+RECIPE = EvisragRecipe(
+    name="evisrag",
+    paper="EVisRAG (seed 003)",
+    grammar="evisrag",
+    system_prompt="",
+    user_template="{question}",
+    env=base_env(grammar="evisrag", coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
+                 scope="corpus", max_turns=4, prompts=EnvPrompts(invalid=INVALID)),
+    roles=("policy", "judge", "student"),
+    filters=("correctness", "difficulty", "dedup"),
+    augmentations=("evisrag_topk",),
+    reward="evisrag",
+    export={"formats": ["easyr1", "llamafactory", "hf"], "max_pixels": 3920000},
+)

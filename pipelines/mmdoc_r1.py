@@ -1,0 +1,165 @@
+"""MM-Doc-R1 (seed 004): planner -> seeker loop -> answer agent, within one document.
+
+- Planner (`planner` role): the question, the document's table of contents and list of figures/tables
+  (from the ingested `Document`) in; a numbered plan of at most 10 steps out (`extra["plan"]`).
+- Seeker (`policy` role, the agent being trained): reasons, then calls one tool per step:
+  `<search>["kw1", "kw2"]</search>` = BM25 keyword search restricted to the task's document, returning the
+  matching pages with short snippets; `<read>[{"page_ids": [4, 5], "query": "..."}]</read>` = the `reader`
+  role (a VLM) looks at those page images and reports what bears on the question and the sub-query; the
+  seeker sees the reader's text, not the images; `<FINISH>` ends the loop.
+- Answer agent (`policy` role, answer prompt): writes the final answer from the gathered information only.
+
+Where we differ, and why:
+- The seeker's history is the whole conversation (append-only) instead of a re-rendered "steps already
+  taken" list: the same information, in a form SFT exports can replay turn by turn.
+- Tool calls are bare tags (`<search>`, `<read>`, `<FINISH>`) after a `<think>` block instead of fenced
+  `tool_code` blocks, so one grammar parses every recipe; the contents (a JSON keyword list, a JSON list of
+  page/query requests) are the paper's.
+- The answer agent puts its answer in `<answer>` (one re-prompt when it does not), so the final answer can
+  be scored without guessing where it starts. A seeker that runs out of turns still hands over to the
+  answer agent, as the paper's pipeline always ends with it.
+- Cross-document tasks search the whole corpus (the paper is single-document).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from pipelines.base import Recipe, base_env
+from vrag_data.env import EnvPrompts, parse_action
+from vrag_data.schema.records import ImageRef, Message, Observation, Turn
+
+if TYPE_CHECKING:
+    from vrag_data.synth.episode import EpisodeRun
+
+PLANNER = (
+    "You plan how to explore a long document to answer a question, using every clue the document's structure offers.\n"
+    "You get the question, the document's table of contents and its list of figures and tables. Those who carry out "
+    "your plan have two tools: (1) search: keywords in, the pages that contain them out (several keywords at once); "
+    "(2) read: up to 5 pages are read and their content prepared for analysis.\n"
+    "Write a goal-directed plan that builds up step by step, at most 10 steps, in exactly this form:\n"
+    "Here is my proposed initial plan.\n(1) ...\n(2) ...\n"
+)
+PLANNER_USER = (
+    "Question: {question}\nTable of contents:\n<document_toc>\n{toc}\n</document_toc>\n"
+    "List of figures and tables:\n<list_of_figures>\n{figures}\n</list_of_figures>"
+)
+SEEKER = (
+    "You gather information from one document, step by step, to answer a question.\n"
+    "At every step, first reason inside <think></think>: what is still missing or unclear, which sub-goal comes next, "
+    "and which tool fills that gap. Then call exactly one tool:\n"
+    "(1) <search>[\"keyword1\", \"keyword2\"]</search> tells you which pages mention these keywords, with short snippets.\n"
+    "(2) <read>[{\"page_ids\": [4, 5], \"query\": \"sub-question\"}]</read> has a reader look at those pages (at most 3 "
+    "per request; page numbers start at 1) and report what is relevant to your sub-question. State the intent of "
+    "each read in its query.\n"
+    "(3) <FINISH> once enough information has been gathered.\n"
+    "Keep each step short and strategic."
+)
+SEEKER_USER = "Question: {question}"
+READER = (
+    "You summarise document pages for a research assistant. You get an original question, a sub-question and page "
+    "images.\n1. List the visual elements on the pages: tables, figures, charts, images, text.\n"
+    "2. Pick out what is relevant to the original question and to the sub-question (the sub-question is the most "
+    "recent need and matters most).\n"
+    "3. Report, in this order: a summary of the visual elements, the information relevant to the queries, the key "
+    "findings.\nUse only what the images show and add nothing else. If the information needed is not there, say "
+    "plainly: \"Cannot answer due to insufficient data\"."
+)
+READER_USER = "Original question: {question}\nSub-question: {query}\nPages: {pages}"
+ANSWER = (
+    "Answer the question using only the information provided below; do not invent or assume any detail beyond it. "
+    "If the information needed is not there, say that you cannot answer for lack of relevant data.\n"
+    "Reason inside <think></think>, then give only the final answer inside <answer></answer>."
+)
+ANSWER_USER = "Question: {question}\nInformation gathered:\n{info}"
+INVALID = (
+    "That step could not be carried out: {reason}. Reason inside <think>...</think>, then call exactly one tool: "
+    "<search>[\"keyword\"]</search>, <read>[{{\"page_ids\": [1], \"query\": \"...\"}}]</read> or <FINISH>."
+)
+FORCED = "No steps are left. End with <FINISH>; the answer agent will answer from what you gathered."
+ANSWER_INVALID = "Your reply had no usable answer: {reason}. Reason inside <think>...</think>, then write <answer>...</answer>."
+
+
+def toc_text(ep: "EpisodeRun") -> tuple[str, str]:
+    toc, figs = [], []
+    for stem in ep.task.doc_stems:
+        doc = ep.deps.documents.get(stem)
+        if doc is None:
+            continue
+        toc += [f"{'  ' * max(0, e.level - 1)}- {e.title} (page {e.page})" for e in doc.toc]
+        figs += [f"- {f.kind} on page {f.page}{': ' + f.caption if f.caption else ''}" for f in doc.figures]
+    return "\n".join(toc) or "(no table of contents)", "\n".join(figs) or "(no figures or tables listed)"
+
+
+@dataclasses.dataclass(frozen=True)
+class MmdocRecipe(Recipe):
+    async def prepare(self, ep: "EpisodeRun") -> None:
+        toc, figs = toc_text(ep)
+        msgs = [Message(role="system", text=self.extra_prompts["planner"]),
+                Message(role="user", text=PLANNER_USER.format(question=ep.task.question.strip(), toc=toc, figures=figs))]
+        plan = (await ep.ask("planner", msgs, "planner")).text.strip()
+        ep.extra["plan"] = plan
+        last = ep.prompt[-1]
+        ep.prompt[-1] = last.model_copy(update={"text": f"{last.text}\n\nPlan:\n{plan}"})
+
+    async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None:
+        if turn.action.kind != "read" or turn.observation is None or turn.observation.kind != "read":
+            return
+        st = ep.env.state
+        resolved = st.reads[-max(1, len(turn.action.reads)):]
+        parts = []
+        for req in resolved:
+            ep.scratch["read"] = req
+            names = ", ".join(str(ep.pages[p].page) for p in req.page_ids)
+            msgs = [Message(role="system", text=self.extra_prompts["reader"]),
+                    Message(role="user", text=READER_USER.format(question=ep.task.question.strip(), query=req.query, pages=names),
+                            images=[ImageRef(page_id=p) for p in req.page_ids])]
+            summary = (await ep.ask("reader", msgs, "reader")).text.strip()
+            parts.append(f"Read page(s) {names} for \"{req.query}\":\n{summary}")
+        action = turn.action.model_copy(update={"page_ids": [p for r in resolved for p in r.page_ids], "reads": resolved})
+        ep.turns[-1] = turn.model_copy(update={"action": action, "observation": Observation(kind="read", text="\n\n".join(parts))})
+        ep.extra["read_pages"] = list(st.read_pages)
+
+    async def finish(self, ep: "EpisodeRun") -> None:
+        st = ep.env.state
+        if st.final_answer is not None or st.status not in ("no_answer", "max_turns"):
+            return
+        info = "\n\n".join(f"Step {t.idx}: {t.observation.text}" for t in ep.turns
+                           if t.observation is not None and t.observation.text and t.action.kind in ("search", "read"))
+        msgs = [Message(role="system", text=self.extra_prompts["answer"]),
+                Message(role="user", text=ANSWER_USER.format(question=ep.task.question.strip(), info=info or "(nothing was found)"))]
+        idx = ep.turns[-1].idx if ep.turns else st.turn
+        for attempt in range(2):
+            reply = await ep.ask("policy", msgs, "answer")
+            action = parse_action(reply.text, self.grammar)
+            idx += 1
+            if action.kind == "answer":
+                ep.record(reply.text, action, None, role="answer", idx=idx)
+                st.final_answer, st.status, st.reason = action.answer, "answered", ""
+                return
+            reason = action.reason or f"<{action.kind}> is not an answer"
+            st.n_invalid += 1
+            st.invalid_reasons.append(f"answer agent: {reason}")
+            obs = Observation(kind="error", text=ANSWER_INVALID.format(reason=reason))
+            ep.record(reply.text, action, obs, role="answer", idx=idx)
+            msgs = [*msgs, Message(role="assistant", text=reply.text), Message(role="user", text=obs.text)]
+        st.reason = "the answer agent gave no <answer>"
+
+
+RECIPE = MmdocRecipe(
+    name="mmdoc_r1",
+    paper="MM-Doc-R1 (seed 004)",
+    grammar="mmdoc_r1",
+    system_prompt=SEEKER,
+    user_template=SEEKER_USER,
+    env=base_env(grammar="mmdoc_r1", coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="text_hits", top_k=5,
+                 search_depth=5, scope="document", max_read_pages=3, max_turns=8,
+                 prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
+    roles=("policy", "planner", "reader", "judge"),
+    filters=("structure", "correctness", "dedup"),
+    augmentations=(),
+    reward="mmdoc_r1",
+    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 401408},
+    extra_prompts={"planner": PLANNER, "reader": READER, "answer": ANSWER},
+)

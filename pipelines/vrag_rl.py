@@ -1,0 +1,128 @@
+"""VRAG-RL (seed 000): ReAct over page images with `<search>`, a crop action `<bbox>` and `<answer>`, plus
+multi-expert sampling: after every crop the `grounding` role re-locates the box from the teacher's thought,
+and its box replaces the teacher's (both are recorded in `extra["grounding"]`).
+
+Faithful to the paper: the Figure 9 requirements (think first whenever new information arrives, search when
+knowledge is missing, crop a returned image with `[x1, y1, x2, y2]`, search any number of times, a short
+answer in `<answer>`), one page per search with per-trajectory de-duplication, the teacher and the
+grounding expert both speak pixels of the page image they were shown (Qwen2.5-VL convention).
+
+Where we differ, and why:
+- The page budget is smart_resize at 401408 pixels (VRAG-RL's upper budget, 512*28*28) instead of its
+  square-root budget resize: the image sent is then exactly the grid the teacher's pixel coordinates refer
+  to, and exports re-materialise the same grid, so no box drifts between synthesis and training.
+- The paper's prompt puts instruction and question together in one user turn; we keep the instruction as the
+  system message (same content, clearer for SFT exports that store the system prompt apart).
+- A grounding reply that cannot be read, or a failing grounding endpoint, keeps the teacher's box (recorded
+  with the reason) instead of dropping the trajectory.
+- `<region>` is accepted as a synonym of `<bbox>` (the paper's text uses both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import TYPE_CHECKING
+
+from pipelines.base import Recipe, base_env
+from vrag_data.env import EnvPrompts, parse_action
+from vrag_data.schema.records import Action, ImageRef, Message
+from vrag_data.teacher.pool import TeacherError
+
+if TYPE_CHECKING:
+    from vrag_data.synth.episode import EpisodeRun
+
+SYSTEM = (
+    "You answer questions using a search engine over a collection of document page images.\n"
+    "Whenever you receive new information, first reason about it inside <think> and </think>.\n"
+    "If, after reasoning, you still lack knowledge, query the search engine by writing <search> your query </search>; "
+    "the user replies with the page image that was found.\n"
+    "Each time a page image is returned you may zoom into one region of it for a sharper view by writing "
+    "<bbox>[x1, y1, x2, y2]</bbox>, using pixel coordinates of that image.\n"
+    "You may search as many times as you need.\n"
+    "When no further information is needed, give the final answer inside <answer> and </answer> without any "
+    "explanation, for example <answer> Paris </answer>."
+)
+USER = "Question: {question}"
+INVALID = (
+    "Your reply could not be used: {reason}. Reply again: reason inside <think>...</think>, then exactly one of "
+    "<search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> or <answer>answer</answer>."
+)
+GROUNDING = (
+    "You are a visual grounding expert. You get one document page image and the reasoning of an assistant who wants "
+    "to zoom into part of this page. Find the one region of the page the assistant needs and give its bounding box "
+    "as <bbox>[x1, y1, x2, y2]</bbox> in {space}. Reply with the box only."
+)
+GROUNDING_USER = "The assistant's reasoning: {thought}\nIt proposed the box {boxes}. Return the region it needs."
+SPACE_WORDS = {
+    "qwen2.5-vl": "pixel coordinates of this image",
+    "raw": "pixel coordinates of this image",
+    "qwen3-vl": "coordinates from 0 to 1000 relative to the image width and height",
+    "norm1000": "coordinates from 0 to 1000 relative to the image width and height",
+}
+_BOX_TAG = re.compile(r"<(bbox|region)>(.*?)</\1>", re.S | re.I)
+_FOUR = re.compile(r"(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)")
+
+
+def parse_grounding(text: str) -> list[float] | None:
+    """The first four comma-separated numbers of a grounding reply (`<bbox>[...]</bbox>`, `{"bbox_2d": [...]}`...)."""
+    m = _FOUR.search(text or "")
+    if not m:
+        return None
+    box = [float(v) for v in m.groups()]
+    return box if box[2] > box[0] and box[3] > box[1] else None
+
+
+def _fmt(box: list[float]) -> str:
+    return json.dumps([int(v) if float(v).is_integer() else v for v in box])
+
+
+@dataclasses.dataclass(frozen=True)
+class VragRlRecipe(Recipe):
+    async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
+        if action.kind != "crop" or not self.options.grounding:
+            return action, text
+        page_id = action.page_ids[0] if action.page_ids else ep.env.state.current_page
+        if page_id is None or page_id not in ep.pages:
+            return action, text  # the environment rejects the crop with its own reason
+        record = {"turn": ep.env.state.turn + 1, "page_id": page_id, "teacher_boxes": action.boxes}
+        ep.scratch["grounding"] = {"page_id": page_id, "teacher_boxes": action.boxes}
+        msgs = [
+            Message(role="system", text=self.extra_prompts["grounding"].format(space=SPACE_WORDS.get(self.coord_space, "pixels"))),
+            Message(role="user", text=GROUNDING_USER.format(thought=action.thought or "(none)", boxes=_fmt(action.boxes[0])),
+                    images=[ImageRef(page_id=page_id)]),
+        ]
+        try:
+            reply = await ep.ask("grounding", msgs, "grounding")
+        except TeacherError as err:
+            ep.note("grounding", {**record, "used": False, "reason": f"grounding failed: {err}"})
+            return action, text
+        box = parse_grounding(reply.text)
+        if box is None:
+            ep.note("grounding", {**record, "used": False, "reason": "no box in the grounding reply", "reply": reply.text[:200]})
+            return action, text
+        new_text = _BOX_TAG.sub(lambda m: f"<{m.group(1)}>{_fmt(box)}</{m.group(1)}>", text, count=1)
+        new_action = parse_action(new_text, self.grammar)
+        if new_action.kind != "crop":  # cannot happen for a text that parsed as a crop; keep the teacher's
+            ep.note("grounding", {**record, "used": False, "reason": f"re-parse failed: {new_action.reason}"})
+            return action, text
+        ep.note("grounding", {**record, "grounding_boxes": [box], "used": True, "request_id": reply.request_id})
+        return new_action, new_text
+
+
+RECIPE = VragRlRecipe(
+    name="vrag_rl",
+    paper="VRAG-RL (seed 000)",
+    grammar="vrag_rl",
+    system_prompt=SYSTEM,
+    user_template=USER,
+    env=base_env(grammar="vrag_rl", coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
+                 scope="corpus", max_turns=8, prompts=EnvPrompts(invalid=INVALID)),
+    roles=("policy", "grounding", "judge"),
+    filters=("structure", "correctness", "balance", "dedup"),
+    augmentations=(),
+    reward="vrag_rl",
+    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 401408, "data_source": "rag"},
+    extra_prompts={"grounding": GROUNDING},
+)

@@ -1,0 +1,221 @@
+"""Exports read back by their consumers: `datasets` (load_from_disk, load_dataset("parquet")) for real.
+
+LLaMA-Factory 0.9.5 and verl 0.9.1 download offline but pin against us (datasets<=4.0 / transformers<=5.6,
+transformers<5.11), and qwen-vl-utils needs torchvision (absent here), so their readers cannot be imported:
+`lf_sharegpt_check` and `verl_build_messages` below re-implement their documented checks (sharegpt converter:
+system split off, user/observation on odd turns, assistant/function on even turns, even count; mm plugin:
+`<image>` tokens == images; verl RLHFDataset: split each content on `<image>`, one image per placeholder).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import yaml
+from PIL import Image
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from export_fixtures import build_workspace  # noqa: E402
+
+from vrag_data.cli.main import app  # noqa: E402
+from vrag_data.export import export_run, kept_trajectories  # noqa: E402
+from vrag_data.export.coords import raw_to_family, smart_resize  # noqa: E402
+
+
+def lf_sharegpt_check(example: dict, attr: dict) -> tuple[str, list[dict]]:
+    tags, cols = attr["tags"], attr["columns"]
+    msgs = example[cols["messages"]]
+    system = example.get(cols.get("system", ""), "")
+    odd, even = (tags["user_tag"], "observation"), (tags["assistant_tag"], "function_call")
+    for i, m in enumerate(msgs):
+        assert m[tags["role_tag"]] in (odd, even)[i % 2], f"invalid role tag at turn {i}: {msgs}"
+    assert len(msgs) % 2 == 0, "invalid message count"
+    n_tokens = sum(m[tags["content_tag"]].count("<image>") for m in msgs)
+    assert n_tokens == len(example[cols["images"]]), "image tokens != images"
+    return system, msgs
+
+
+def verl_build_messages(row: dict) -> list[list]:
+    out = []
+    for m in row["prompt"]:
+        out.append([{"type": "image"} if seg == "<image>" else {"type": "text", "text": seg} for seg in re.split("(<image>|<video>)", m["content"])])
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    ws = build_workspace(root / "ws")
+    summary = export_run(ws, "r1", out_dir=root / "out", shard_size=2)
+    return ws, root / "out", summary
+
+
+def test_summary_counts_and_skips(exported):
+    _, out, s = exported
+    assert (s.n_trajectories, s.n_kept) == (7, 5)
+    assert s.counts["hf"] == {"sft": 3, "rl": 4}
+    assert s.counts["llamafactory"] == {"vrag_rl": 2, "evisrag": 1}
+    assert s.counts["verl"] == {"train": 4}
+    assert s.skipped == {"sft:missing_image": 1, "sft:alternation": 1, "rl:task_not_found": 1, "easyr1:missing_image": 1}
+    rows = [json.loads(x) for x in (out / "skipped.jsonl").read_text().splitlines()]
+    assert {r["id"] for r in rows} == {"tr4", "tr5", "t_missing:vrag_rl", "t4:vrag_rl"}
+    assert any("docA_9.jpg" in r["reason"] for r in rows)
+    assert not list((out / ".tmp").glob("*")), "temporary files left behind"
+    card = (out / "hf" / "README.md").read_text()
+    assert "sft:missing_image | 1" in card and "oracle" in card.lower() and "cfg123" in card and "`r1`" in card
+    assert json.loads((out / "summary.json").read_text())["n_kept"] == 5
+
+
+def test_hf_load_from_disk_and_parquet(exported):
+    _, out, _ = exported
+    dd = datasets.load_from_disk(str(out / "hf" / "dataset"))
+    assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 4
+    assert isinstance(dd["sft"].features["images"].feature, datasets.Image)
+    row = next(r for r in dd["sft"] if r["traj_id"] == "tr1")
+    assert [im.size for im in row["images"]][0] == (532, 728)  # smart_resize(1400, 1000, 28, max 401408)
+    n_tok = sum(m["content"].count("<image>") for m in row["messages"])
+    assert n_tok == len(row["images"]) == 2
+    sft_files = sorted(str(p) for p in (out / "hf" / "data").glob("sft-*.parquet"))
+    assert len(sft_files) == 2  # shard_size=2, 3 records
+    ds = datasets.load_dataset("parquet", data_files=sft_files, split="train")
+    assert len(ds) == 3 and isinstance(ds.features["images"].feature, datasets.Image)
+    rl = datasets.load_dataset("parquet", data_files=sorted(str(p) for p in (out / "hf" / "data").glob("rl-*.parquet")), split="train")
+    r = next(x for x in rl if x["extra_info"]["task_id"] == "t1")
+    assert r["reward_model"] == {"style": "rule", "ground_truth": "42"}
+    assert json.loads(r["extra_info"]["gold_boxes"]) == {"docA_2": [[100, 200, 500, 600]]}
+
+
+def test_llamafactory_sharegpt_rules(exported):
+    _, out, _ = exported
+    lf = out / "llamafactory"
+    info = json.loads((lf / "dataset_info.json").read_text())
+    assert set(info) == {"vragdata_vrag_rl", "vragdata_evisrag"}
+    n = 0
+    for name, attr in info.items():
+        assert attr["formatting"] == "sharegpt"
+        folder = lf / attr["file_name"]
+        for shard in sorted(folder.iterdir()):
+            assert shard.suffix == ".json"  # LLaMA-Factory requires one file type per folder
+            for ex in json.loads(shard.read_text()):
+                system, msgs = lf_sharegpt_check(ex, attr)
+                assert system.startswith("You answer questions")
+                assert msgs[-1]["role"] == "assistant"
+                for p in ex["images"]:
+                    assert (out / p).is_file()  # media_dir = export root
+                n += 1
+    assert n == 3
+    tr2 = next(ex for ex in json.loads((lf / "vrag_rl" / "part-00000.json").read_text()) if ex["id"] == "tr2")
+    # the page text's literal <image> is escaped; the two consecutive assistant turns are merged
+    assert "[image] logo here" in tr2["messages"][2]["content"]
+    assert [m["role"] for m in tr2["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert "still thinking" in tr2["messages"][3]["content"] and "<answer>blue</answer>" in tr2["messages"][3]["content"]
+    cfg = yaml.safe_load((lf / "sft_vrag_rl_qwen2_5vl.yaml").read_text())
+    assert cfg["image_max_pixels"] == 401408 and cfg["mask_history"] is False and cfg["dataset"] == "vragdata_vrag_rl"
+    assert cfg["learning_rate"] == 1.0e-5 and cfg["template"] == "qwen2_vl"
+    assert yaml.safe_load((lf / "sft_evisrag_qwen2_5vl.yaml").read_text())["image_max_pixels"] == 3920000
+
+
+def test_crop_box_converted_to_qwen25_pixels(exported):
+    _, out, _ = exported
+    ex = next(e for e in json.loads((out / "llamafactory" / "vrag_rl" / "part-00000.json").read_text()) if e["id"] == "tr1")
+    crop_turn = ex["messages"][3]["content"]
+    # 0-1000 [100,200,500,600] on a 1000x1400 page -> raw [100,280,500,840] -> 532x728 image pixels
+    assert "<bbox>[53, 146, 266, 437]</bbox>" in crop_turn
+    assert raw_to_family((100, 280, 500, 840), 1000, 1400, "qwen3-vl", 401408) == [100, 200, 500, 600]
+
+
+def test_verl_parquet_as_rlhf_dataset_reads_it(exported):
+    _, out, _ = exported
+    files = sorted(str(p) for p in (out / "verl").glob("train-*.parquet"))
+    ds = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert {"data_source", "prompt", "images", "ability", "reward_model", "extra_info", "file_name", "reference_page"} <= set(ds.column_names)
+    rows = {r["extra_info"]["task_id"] + "/" + r["extra_info"]["recipe"]: r for r in ds}
+    t1 = rows["t1/vrag_rl"]
+    assert t1["data_source"] == "slidevqa_test" and rows["t2/vrag_rl"]["data_source"] == "rag"
+    assert t1["file_name"] == "docA.pdf" and t1["reference_page"] == [2]
+    assert t1["extra_info"]["gold_pages"] == ["docA_2"] and t1["images"] == []
+    ev = rows["t2/evisrag"]
+    n_placeholders = sum(seg == {"type": "image"} for msg in verl_build_messages(ev) for seg in msg)
+    assert n_placeholders == len(ev["images"]) == 3
+    for im in ev["images"]:
+        assert set(im) == {"image"}  # verl's process_image must not see a `bytes` key next to `image`
+        Image.open(im["image"]).verify()
+    assert sorted({r["extra_info"]["index"] for r in ds}) == [0, 1, 2, 3]
+
+
+def test_easyr1_jsonl(exported):
+    _, out, _ = exported
+    rows = [json.loads(x) for f in sorted((out / "easyr1" / "train").glob("*.jsonl")) for x in f.read_text().splitlines()]
+    ev = next(r for r in rows if r["recipe"] == "evisrag")
+    assert ev["prompt"].count("<image>") == len(ev["image"]) == 3
+    assert "[1]: the car is blue" in ev["answer"] and "[3]: no relevant information" in ev["answer"]
+    assert ev["answer"].startswith("<evidence>") and ev["answer"].endswith("<answer>blue</answer>")
+    v = next(r for r in rows if r["task_id"] == "t1")  # no prompt images: gold page stands in
+    assert v["prompt"].count("<image>") == len(v["image"]) == 1 and "[1]: the total is 42" in v["answer"]
+    assert all((out / p).is_file() for r in rows for p in r["image"])
+    cfg = yaml.safe_load((out / "easyr1" / "data_config.yaml").read_text())["data"]
+    assert cfg["image_key"] == "image" and Path(cfg["image_dir"]) == out.resolve()
+
+
+def test_no_verdicts_keeps_answered_with_warning(tmp_path):
+    ws = build_workspace(tmp_path / "ws", with_verdicts=False)
+    kept = kept_trajectories(ws.run("r1"))
+    assert {t.traj_id for t in kept} == {"tr1", "tr2", "tr3", "tr4", "tr5", "tr6"}
+    s = export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o")
+    assert any("no verdicts" in w for w in s.warnings)
+
+
+def test_cli_empty_run_exports_empty_splits(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    from vrag_data.schema.records import Verdict
+    from vrag_data.store import write_records
+
+    write_records(ws.path("runs", "r1", "verdicts", "v.parquet"),
+                  [Verdict(run_id="r1", traj_id=f"tr{i}", task_id="t", filter="x", passed=False) for i in range(1, 8)], Verdict)
+    res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "r1", "--format", "hf", "--format", "verl", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "no kept trajectories" in res.output
+    dd = datasets.load_from_disk(str(tmp_path / "o" / "hf" / "dataset"))
+    assert len(dd["sft"]) == 0 and len(dd["rl"]) == 0
+    assert "verl: train=0" in res.output and not list((tmp_path / "o" / "verl").glob("*.parquet"))
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    build_workspace(tmp_path / "ws")
+    res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "nope", "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "run not found" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "r1", "--format", "csv", "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "unknown export format" in res.output
+
+
+def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1)
+    assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 3
+    images = sorted(p.name for p in (tmp_path / "o" / "images").iterdir())
+    s = export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=100)
+    assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 1
+    assert sorted(p.name for p in (tmp_path / "o" / "images").iterdir()) == images
+    assert s.stats["images"]["written"] == 0 and s.counts["hf"]["sft"] == 3
+
+
+def test_qwen3_family_keeps_norm_boxes(tmp_path):
+    ws = build_workspace(tmp_path / "ws")
+    export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o", model_family="qwen3-vl")
+    ex = next(e for e in json.loads((tmp_path / "o" / "llamafactory" / "vrag_rl" / "part-00000.json").read_text()) if e["id"] == "tr1")
+    assert "<bbox>[100, 200, 500, 600]</bbox>" in ex["messages"][3]["content"]
+    assert yaml.safe_load((tmp_path / "o" / "llamafactory" / "sft_vrag_rl_qwen3vl.yaml").read_text())["template"] == "qwen3_vl"
+
+
+@pytest.mark.parametrize(
+    ("h", "w", "max_pixels", "expected"),
+    [(1400, 1000, 401408, (728, 532)), (28, 28, 401408, (56, 56)), (1000, 1000, 12845056, (1008, 1008)), (2000, 500, 200704, (896, 224))],
+)
+def test_smart_resize_hand_values(h, w, max_pixels, expected):
+    assert smart_resize(h, w, 28, 56 * 56, max_pixels) == expected

@@ -1,0 +1,218 @@
+"""Filters: each rule on hand-built trajectories, verdict recording, chains and config overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.rewards_factory import make_task, make_traj
+from vrag_data.config import FiltersConfig, parse_config
+from vrag_data.filters import (
+    Balance, Correctness, Dedup, Difficulty, FilterChain, FilterContext, RetrievalCompleteness, Structure,
+    apply_chain, default_chain, difficulty_keep,
+)
+from vrag_data.schema.geometry_types import Box
+
+TASK = make_task(answer="42", fmt="Int", pages=["doc_3"])
+
+
+def ctx(**kw):
+    return FilterContext(tasks={TASK.task_id: TASK}, **kw)
+
+
+def traj(steps, sample=0, task=TASK, **kw):
+    return make_traj(task, steps, sample=sample, **kw)
+
+
+GOOD = [("search", "q", ["doc_1", "doc_3"]), ("crop", "doc_3", (100, 100, 400, 300)), ("answer", "42")]
+
+
+def test_correctness_rules_judge_and_stored_score():
+    right, wrong = traj(GOOD), traj(GOOD[:-1] + [("answer", "41")], sample=1)
+    f = Correctness()
+    v = f.score(right, ctx())
+    assert v.passed and v.score == 1.0 and "rules" in v.reason
+    v = f.score(wrong, ctx())
+    assert not v.passed and "'41' vs '42'" in v.reason
+    # a judge callable (e.g. the model judge) takes precedence over the rules
+    v = f.score(wrong, ctx(judge=lambda t, task: 1.0))
+    assert v.passed and "judge" in v.reason
+    stored = wrong.model_copy(update={"extra": {"judge_score": 1.0}})
+    assert f.score(stored, ctx()).passed
+    unfinished = traj(GOOD[:-1], sample=2)
+    assert not f.score(unfinished, ctx()).passed
+
+
+def test_retrieval_completeness():
+    task = make_task(pages=["doc_3", "doc_5"])
+    c = FilterContext(tasks={task.task_id: task})
+    f = RetrievalCompleteness()
+    v = f.score(make_traj(task, [("search", "q", ["doc_3"]), ("answer", "42")]), c)
+    assert not v.passed and "doc_5" in v.reason and v.score == 0.5
+    v = f.score(make_traj(task, [("search", "q", ["doc_3"]), ("search", "q", ["doc_5"]), ("answer", "42")]), c)
+    assert v.passed
+    none = make_task(question="unanswerable?", answer="Not answerable", fmt="None", pages=[])
+    assert f.score(make_traj(none, [("answer", "Not answerable")]), FilterContext(tasks={none.task_id: none})).passed
+
+
+def test_structure_rules():
+    f = Structure()
+    assert f.score(traj(GOOD), ctx()).passed
+    # crop of a page no search showed
+    v = f.score(traj([("search", "q", ["doc_1"]), ("crop", "doc_3", (0, 0, 100, 100)), ("answer", "42")]), ctx())
+    assert not v.passed and "not shown" in v.reason
+    # (nearly) whole-page crop: 950 x 960 / 1e6 = 91% >= 90%
+    v = f.score(traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 950, 960)), ("answer", "42")]), ctx())
+    assert not v.passed and "covers 91%" in v.reason
+    assert Structure(max_crop_area=0.95).score(
+        traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 950, 960)), ("answer", "42")]), ctx()).passed
+    # more than 10 retrievals
+    many = [("search", f"q{i}", [f"doc_{i + 10}"]) for i in range(11)] + [("answer", "42")]
+    v = f.score(traj(many), ctx())
+    assert not v.passed and "11 retrievals > 10" in v.reason
+    # invalid turns count only when required
+    inv = traj([("search", "q", ["doc_3"]), ("invalid", "<search>oops"), ("answer", "42")])
+    assert not f.score(inv, ctx()).passed
+    assert Structure(require_valid=False).score(inv, ctx()).passed
+
+
+def test_structure_adjacent_and_box_inside_page():
+    later = traj([("search", "q", ["doc_3"]), ("answer", "x"), ("crop", "doc_3", (0, 0, 100, 100))], sample=3)
+    later = later.model_copy(update={"final_answer": "x", "status": "answered"})
+    assert Structure(adjacent=False, require_valid=False).score(later, ctx()).passed
+    v = Structure(adjacent=True, require_valid=False).score(later, ctx())
+    assert not v.passed and "preceding retrieval" in v.reason
+    # a crop whose raw box runs past the page edge (page size known)
+    t = traj(GOOD)
+    bad_box = Box(raw=(100.0, 100.0, 1200.0, 300.0), norm=(100, 71, 1000, 214))
+    t = t.model_copy(update={"crops": [t.crops[0].model_copy(update={"box": bad_box})]})
+    v = Structure().score(t, ctx(page_sizes={"doc_3": (1000, 1400)}))
+    assert not v.passed and "outside page" in v.reason
+
+
+def test_difficulty_rules_pure():
+    wrong, right = ("x", False), ("42", True)
+    assert difficulty_keep("unidoc_sft", [wrong])[0]
+    assert not difficulty_keep("unidoc_sft", [right])[0]
+    assert difficulty_keep("evisrag", [right, wrong])[0]
+    keep, why = difficulty_keep("evisrag", [right, right])
+    assert not keep and "always right" in why
+    # UniDoc-RL RL curation: an attempt that retrieved the gold pages but answered wrong
+    assert difficulty_keep("unidoc_rl", [("42", True, True), ("x", False, True)])[0]
+    assert not difficulty_keep("unidoc_rl", [("42", True, True), ("x", False, False)])[0]
+    assert not difficulty_keep("unidoc_rl", [("x", False, False)] * 5)[0]
+    assert not difficulty_keep("unidoc_rl", [("x", False)])[0]
+    with pytest.raises(ValueError):
+        difficulty_keep("hard", [wrong])
+
+
+def test_difficulty_filter_uses_student_results():
+    t = traj(GOOD)
+    f = Difficulty(rule="evisrag")
+    v = f.score(t, ctx(student_results={TASK.task_id: [("42", True)] * 8}))
+    assert not v.passed and v.score == 1.0
+    v = f.score(t, ctx(student_results={TASK.task_id: [("42", True)] * 7 + [("1", False)]}))
+    assert v.passed and v.score == pytest.approx(7 / 8)
+    assert f.score(t, ctx()).passed and "not applied" in f.score(t, ctx()).reason
+    assert not Difficulty(missing="drop").score(t, ctx()).passed
+
+
+def _steps(n_search, crop=False):
+    s = [("search", f"q{i}", [f"doc_{i}"]) for i in range(n_search)]
+    if crop:
+        s.append(("crop", "doc_0", (0, 0, 100, 100)))
+    return s + [("answer", "42")]
+
+
+def test_balance_steps_and_buckets():
+    items = (
+        [traj(_steps(1), sample=i) for i in range(5)]  # 2 steps, search only: 5 items
+        + [traj(_steps(1, crop=True), sample=10 + i) for i in range(2)]  # 3 steps, search+crop: 2 items
+        + [traj(_steps(6), sample=20)]  # 7 steps: out of range
+        + [traj([("answer", "42")], sample=21)]  # 1 step: out of range
+    )
+    vs = Balance().score_all(items, ctx())
+    passed = [v.passed for v in vs]
+    # cap = 2 x smallest bucket (2) = 4: the first 4 of the big bucket stay
+    assert passed == [True] * 4 + [False] + [True, True] + [False, False]
+    assert "over cap 4" in vs[4].reason
+    assert "7 steps outside 2-6" in vs[7].reason
+    assert [v.passed for v in Balance(max_per_bucket=1).score_all(items[:7], ctx())] == [True] + [False] * 4 + [True, False]
+
+
+def test_dedup_keeps_first_and_ignores_samples_of_one_task():
+    q = "What was the total revenue of the company in 2019?"
+    t1 = make_task(question=q)
+    t2 = make_task(question="What was the total revenue of the company in 2019 ?", stem="doc2")  # same tokens
+    t3 = make_task(question="Who signed the annual report?", stem="doc3")
+    tasks = {t.task_id: t for t in (t1, t2, t3)}
+    items = [make_traj(t1, GOOD, sample=0), make_traj(t1, GOOD, sample=1), make_traj(t2, GOOD), make_traj(t3, GOOD)]
+    vs = Dedup().score_all(items, FilterContext(tasks=tasks))
+    assert [v.passed for v in vs] == [True, True, False, True]
+    assert t1.task_id in vs[2].reason
+    assert [v.passed for v in Dedup(one_per_task=True).score_all(items, FilterContext(tasks=tasks))] == [
+        True, False, False, True]
+
+
+def test_dedup_minhash_path_finds_the_same_duplicates():
+    tasks, items = {}, []
+    for i in range(60):
+        q = f"how many employees worked at plant number {i} in the year {2000 + i}"
+        for j, stem in enumerate(("a", "b")):  # each question twice, from two documents
+            t = make_task(question=q, stem=f"{stem}{i}")
+            tasks[t.task_id] = t
+            items.append(make_traj(t, GOOD, sample=j))
+    c = FilterContext(tasks=tasks)
+    exact = [v.passed for v in Dedup().score_all(items, c)]
+    lsh = [v.passed for v in Dedup(minhash_above=10).score_all(items, c)]
+    assert exact == lsh == [True, False] * 60
+
+
+def test_apply_chain_records_every_verdict():
+    trajs = [traj(GOOD, sample=0), traj(GOOD[:-1] + [("answer", "7")], sample=1),
+             traj([("search", "q", ["doc_1"]), ("crop", "doc_3", (0, 0, 10, 10)), ("answer", "42")], sample=2)]
+    chain = FilterChain.from_names(["structure", "correctness"])
+    kept, verdicts = apply_chain(trajs, [TASK], chain)
+    assert [t.sample for t in kept] == [0]
+    # structure saw all 3, correctness saw the 2 survivors
+    assert [(v.filter, v.passed) for v in verdicts] == [
+        ("structure", True), ("structure", True), ("structure", False), ("correctness", True), ("correctness", False)]
+    assert all(v.reason for v in verdicts)
+
+
+def test_bad_record_becomes_a_failed_verdict():
+    orphan = make_traj(make_task(question="unknown task?"), GOOD)
+    kept, verdicts = apply_chain([orphan, traj(GOOD)], [TASK], FilterChain.from_names(["correctness"]))
+    assert len(kept) == 1
+    assert not verdicts[0].passed and "not found" in verdicts[0].reason
+
+
+def test_default_chains_and_config_override():
+    assert default_chain("visor").names == ["structure", "retrieval_completeness", "correctness", "dedup"]
+    assert default_chain("visor").filters[0].adjacent is True
+    assert default_chain("evisrag").filters[1].rule == "evisrag"
+    cfg = parse_config({"filters": {"chains": {"vrag_rl": ["correctness", "balance"]},
+                                    "options": {"balance": {"max_per_bucket": 3}}}}).filters
+    chain = default_chain("vrag_rl", cfg)
+    assert chain.names == ["correctness", "balance"] and chain.filters[1].max_per_bucket == 3
+    with pytest.raises(ValueError, match="unknown filter"):
+        default_chain("vrag_rl", FiltersConfig(chains={"vrag_rl": ["corectness"]}))
+    with pytest.raises(ValueError, match="bad options"):
+        FilterChain.from_names(["balance"], {"balance": {"maxx": 1}})
+
+
+def test_saved_verdicts_drive_the_exporters_keep_rule(tmp_path):
+    from vrag_data.augment import replace_queries
+    from vrag_data.export.kept import Verdicts
+    from vrag_data.filters import save_verdicts
+    from vrag_data.schema.records import Verdict
+    from vrag_data.store.shards import read_records
+
+    good, bad = traj(GOOD, sample=0), traj(GOOD[:-1] + [("answer", "7")], sample=1)
+    kept, verdicts = apply_chain([good, bad], [TASK], default_chain("vrag_rl"))
+    run_dir = str(tmp_path / "runs" / "r1")
+    path = save_verdicts(run_dir, verdicts)
+    assert read_records(path, Verdict) == verdicts
+    loaded = Verdicts.load(run_dir)
+    assert loaded.keep(good) and not loaded.keep(bad)
+    # an augmented copy inherits its source's verdicts through extra["source_traj_id"]
+    assert loaded.keep(replace_queries(good, TASK)) and not loaded.keep(replace_queries(bad, TASK))

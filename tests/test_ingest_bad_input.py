@@ -1,0 +1,142 @@
+"""Bad inputs: each gets a one-line error in corpus/errors.parquet and the batch goes on; exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pymupdf
+import pytest
+from PIL import Image
+
+from vrag_data.ingest import IngestFailed, IngestOptions, ingest_paths
+from vrag_data.store import Workspace
+from vrag_data.store.corpus import load_documents, load_errors, load_pages
+
+FAST = IngestOptions(layout="off", ocr="off", workers=1)
+
+
+def _good_pdf(path: Path, pages: int = 2, size: tuple[float, float] = (300, 200)) -> Path:
+    doc = pymupdf.open()
+    for i in range(pages):
+        page = doc.new_page(width=size[0], height=size[1])
+        page.insert_text((20, 50), f"Quarterly revenue grew on page {i + 1} of this test document.", fontsize=9)
+    doc.save(path)
+    return path
+
+
+@pytest.fixture()
+def bad_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir()
+    good = _good_pdf(d / "good.pdf")
+    enc = pymupdf.open(good)
+    enc.save(d / "locked.pdf", encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="secret", owner_pw="owner")
+    data = good.read_bytes()
+    (d / "cut.pdf").write_bytes(data[:200])  # truncated before any page object
+    (d / "zero.pdf").write_bytes(  # a valid PDF with an empty page tree (PyMuPDF refuses to save one)
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
+        b"trailer<</Root 1 0 R>>\n%%EOF\n")
+    (d / "notes.pdf").write_text("meeting notes, not a PDF\n" * 10)
+    (d / "empty.pdf").write_bytes(b"")
+    return d
+
+
+def _reasons(ws: Workspace) -> dict[str, str]:
+    return {Path(e.path).name: e.reason for e in load_errors(ws)}
+
+
+def test_bad_files_are_recorded_and_the_good_one_is_ingested(bad_dir, tmp_path):
+    ws = Workspace(str(tmp_path / "ws"))
+    s = ingest_paths([str(bad_dir)], ws, FAST, progress=False)
+    assert (s.n_docs, s.n_pages) == (1, 2)
+    reasons = _reasons(ws)
+    assert set(reasons) == {"locked.pdf", "cut.pdf", "zero.pdf", "notes.pdf", "empty.pdf"}
+    assert "encrypted" in reasons["locked.pdf"]
+    assert "not a PDF" in reasons["notes.pdf"]
+    assert "no pages" in reasons["zero.pdf"]
+    assert "damaged or truncated" in reasons["cut.pdf"] and str(bad_dir) not in reasons["cut.pdf"]
+    assert "empty" in reasons["empty.pdf"]
+    assert all("\n" not in r for r in reasons.values())
+    assert [d.stem for d in load_documents(ws)] == ["good"]
+    # a second run keeps the errors once (no duplicates) and skips the good file
+    s2 = ingest_paths([str(bad_dir)], ws, FAST, progress=False)
+    assert (s2.n_docs, s2.n_skipped_unchanged) == (0, 1)
+    assert len(load_errors(ws)) == 5
+
+
+def test_page_too_large_is_a_page_error_and_the_rest_of_the_document_stays(tmp_path):
+    doc = pymupdf.open()
+    doc.new_page(width=300, height=200).insert_text((20, 50), "normal page")
+    doc.new_page(width=14000, height=14000)  # 28000 x 28000 px at 144 dpi
+    doc.save(tmp_path / "poster.pdf")
+    ws = Workspace(str(tmp_path / "ws"))
+    s = ingest_paths([str(tmp_path / "poster.pdf")], ws, FAST, progress=False)
+    assert (s.n_docs, s.n_pages) == (1, 1)
+    (err,) = load_errors(ws)
+    assert err.page == 2 and err.stage == "render" and "max_page_pixels" in err.reason
+    assert [p.page_id for p in load_pages(ws)] == ["poster_1"]
+    assert not (Path(ws.root) / "pages" / "poster_2.jpg").exists()
+    with pytest.raises(IngestFailed, match="max_page_pixels"):
+        ingest_paths([str(tmp_path / "poster.pdf")], Workspace(str(tmp_path / "ws2")), FAST.model_copy(update={"strict": True}), progress=False)
+
+
+def test_image_input_becomes_a_one_page_document(tmp_path):
+    img = Image.new("RGB", (640, 360), "white")
+    img.save(tmp_path / "scan.png", dpi=(200, 200))
+    ws = Workspace(str(tmp_path / "ws"))
+    s = ingest_paths([str(tmp_path / "scan.png")], ws, IngestOptions(layout="off", ocr="auto", workers=1), progress=False)
+    assert s.n_docs == 1
+    (doc,) = load_documents(ws)
+    (page,) = load_pages(ws)
+    assert (doc.kind, doc.n_pages, page.page_id, page.width, page.height, page.dpi) == ("image", 1, "scan_1", 640, 360, 200)
+    assert Image.open(Path(ws.root) / page.image).size == (640, 360)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "ingest", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_cli_exit_codes(bad_dir, tmp_path):
+    ws = str(tmp_path / "ws")
+    ok = _cli(str(bad_dir), "-w", ws, "--layout", "off", "--ocr", "off", "--workers", "1", "-q")
+    assert ok.returncode == 0, ok.stderr
+    assert "ingested 1 document(s)" in ok.stderr and "locked.pdf" in ok.stderr
+    none = _cli(str(bad_dir / "notes.pdf"), str(bad_dir / "locked.pdf"), "-w", str(tmp_path / "ws2"), "-q")
+    assert none.returncode == 2 and "ingested 0 document(s)" in none.stderr
+    strict = _cli(str(bad_dir), "-w", str(tmp_path / "ws3"), "--layout", "off", "--ocr", "off", "--strict", "-q")
+    assert strict.returncode == 2 and "error:" in strict.stderr and "strict" in strict.stderr
+    for args in (["--bogus"], ["--layout", "magic"], [str(tmp_path / "nope.pdf")]):
+        bad = _cli(*([str(bad_dir)] if args[0].startswith("-") else []), *args, "-w", ws)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "no such file" in _cli(str(tmp_path / "nope.pdf"), "-w", ws).stderr
+
+
+def test_cli_names_the_missing_external_tool(tmp_path, monkeypatch):
+    good = _good_pdf(tmp_path / "good.pdf")
+    for var in ("VRAG_MINERU_PYTHON", "VRAG_MINERU_URL"):
+        monkeypatch.delenv(var, raising=False)
+    r = _cli(str(good), "-w", str(tmp_path / "ws"), "--layout", "mineru")
+    assert r.returncode == 2 and "--layout pymupdf" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "ws" / "pages").exists() or not os.listdir(tmp_path / "ws" / "pages")  # failed before any work
+
+
+def test_mineru_flash_end_to_end(shared_corpus, tmp_path):
+    """Drives the real MinerU adapter; needs MinerU installed in its own environment."""
+    python = os.environ.get("VRAG_MINERU_PYTHON")
+    if not python or not Path(python).is_file():
+        pytest.skip("MinerU not installed: set VRAG_MINERU_PYTHON to the python of an environment with `mineru` (4.x)")
+    ws = Workspace(str(tmp_path / "ws"))
+    opts = IngestOptions(layout="mineru", ocr="off", max_pages=6, workers=1)
+    s = ingest_paths([str(shared_corpus / "docs" / "Independents-Report.pdf")], ws, opts, progress=False)
+    assert s.errors == [] and s.n_pages == 6
+    from vrag_data.store.corpus import load_layout
+
+    blocks = [b for b in load_layout(ws) if b.source == "mineru"]
+    assert {"text", "title", "figure", "header"} <= {b.cls for b in blocks}
+    page6 = [b for b in blocks if b.page == 6]
+    assert any("Trump" in b.text for b in page6)
+    assert all(0 <= b.bbox.raw[2] <= 1224 and 0 <= b.bbox.raw[3] <= 1584 for b in blocks)

@@ -1,0 +1,48 @@
+"""The reward entry points read what the exporter writes: RL records built by `vrag_data.export.rl`,
+stored in parquet and read back the way trainers read them (numpy arrays, JSON `gold_boxes`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.support.rewards_factory import make_task
+from vrag_data.export.hf import extra_info_row
+from vrag_data.export.rl import evidence_ground_truth, task_to_rl
+from vrag_data.rewards import easyr1
+from vrag_data.rewards.verl import compute_score
+
+
+def _roundtrip(row: dict, tmp_path) -> dict:
+    path = tmp_path / "rl.parquet"
+    pd.DataFrame([row]).to_parquet(path)
+    return pd.read_parquet(path).iloc[0].to_dict()
+
+
+def test_verl_row_from_the_exporter(tmp_path):
+    task = make_task(answer="42", fmt="Int", pages=["doc_3"], boxes={"doc_3": [(100, 100, 300, 400)]})
+    rec = task_to_rl(task, prompt=[{"role": "user", "content": "q"}], images=[], recipe="unidoc_rl", index=0,
+                     data_source="rag")
+    row = _roundtrip({"data_source": rec.data_source, "ground_truth": rec.reward_model.ground_truth,
+                      "extra_info": extra_info_row(rec.extra_info)}, tmp_path)
+    assert isinstance(row["extra_info"]["gold_boxes"], str)  # JSON in parquet
+    extra = dict(row["extra_info"])
+    extra["crops"] = [{"page_id": "doc_3", "box": [100, 100, 300, 300]}]
+    extra["search_results"] = [["doc_1", "doc_3"]]
+    solution = ("<think>a</think><search>revenue</search>\n<think>b</think><bbox>[100, 100, 300, 300]</bbox>\n"
+                "<think>c</think><answer>42</answer>")
+    out = compute_score(row["data_source"], solution, row["ground_truth"], extra)
+    assert out["judge"] == 1.0 and out["crop"] == pytest.approx(2 / 3) and out["format"] == 1.0
+    assert out["ndcg"] == pytest.approx(0.6309, abs=1e-4)
+
+
+def test_easyr1_batch_reward_on_exporter_ground_truth():
+    task = make_task(answer="42", fmt="Int", pages=["doc_3"])
+    gt = evidence_ground_truth(task, ["doc_9", "doc_3"], ["[1]: no relevant information", "[2]: revenue was 42"])
+    good = ("<observe>two pages</observe>\n<evidence>\n[1]: no relevant information\n[2]: revenue was 42\n"
+            "</evidence>\n<think>so</think>\n<answer>42</answer>")
+    bad = "<answer>41</answer>"
+    scores = easyr1.compute_score([{"response": good, "ground_truth": gt}, {"response": bad, "ground_truth": gt}])
+    assert scores[0]["overall"] == pytest.approx(1.0)
+    assert scores[1]["format"] == 0.0 and scores[1]["derivation"] == 0.0
+    assert set(scores[0]) == set(scores[1])

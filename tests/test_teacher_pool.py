@@ -1,0 +1,257 @@
+"""The teacher pool through its real HTTP client against the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from tests.support.openai_server import Faults, OpenAIServer
+from vrag_data.config import EndpointConfig, RoleConfig, SamplingConfig
+from vrag_data.schema import Box
+from vrag_data.schema.records import ImageRef, Message
+from vrag_data.store.shards import read_table
+from vrag_data.teacher import RequestCache, TeacherError, TeacherPool, resolve_roles
+
+
+def role(*urls: str, max_retries: int = 4, timeout_s: float = 10.0, key_env: str | None = None, max_in_flight: int = 256) -> RoleConfig:
+    return RoleConfig(
+        endpoints=[EndpointConfig(base_url=u, model="teacher", api_key_env=key_env, max_in_flight=max_in_flight) for u in urls],
+        max_retries=max_retries, timeout_s=timeout_s, backoff_s=0.01, backoff_max_s=0.05,
+    )
+
+
+def user(text: str, images: list[ImageRef] | None = None) -> list[Message]:
+    return [Message(role="system", text="You are a teacher."), Message(role="user", text=text, images=images or [])]
+
+
+def run(coro):  # noqa: ANN001, ANN201
+    return asyncio.run(coro)
+
+
+async def _chat_all(pool: TeacherPool, texts: list[str], **kw) -> list:  # noqa: ANN003
+    async with pool:
+        return await asyncio.gather(*(pool.chat("policy", user(t), **kw) for t in texts))
+
+
+def test_retries_on_429_and_500_then_succeeds(tmp_path):
+    with OpenAIServer(reply=["<answer>7</answer>"], faults=Faults(script=["429", "500", "truncate", "empty", "drop"])) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, max_retries=6)}, RequestCache(tmp_path), "r1")
+        [res] = run(_chat_all(pool, ["q"]))
+        assert res.text == "<answer>7</answer>"
+        assert res.retries == 5 and not res.cached
+        assert [r.outcome for r in srv.requests] == ["429", "500", "truncate", "empty", "drop", "ok"]
+        assert len(set(srv.request_ids())) == 1  # the same request id on every attempt
+    log = read_table(str(tmp_path / "requests")).to_pylist()
+    assert [(r["status"], r["retries"]) for r in log] == [("ok", 5)]
+
+
+def test_gives_up_after_max_retries_with_a_one_line_reason(tmp_path):
+    with OpenAIServer(faults=Faults(p500=1.0)) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, max_retries=2)}, RequestCache(tmp_path), "r1")
+        with pytest.raises(TeacherError) as err:
+            run(_chat_all(pool, ["q"]))
+        assert len(srv.requests) == 3  # first attempt + 2 retries, then stop
+    msg = str(err.value)
+    assert "\n" not in msg and "gave up after 3 attempts" in msg and "HTTP 500" in msg
+    [row] = read_table(str(tmp_path / "requests")).to_pylist()
+    assert row["status"] == "error" and "HTTP 500" in row["error"]
+
+
+def test_client_errors_are_not_retried(tmp_path):
+    with OpenAIServer(api_key="right") as srv, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VRAG_TEST_KEY", "wrong")
+        pool = TeacherPool({"policy": role(srv.base_url, key_env="VRAG_TEST_KEY")}, RequestCache(tmp_path), "r1")
+        with pytest.raises(TeacherError, match="HTTP 401"):
+            run(_chat_all(pool, ["q"]))
+        assert len(srv.requests) == 1
+
+
+def test_timeout_is_retried(tmp_path):
+    with OpenAIServer(faults=Faults(script=["slow"], spike_s=0.8)) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, timeout_s=0.2)}, RequestCache(tmp_path), "r1")
+        [res] = run(_chat_all(pool, ["q"]))
+        assert res.text == "ok" and res.retries == 1
+
+
+def test_least_loaded_routing_spreads_load_over_two_replicas(tmp_path):
+    with OpenAIServer(faults=Faults(latency_s=0.2)) as a, OpenAIServer(faults=Faults(latency_s=0.2)) as b:
+        pool = TeacherPool({"policy": role(a.base_url, b.base_url)}, RequestCache(tmp_path), "r1")
+        res = run(_chat_all(pool, [f"q{i}" for i in range(40)]))
+        assert len(a.requests) == 20 and len(b.requests) == 20
+        assert {r.endpoint for r in res} == {a.base_url, b.base_url}
+
+
+def test_busy_replica_gets_fewer_requests(tmp_path):
+    # Replica A answers in 0.5 s, B at once: B frees its slots and takes most of a stream of calls.
+    with OpenAIServer(faults=Faults(latency_s=0.5)) as a, OpenAIServer() as b:
+        pool = TeacherPool({"policy": role(a.base_url, b.base_url, max_in_flight=4)}, RequestCache(tmp_path), "r1")
+        run(_chat_all(pool, [f"q{i}" for i in range(40)]))
+        assert len(a.requests) + len(b.requests) == 40
+        assert len(b.requests) > 2 * len(a.requests)
+
+
+def test_in_flight_bound_per_endpoint(tmp_path):
+    with OpenAIServer(faults=Faults(latency_s=0.05)) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, max_in_flight=3)}, RequestCache(tmp_path), "r1")
+        run(_chat_all(pool, [f"q{i}" for i in range(30)]))
+        assert srv.peak_in_flight == 3
+
+
+def test_cache_replays_a_finished_run_without_http(tmp_path):
+    texts = [f"question {i}" for i in range(10)]
+    with OpenAIServer(reply=lambda req: "echo " + req["messages"][-1]["content"]) as srv:
+        first = run(_chat_all(TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1"), texts))
+        assert len(srv.requests) == 10
+        srv.clear()
+        second = run(_chat_all(TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1"), texts))
+        assert srv.requests == []  # zero HTTP requests on the re-run
+    assert [r.text for r in second] == [r.text for r in first] == [f"echo {t}" for t in texts]
+    assert all(r.cached for r in second) and not any(r.cached for r in first)
+    statuses = sorted(r["status"] for r in read_table(str(tmp_path / "requests")).to_pylist())
+    assert statuses == ["cached"] * 10 + ["ok"] * 10
+
+
+def test_samples_and_sampling_are_part_of_the_key(tmp_path):
+    with OpenAIServer() as srv:
+        pool = TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.chat("policy", user("q"), sample=0)
+                await pool.chat("policy", user("q"), sample=1)
+                await pool.chat("policy", user("q"), sample=1, sampling=SamplingConfig(temperature=0.0, seed=5))
+                await pool.chat("policy", user("q"), sample=0)  # repeat: cached
+
+        run(go())
+        assert len(srv.requests) == 3
+        bodies = [r.body for r in srv.requests]
+    assert bodies[2]["temperature"] == 0.0 and bodies[2]["seed"] == 6  # seed + sample index
+
+
+def test_identical_concurrent_calls_share_one_request(tmp_path):
+    with OpenAIServer(faults=Faults(latency_s=0.1)) as srv:
+        res = run(_chat_all(TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1"), ["same"] * 5))
+        assert len(srv.requests) == 1
+    assert len({r.request_id for r in res}) == 1 and sum(not r.cached for r in res) == 1
+
+
+def test_images_go_as_jpeg_data_uris_and_the_key_hashes_their_bytes(tmp_path):
+    pages = {"doc_1": b"\xff\xd8jpeg-one\xff\xd9", "doc_2": b"\xff\xd8jpeg-two\xff\xd9"}
+    calls: list[str] = []
+
+    def loader(ref: ImageRef) -> bytes:
+        calls.append(ref.page_id)
+        return pages[ref.page_id]
+
+    crop = ImageRef(page_id="doc_1", box=Box.from_raw([0, 0, 10, 10], 100, 100))
+    with OpenAIServer() as srv:
+        pool = TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.chat("policy", user("look", [ImageRef(page_id="doc_1"), ImageRef(page_id="doc_2")]), image_loader=loader)
+                await pool.chat("policy", user("look", [crop]), image_loader=loader)
+
+        run(go())
+        first = srv.requests[0].body["messages"][1]["content"]
+        assert [p["type"] for p in first] == ["image_url", "image_url", "text"]
+        assert len(srv.requests) == 2
+        # A fresh pool (new image cache) whose loader renders the same bytes hits the response cache.
+        srv.clear()
+        pool2 = TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1")
+
+        async def again():  # noqa: ANN202
+            async with pool2:
+                r1 = await pool2.chat("policy", user("look", [crop]), image_loader=loader)
+                pages["doc_1"] = b"\xff\xd8re-rendered\xff\xd9"
+                pool2._images.clear()  # noqa: SLF001 - force a re-render, as a new process would
+                r2 = await pool2.chat("policy", user("look", [crop]), image_loader=loader)
+                return r1, r2
+
+        r1, r2 = run(again())
+        assert r1.cached and not r2.cached  # different JPEG bytes -> a different request
+        assert len(srv.requests) == 1
+    assert calls.count("doc_2") == 1
+
+
+def test_missing_api_key_variable_fails_before_any_request(tmp_path, monkeypatch):
+    monkeypatch.delenv("VRAG_MISSING_KEY", raising=False)
+    with OpenAIServer() as srv:
+        with pytest.raises(TeacherError) as err:
+            TeacherPool({"policy": role(srv.base_url, key_env="VRAG_MISSING_KEY")}, RequestCache(tmp_path), "r1")
+        assert srv.requests == []
+    assert "VRAG_MISSING_KEY" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
+    secret = "sk-planted-7f3a9c"
+    monkeypatch.setenv("VRAG_TEST_KEY", secret)
+    with OpenAIServer(api_key=secret) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, key_env="VRAG_TEST_KEY")}, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.check()
+                return await pool.chat("policy", user("q"))
+
+        assert run(go()).text == "ok"
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+
+
+def test_check_reports_an_unreachable_endpoint_in_one_line(tmp_path):
+    with OpenAIServer() as srv:
+        dead = srv.base_url  # a port that was just closed
+    pool = TeacherPool({"policy": role(dead)}, RequestCache(tmp_path), "r1")
+
+    async def go():  # noqa: ANN202
+        async with pool:
+            await pool.check()
+
+    with pytest.raises(TeacherError) as err:
+        run(go())
+    msg = str(err.value)
+    assert "unreachable" in msg and dead in msg and "roles.policy.endpoints[0].base_url" in msg and "\n" not in msg
+
+
+def test_check_reports_a_model_the_server_does_not_serve(tmp_path):
+    with OpenAIServer(models=["other-model"]) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.check()
+
+        with pytest.raises(TeacherError, match="does not serve model 'teacher'"):
+            run(go())
+
+
+def test_unconfigured_roles_fall_back_to_the_policy():
+    pol = role("http://127.0.0.1:9/v1")
+    roles = resolve_roles({"policy": pol, "judge": role("http://127.0.0.1:10/v1")})
+    assert roles["grounding"].endpoints == pol.endpoints and roles["judge"].endpoints[0].base_url.endswith(":10/v1")
+    oracle = resolve_roles({"policy": RoleConfig(kind="oracle")})
+    assert oracle["judge"].kind == "rules" and oracle["grounding"].kind == "oracle"
+
+
+def test_roles_on_the_same_server_share_its_in_flight_bound(tmp_path):
+    with OpenAIServer(faults=Faults(latency_s=0.05)) as srv:
+        pool = TeacherPool({"policy": role(srv.base_url, max_in_flight=2)}, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await asyncio.gather(*(pool.chat(r, user(f"{r}{i}")) for i in range(6) for r in ("policy", "judge", "grounding")))
+
+        run(go())
+        assert srv.peak_in_flight == 2 and len(srv.requests) == 18
+
+
+def test_cache_survives_reopening_and_is_wal(tmp_path):
+    with OpenAIServer() as srv:
+        run(_chat_all(TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1"), ["a", "b"]))
+    db = sqlite3.connect(tmp_path / "requests.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("SELECT count(*) FROM responses").fetchone()[0] == 2

@@ -1,0 +1,33 @@
+"""Shared helpers for augmentations: every augmentation returns a new Trajectory with a new traj_id and
+`extra["augmentation"]` naming what was done, and never mutates its input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vrag_data.ids import short_hash
+from vrag_data.schema.records import Action, Trajectory
+
+
+class AugmentError(ValueError):
+    """An augmentation that cannot apply to this trajectory (recorded by the caller, batch goes on)."""
+
+
+def derive(traj: Trajectory, augmentation: str, **changes: Any) -> Trajectory:
+    """Copy of `traj` with `changes`, a content-derived id and provenance of the augmentation."""
+    extra = {**traj.extra, **changes.pop("extra", {})}
+    extra["augmentation"] = augmentation
+    extra["source_traj_id"] = traj.traj_id  # the key the exporter follows to inherit verdicts
+    new_id = "tr_" + short_hash(traj.traj_id, augmentation)
+    return traj.model_copy(update={**changes, "traj_id": new_id, "extra": extra}, deep=True)
+
+
+def render(action: Action, grammar: str, fallback: str) -> str:
+    """Canonical text of `action` in the recipe's grammar; `fallback` when the grammar cannot express it
+    (an unknown recipe name, or an action kind the grammar lacks)."""
+    from vrag_data.env.render import render_action
+
+    try:
+        return render_action(action, grammar)
+    except ValueError:
+        return fallback

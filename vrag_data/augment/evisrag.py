@@ -1,0 +1,106 @@
+"""EVisRAG's context-size augmentation: one teacher trajectory over the top-k retrieved pages becomes
+top-1..top-5 variants. A variant is sufficient iff every gold page is among its shown pages; otherwise
+the target answer is "insufficient to answer" and the gold pages' evidence lines are absent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from vrag_data.augment.base import derive, render
+from vrag_data.rewards.answer import INSUFFICIENT
+from vrag_data.rewards.format import evidence_map, parse_evidence, tag_contents
+from vrag_data.schema.records import Action, ImageRef, Task, Trajectory
+
+NO_INFO = "no relevant information"
+INSUFFICIENT_THINK = "The images shown do not contain all the evidence this question needs, so it cannot be answered from them."
+
+
+@dataclass
+class ContextVariants:
+    variants: list[Trajectory] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # one reason per k that could not be built
+
+
+def _teacher_evidence(traj: Trajectory, shown: Sequence[str]) -> dict[str, str]:
+    """Evidence the teacher wrote, keyed by page id (from the action, else the <evidence> tag)."""
+    last = traj.turns[-1]
+    ev = evidence_map(last.action.evidence) if last.action.evidence else {}
+    if not ev:
+        block = tag_contents(last.assistant, "evidence")
+        ev = parse_evidence(block[-1]) if block else {}
+    return {shown[i - 1]: text for i, text in ev.items() if 1 <= i <= len(shown)}
+
+
+def _is_no_info(text: str) -> bool:
+    return text.strip().lower().rstrip(".") == NO_INFO
+
+
+def context_variants(
+    traj: Trajectory, task: Task, ranked_pages: Sequence[str] | None = None, ks: Iterable[int] = range(1, 6)
+) -> ContextVariants:
+    """Variants of `traj` over the top-k of `ranked_pages` (default: the pages the teacher saw).
+
+    Evidence of a page comes from the teacher's own line for it; a gold page the teacher never saw has no
+    known evidence, so a variant that would show it is skipped (and says so) rather than invented.
+    """
+    out = ContextVariants()
+    if not traj.turns or traj.final_answer is None:
+        out.skipped.append(f"trajectory {traj.traj_id}: no answer turn")
+        return out
+    seen = list(traj.extra.get("shown_pages") or traj.retrieved_pages)
+    ranked = list(ranked_pages or seen)
+    teacher_ev = _teacher_evidence(traj, seen)
+    gold = set(task.evidence_pages)
+    last = traj.turns[-1]
+    think = (tag_contents(last.assistant, "think") or [last.action.thought])[-1]
+    for k in ks:
+        if k > len(ranked):
+            out.skipped.append(f"top-{k}: only {len(ranked)} ranked pages")
+            continue
+        shown = ranked[:k]
+        sufficient = gold <= set(shown)
+        lines = []
+        for i, page in enumerate(shown, 1):
+            text = teacher_ev.get(page)
+            if text is None:
+                text = None if page in gold else NO_INFO
+            lines.append((i, page, text))
+        missing = [p for _, p, t in lines if t is None]
+        if missing:
+            out.skipped.append(f"top-{k}: no teacher evidence for gold page(s) {missing}")
+            continue
+        relevant = [i for i, _, t in lines if not _is_no_info(t)]
+        answer = traj.final_answer if sufficient else INSUFFICIENT
+        observe = (
+            f"{k} image(s) shown; relevant content in image(s) {relevant}."
+            if relevant
+            else f"{k} image(s) shown; none of them holds content relevant to the question."
+        )
+        evidence = [t for _, _, t in lines]  # one line per image, index = position (the grammar's convention)
+        reasoning = think if sufficient else INSUFFICIENT_THINK
+        action = Action(kind="answer", observe=observe, evidence=evidence, thought=reasoning, answer=answer)
+        fallback = (
+            f"<observe>{observe}</observe>\n<evidence>\n"
+            + "\n".join(f"[{i}]: {t}" for i, t in enumerate(evidence, 1))
+            + f"\n</evidence>\n<think>{reasoning}</think>\n<answer>{answer}</answer>"
+        )
+        turn = last.model_copy(update={"assistant": render(action, "evisrag", fallback), "action": action})
+        # The shown pages go with the last user message (where the single-turn prompt puts its images).
+        users = [i for i, m in enumerate(traj.prompt) if m.role == "user"]
+        prompt = [
+            m.model_copy(update={"images": [ImageRef(page_id=p) for p in shown]}) if users and i == users[-1] else m
+            for i, m in enumerate(traj.prompt)
+        ]
+        out.variants.append(
+            derive(
+                traj,
+                f"evisrag_top{k}",
+                prompt=prompt,
+                turns=[turn],
+                retrieved_pages=shown,
+                final_answer=answer,
+                extra={"shown_pages": shown, "sufficient": sufficient, "top_k": k},
+            )
+        )
+    return out

@@ -1,0 +1,111 @@
+"""VISOR's two SFT augmentations: (a) every search query becomes the original question (no intent drift),
+(b) a verification round before the answer: the answer turn becomes a search that shows an unseen page of
+the same document, then a new final turn holds the verification reasoning and the original answer."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+
+from vrag_data.augment.base import AugmentError, derive, render
+from vrag_data.ids import short_hash
+from vrag_data.schema.records import Action, ImageRef, Observation, Task, Trajectory, Turn
+
+_SEARCH = re.compile(r"<search>.*?</search>", re.S)
+_ANSWER = re.compile(r"<answer>.*?</answer>", re.S)
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+
+VERIFY_INTENT = "Before answering I will run one more search to check this against another page."
+VERIFY_TEMPLATE = (
+    "The extra page ({page}) adds nothing that contradicts the evidence gathered so far, "
+    "so the answer stands: {answer}."
+)
+VerificationText = str | Callable[[Trajectory, Task, str], str] | None
+
+
+def replace_queries(traj: Trajectory, task: Task) -> Trajectory:
+    """(a) Rewrite every <search> action's query to the task's question, in the action and in the text."""
+    q = task.question.strip()
+    turns = []
+    n = 0
+    for t in traj.turns:
+        if t.action.kind == "search":
+            n += 1
+            think_m = _THINK.search(t.assistant)
+            thought = t.action.thought or (think_m.group(1).strip() if think_m else "")
+            action = t.action.model_copy(update={"query": q, "thought": thought})
+            text = render(action, traj.recipe, _SEARCH.sub(lambda _m: f"<search>{q}</search>", t.assistant))
+            t = t.model_copy(update={"assistant": text, "action": action})
+        turns.append(t)
+    if n == 0:
+        raise AugmentError(f"trajectory {traj.traj_id}: no search action to rewrite")
+    return derive(traj, "visor_query_rewrite", turns=turns)
+
+
+def pick_unseen_page(traj: Trajectory, task: Task, doc_pages: Sequence[str], seed: int = 0) -> str:
+    """A page of the evidence document that the episode never showed, chosen reproducibly per trajectory."""
+    stem = (task.evidence_pages[0].rpartition("_")[0] if task.evidence_pages else
+            (task.doc_stems[0] if task.doc_stems else ""))
+    seen = set(traj.retrieved_pages) | set(traj.selected_pages)
+    pool = sorted(p for p in doc_pages if p.rpartition("_")[0] == stem and p not in seen)
+    if not pool:
+        raise AugmentError(f"trajectory {traj.traj_id}: no unseen page left in document {stem!r}")
+    rng = random.Random(int(short_hash(traj.traj_id, seed), 16))
+    return rng.choice(pool)
+
+
+def add_verification(
+    traj: Trajectory,
+    task: Task,
+    doc_pages: Sequence[str],
+    verification: VerificationText = None,
+    seed: int = 0,
+) -> Trajectory:
+    """(b) Insert a verification round before the answer.
+
+    `doc_pages` lists the page ids of the task's document(s); `verification` is the teacher's reasoning
+    about the new page (a string, or a callable(traj, task, page_id) that asks the teacher), else a template.
+    """
+    if not traj.turns or traj.turns[-1].action.kind != "answer" or traj.final_answer is None:
+        raise AugmentError(f"trajectory {traj.traj_id}: does not end with an answer turn")
+    last = traj.turns[-1]
+    page = pick_unseen_page(traj, task, doc_pages, seed)
+    if callable(verification):
+        reasoning = verification(traj, task, page)
+    else:
+        reasoning = verification or VERIFY_TEMPLATE.format(page=page, answer=traj.final_answer)
+    think_m = _THINK.search(last.assistant)
+    thought = (think_m.group(1).strip() + " " if think_m else "") + VERIFY_INTENT
+    q = task.question.strip()
+    search = Action(kind="search", thought=thought, query=q)
+    search_turn = Turn(
+        idx=last.idx,
+        assistant=render(search, traj.recipe, f"<think>{thought}</think>\n<search>{q}</search>"),
+        action=search,
+        observation=Observation(kind="search", images=[ImageRef(page_id=page)]),
+        role=last.role,
+    )
+    answer = Action(kind="answer", thought=reasoning, answer=traj.final_answer)
+    answer_turn = Turn(
+        idx=last.idx + 1,
+        assistant=render(answer, traj.recipe, f"<think>{reasoning}</think>\n<answer>{traj.final_answer}</answer>"),
+        action=answer,
+        role=last.role,
+    )
+    return derive(
+        traj,
+        "visor_verification",
+        turns=[*traj.turns[:-1], search_turn, answer_turn],
+        retrieved_pages=[*traj.retrieved_pages, page],
+        extra={"verification_page": page},
+    )
+
+
+def visor_augment(
+    traj: Trajectory, task: Task, doc_pages: Sequence[str], verification: VerificationText = None, seed: int = 0
+) -> Trajectory:
+    """Both augmentations in the paper's order (queries first, then the verification round)."""
+    out = add_verification(replace_queries(traj, task), task, doc_pages, verification, seed)
+    return derive(traj, "visor_query_rewrite+verification", turns=out.turns, retrieved_pages=out.retrieved_pages,
+                  extra={"verification_page": out.extra["verification_page"]})

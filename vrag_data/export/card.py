@@ -1,0 +1,75 @@
+"""The dataset card (README.md): statistics and provenance of an export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_FRONT = """---
+configs:
+- config_name: default
+  data_files:
+  - split: sft
+    path: data/sft-*.parquet
+  - split: rl
+    path: data/rl-*.parquet
+tags:
+- visual-rag
+- agent-trajectories
+- vrag-data
+---
+"""
+
+
+def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
+    if not rows:
+        return "_none_\n"
+    lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in sorted(rows.items())]
+    return "\n".join(lines) + "\n"
+
+
+def render_card(summary: dict[str, Any]) -> str:
+    st = summary.get("stats", {})
+    prov = summary.get("provenance", {})
+    turns = st.get("turns", {})
+    images = st.get("images", {})
+    oracle = prov.get("oracle", False)
+    parts = [
+        _FRONT,
+        f"# vrag-data export of run `{summary['run_id']}`\n",
+        "Training data for agentic visual-RAG models (search, select, crop, answer over page images), "
+        "built by vrag-data from the run's kept trajectories.\n",
+    ]
+    if oracle:
+        parts.append(
+            "> **Oracle policy.** Some or all trajectories were produced by the deterministic, gold-guided "
+            "oracle policy, not by a model. Use them to test pipelines, not as teacher demonstrations.\n"
+        )
+    parts += [
+        "## Contents\n",
+        _table({f"{fmt}/{split}": n for fmt, c in summary.get("counts", {}).items() for split, n in c.items()}, ("format/split", "records")),
+        "\n## Statistics\n",
+        f"- trajectories in the run: {summary.get('n_trajectories', 0)}; kept: {summary.get('n_kept', 0)}\n",
+        f"- model family (coordinates, image sizes): `{summary.get('model_family')}`\n",
+        f"- assistant turns per SFT record: min {turns.get('min', 0)}, mean {turns.get('mean', 0):.2f}, max {turns.get('max', 0)}\n",
+        f"- images: {images.get('references', 0)} references, {images.get('files', 0)} distinct files\n",
+        f"- crop boxes converted to the family's coordinates: {st.get('boxes_converted', 0)}; left as written: {st.get('boxes_unconverted', 0)}\n",
+        "\n### SFT records per recipe\n",
+        _table(st.get("per_recipe", {}), ("recipe", "records")),
+        "\n### Trajectories per finish status (whole run)\n",
+        _table(st.get("per_status", {}), ("status", "trajectories")),
+        "\n### Skipped records\n",
+        _table(summary.get("skipped", {}), ("reason", "records")),
+        "\nEach skipped record is listed with its reason in `skipped.jsonl`.\n",
+        "\n## Provenance\n",
+        f"- run id: `{summary['run_id']}`\n",
+        f"- policy: {'oracle (gold-guided, not a model)' if oracle else 'model'}\n",
+        f"- models: {', '.join(f'{k}={v}' for k, v in sorted(prov.get('models', {}).items())) or 'n/a'}\n",
+        f"- recipes: {', '.join(sorted(st.get('per_recipe', {}))) or 'n/a'}\n",
+        f"- config hash(es): {', '.join(prov.get('config_hashes', [])) or 'n/a'}\n",
+        f"- code version(s) of the run: {', '.join(prov.get('code_versions', [])) or 'n/a'}; exporter: {prov.get('exporter_version', '')}\n",
+    ]
+    if summary.get("warnings"):
+        parts.append("\n## Warnings\n")
+        parts += [f"- {w}\n" for w in summary["warnings"]]
+    return "".join(parts)

@@ -1,0 +1,110 @@
+"""Task -> RL records (pure): the verl/HF `RlRecord` and the EasyR1 (EVisRAG) row.
+
+Reward contract shared with `vrag_data.rewards.verl.compute_score`: `reward_model.ground_truth` is the gold
+answer string; `extra_info` = {question, answer_format, gold_pages (page ids), gold_boxes ({page_id:
+[[x1, y1, x2, y2] in 0-1000]}), recipe, task_id, index, split}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vrag_data.ids import split_page_id
+from vrag_data.schema.records import RewardModel, RlRecord, Task
+
+# VRAG-RL's reward dispatch knows only these data sources; benchmarks map onto them (configurable).
+VRAG_DATA_SOURCES = ("rag", "slidevqa_test", "mmlongdoc", "vidoseek")
+DEFAULT_DATA_SOURCE_MAP = {
+    "slidevqa": "slidevqa_test",
+    "mmlongbench": "mmlongdoc",
+    "mmlongbench-doc": "mmlongdoc",
+    "mmlongdoc": "mmlongdoc",
+    "vidoseek": "vidoseek",
+}
+NO_EVIDENCE = "no relevant information"
+
+
+def data_source_for(benchmark: str, mapping: dict[str, str] | None = None, default: str = "rag") -> str:
+    m = {**DEFAULT_DATA_SOURCE_MAP, **(mapping or {})}
+    key = (benchmark or "").strip().lower()
+    return m.get(key, default)
+
+
+def gold_boxes(task: Task) -> dict[str, list[list[int]]]:
+    out: dict[str, list[list[int]]] = {}
+    for eb in task.evidence_boxes:
+        out.setdefault(eb.page_id, []).append([int(v) for v in eb.box.norm])
+    return out
+
+
+def vrag_file_fields(task: Task) -> tuple[str, list[int]]:
+    """VRAG-RL's top-level `file_name` ("<stem>.pdf") and `reference_page` (1-based pages of that file)."""
+    pages = task.evidence_pages
+    stem = split_page_id(pages[0])[0] if pages else (task.doc_stems[0] if task.doc_stems else "")
+    ref = [split_page_id(p)[1] for p in pages if split_page_id(p)[0] == stem]
+    return (f"{stem}.pdf" if stem else ""), ref
+
+
+def task_to_rl(
+    task: Task,
+    prompt: list[dict[str, str]],
+    images: list[str],
+    recipe: str,
+    index: int,
+    data_source: str,
+    ability: str = "fact-reasoning",
+) -> RlRecord:
+    file_name, reference_page = vrag_file_fields(task)
+    extra: dict[str, Any] = {
+        "question": task.question,
+        "answer_format": task.answer_format or "",
+        "gold_pages": list(task.evidence_pages),
+        "gold_boxes": gold_boxes(task),
+        "recipe": recipe,
+        "task_id": task.task_id,
+        "index": index,
+        "split": task.split,
+    }
+    return RlRecord(
+        id=f"{task.task_id}:{recipe}",
+        data_source=data_source,
+        prompt=prompt,
+        images=images,
+        ability=ability,
+        reward_model=RewardModel(style="rule", ground_truth=task.answer),
+        extra_info=extra,
+        file_name=file_name,
+        reference_page=reference_page,
+    )
+
+
+def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: list[str] | None = None) -> str:
+    """EVisRAG ground truth: one `[i]: ...` line per image (1-indexed) inside `<evidence>`, then `<answer>`.
+
+    A gold page's line is the trajectory's own evidence line for that image when it has one, else the text of
+    the task's evidence boxes on that page, else a pointer to the answer; other pages get "no relevant information".
+    """
+    by_page: dict[str, list[str]] = {}
+    for eb in task.evidence_boxes:
+        if eb.text.strip():
+            by_page.setdefault(eb.page_id, []).append(" ".join(eb.text.split()))
+    gold = set(task.evidence_pages)
+    lines = []
+    for i, pid in enumerate(image_pages, start=1):
+        mine = _model_line(model_evidence or [], i)
+        if pid in gold:
+            text = mine or "; ".join(by_page.get(pid, [])) or f"this page supports the answer: {task.answer}"
+        else:
+            text = NO_EVIDENCE
+        lines.append(f"[{i}]: {text}")
+    return "<evidence>\n" + "\n".join(lines) + "\n</evidence>\n<answer>" + task.answer + "</answer>"
+
+
+def _model_line(evidence: list[str], i: int) -> str:
+    prefix = f"[{i}]:"
+    for line in evidence:
+        s = line.strip()
+        if s.startswith(prefix):
+            rest = s[len(prefix) :].strip()
+            return "" if rest.lower() == NO_EVIDENCE else rest
+    return ""

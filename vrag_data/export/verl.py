@@ -1,0 +1,105 @@
+"""verl parquet export (RLHFDataset columns + the top-level `file_name` / `reference_page` VRAG-RL reads).
+
+`prompt` is a chat list whose contents carry one `<image>` per entry of `images`; `images` entries are
+`{"image": <absolute path>}` (verl hands them to qwen-vl-utils' `fetch_image`) or `{"bytes": ...}`. The
+images column is written only when some prompt has images: VRAG-RL-style prompts have none (pages arrive
+through search during the rollout).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from vrag_data.export.hf import extra_info_row
+from vrag_data.export.io import ShardWriter
+from vrag_data.schema.records import RlRecord
+
+_MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
+_EXTRA = pa.struct(
+    [
+        ("question", pa.string()),
+        ("answer_format", pa.string()),
+        ("gold_pages", pa.list_(pa.string())),
+        ("gold_boxes", pa.string()),
+        ("recipe", pa.string()),
+        ("task_id", pa.string()),
+        ("index", pa.int64()),
+        ("split", pa.string()),
+    ]
+)
+
+
+def verl_schema(with_images: bool, image_mode: str) -> pa.Schema:
+    fields = [
+        ("id", pa.string()),
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(_MSG)),
+    ]
+    if with_images:
+        item = pa.struct([("image", pa.string())]) if image_mode == "path" else pa.struct([("bytes", pa.binary())])
+        fields.append(("images", pa.list_(item)))
+    fields += [
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", _EXTRA),
+        ("file_name", pa.string()),
+        ("reference_page", pa.list_(pa.int64())),
+    ]
+    return pa.schema(fields)
+
+
+class VerlWriter:
+    name = "verl"
+
+    def __init__(self, out_root: Path, shard_size: int, with_images: bool, image_mode: str = "path") -> None:
+        self.out_root, self.shard_size = out_root, shard_size
+        self.with_images, self.image_mode = with_images, image_mode
+        self.dir = out_root / "verl"
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.schema = verl_schema(with_images, image_mode)
+        self.writers: dict[str, ShardWriter] = {}
+
+    def _images(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not self.with_images:
+            return [{k: v for k, v in r.items() if k != "images"} for r in rows]
+        out = []
+        for r in rows:
+            r = dict(r)
+            if self.image_mode == "path":
+                r["images"] = [{"image": str((self.out_root / p).resolve())} for p in r["images"]]
+            else:
+                r["images"] = [{"bytes": (self.out_root / p).read_bytes()} for p in r["images"]]
+            out.append(r)
+        return out
+
+    def add_rl(self, rec: RlRecord) -> None:
+        split = str(rec.extra_info.get("split") or "train")
+        w = self.writers.get(split)
+        if w is None:
+            w = self.writers[split] = ShardWriter(self.out_root, self.dir, split, "parquet", self.shard_size, self.schema, self._images)
+        w.add(
+            {
+                "id": rec.id,
+                "data_source": rec.data_source,
+                "prompt": rec.prompt,
+                "images": list(rec.images),
+                "ability": rec.ability,
+                "reward_model": rec.reward_model.model_dump(),
+                "extra_info": extra_info_row(rec.extra_info),
+                "file_name": rec.file_name,
+                "reference_page": rec.reference_page,
+            }
+        )
+
+    def close(self) -> dict[str, int]:
+        if not self.writers:  # an empty train split: counted, no shard written
+            self.writers["train"] = ShardWriter(self.out_root, self.dir, "train", "parquet", self.shard_size, self.schema, self._images)
+        counts = {}
+        for split, w in sorted(self.writers.items()):
+            w.close()  # no zero-row shards: `datasets` cannot read them
+            counts[split] = w.rows
+        return counts

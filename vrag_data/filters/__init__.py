@@ -1,0 +1,26 @@
+"""Trajectory filters: score, then keep; every verdict recorded with its reason."""
+
+from vrag_data.filters.base import FilterChain, FilterContext, apply_chain, save_verdicts, verdict
+from vrag_data.filters.difficulty import Difficulty, difficulty_keep
+from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
+from vrag_data.filters.registry import DEFAULT_CHAINS, FILTERS, default_chain, make_filter
+from vrag_data.filters.setlevel import Balance, Dedup
+
+__all__ = [
+    "DEFAULT_CHAINS",
+    "FILTERS",
+    "Balance",
+    "Correctness",
+    "Dedup",
+    "Difficulty",
+    "FilterChain",
+    "FilterContext",
+    "RetrievalCompleteness",
+    "Structure",
+    "apply_chain",
+    "default_chain",
+    "difficulty_keep",
+    "make_filter",
+    "save_verdicts",
+    "verdict",
+]

@@ -1,0 +1,122 @@
+"""Filter plumbing: score, then keep. A filter scores one trajectory into a Verdict (every verdict is
+recorded, pass or fail, with its reason); a set filter looks at the whole list at once (balancing,
+de-duplication). `apply_chain` runs filters in order over the survivors of the previous one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from vrag_data.schema.records import Task, Trajectory, Verdict
+
+# judge(traj, task) -> score in [0, 1]; a model judge (vrag_data.teacher.judge) or the rule scorer.
+JudgeFn = Callable[[Trajectory, Task], float]
+# Student attempts per task id: (answer, correct) or (answer, correct, retrieved_all_gold).
+StudentAttempt = tuple[str, bool] | tuple[str, bool, bool | None]
+
+
+@dataclass
+class FilterContext:
+    tasks: Mapping[str, Task] = field(default_factory=dict)
+    judge: JudgeFn | None = None
+    student_results: Mapping[str, Sequence[StudentAttempt]] = field(default_factory=dict)
+    page_sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # page_id -> (width, height)
+
+    def task(self, traj: Trajectory) -> Task:
+        t = self.tasks.get(traj.task_id)
+        if t is None:
+            raise LookupError(f"task {traj.task_id} of trajectory {traj.traj_id} not found; pass the run's tasks")
+        return t
+
+
+def verdict(item: Trajectory, name: str, passed: bool, reason: str = "", score: float | None = None) -> Verdict:
+    return Verdict(run_id=item.run_id, traj_id=item.traj_id, task_id=item.task_id, filter=name, passed=passed,
+                   reason=reason, score=score)
+
+
+@runtime_checkable
+class Filter(Protocol):
+    name: str
+
+    def score(self, item: Trajectory, ctx: FilterContext) -> Verdict: ...
+
+    def keep(self, verdict: Verdict) -> bool: ...
+
+
+@runtime_checkable
+class SetFilter(Protocol):
+    name: str
+
+    def score_all(self, items: Sequence[Trajectory], ctx: FilterContext) -> list[Verdict]: ...
+
+    def keep(self, verdict: Verdict) -> bool: ...
+
+
+class KeepPassed:
+    """Default `keep`: the verdict's own pass flag."""
+
+    def keep(self, verdict: Verdict) -> bool:
+        return verdict.passed
+
+
+AnyFilter = Filter | SetFilter
+
+
+@dataclass
+class FilterChain:
+    filters: list[Any]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.filters]
+
+    @classmethod
+    def from_names(cls, names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None) -> "FilterChain":
+        """Build filters by registry name; `options[name]` holds each filter's keyword arguments."""
+        from vrag_data.filters.registry import make_filter
+
+        return cls([make_filter(n, (options or {}).get(n, {})) for n in names])
+
+
+def _score_one(f: Any, item: Trajectory, ctx: FilterContext) -> Verdict:
+    try:
+        return f.score(item, ctx)
+    except Exception as err:  # bad record: recorded as a failed verdict, never stops the batch
+        return verdict(item, f.name, False, f"error: {type(err).__name__}: {err}")
+
+
+def apply_chain(
+    trajs: Sequence[Trajectory],
+    tasks: Mapping[str, Task] | Sequence[Task],
+    chain: FilterChain,
+    ctx: FilterContext | None = None,
+) -> tuple[list[Trajectory], list[Verdict]]:
+    """Run `chain` in order; returns (kept trajectories, every verdict of every filter that saw an item)."""
+    ctx = ctx or FilterContext()
+    task_map = tasks if isinstance(tasks, Mapping) else {t.task_id: t for t in tasks}
+    if not ctx.tasks:
+        ctx.tasks = task_map
+    alive = list(trajs)
+    verdicts: list[Verdict] = []
+    for f in chain.filters:
+        if hasattr(f, "score_all"):
+            try:
+                vs = f.score_all(alive, ctx)
+            except Exception as err:
+                vs = [verdict(t, f.name, False, f"error: {type(err).__name__}: {err}") for t in alive]
+        else:
+            vs = [_score_one(f, t, ctx) for t in alive]
+        by_id = {v.traj_id: v for v in vs}
+        verdicts.extend(vs)
+        alive = [t for t in alive if t.traj_id in by_id and f.keep(by_id[t.traj_id])]
+    return alive, verdicts
+
+
+def save_verdicts(run_dir: str, verdicts: Sequence[Verdict], name: str = "filters") -> str:
+    """Write verdicts to `<run_dir>/verdicts/<name>.parquet` (atomic), where the exporter reads them."""
+    from vrag_data.store.shards import write_records
+
+    path = f"{run_dir.rstrip('/')}/verdicts/{name}.parquet"
+    write_records(path, list(verdicts), Verdict)
+    return path

@@ -1,0 +1,61 @@
+"""Difficulty filters over a student's answers (pure: the student's runs are given, not made here).
+
+`ctx.student_results[task_id]` lists the student's attempts: (answer, correct) or
+(answer, correct, retrieved_all_gold). Rules:
+- `unidoc_sft`: keep tasks the student gets wrong (UniDoc-RL's difficulty-aware filter; with several
+  attempts, every attempt must be wrong).
+- `unidoc_rl`: keep tasks where some attempt retrieved the gold pages yet answered wrong (UniDoc-RL RL
+  curation: retrieval succeeds, reasoning/perception fails in at least one of n rollouts).
+- `evisrag`: drop tasks the student always gets right (EVisRAG curriculum filter: perfect-score items).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.schema.records import Trajectory, Verdict
+
+Rule = Literal["unidoc_sft", "unidoc_rl", "evisrag"]
+
+
+def difficulty_keep(rule: Rule, attempts: list[tuple]) -> tuple[bool, str]:
+    """Pure decision for one task; returns (keep, reason)."""
+    n = len(attempts)
+    n_ok = sum(1 for a in attempts if a[1])
+    acc = f"student {n_ok}/{n} correct"
+    if rule == "unidoc_sft":
+        return n_ok == 0, acc + ("" if n_ok == 0 else ": too easy")
+    if rule == "evisrag":
+        return n_ok < n, acc + (": always right" if n_ok == n else "")
+    if rule == "unidoc_rl":
+        flags = [a[2] if len(a) > 2 else None for a in attempts]
+        if all(f is None for f in flags):
+            return False, acc + ": retrieval success of the attempts not recorded"
+        hits = [a for a, f in zip(attempts, flags) if f]
+        if not hits:
+            return False, acc + ": no attempt retrieved the gold pages (retrieval is the bottleneck)"
+        wrong_hits = sum(1 for a in hits if not a[1])
+        if wrong_hits == 0:
+            return False, acc + f": all {len(hits)} attempts with gold retrieval answered right"
+        return True, acc + f"; {wrong_hits} attempt(s) retrieved gold pages but answered wrong"
+    raise ValueError(f"unknown difficulty rule {rule!r}; known: unidoc_sft, unidoc_rl, evisrag")
+
+
+@dataclass
+class Difficulty(KeepPassed):
+    rule: Rule = "unidoc_sft"
+    # When no student ran for a task: "keep" lets the item through with a reason that says so,
+    # "drop" fails it. Default keep so a chain that lists this filter still works before a student run.
+    missing: Literal["keep", "drop"] = "keep"
+    name: str = "difficulty"
+
+    def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
+        attempts = list(ctx.student_results.get(item.task_id, []))
+        if not attempts:
+            ok = self.missing == "keep"
+            return verdict(item, self.name, ok, f"no student results for task {item.task_id} (rule not applied)")
+        keep, reason = difficulty_keep(self.rule, attempts)
+        accuracy = sum(1 for a in attempts if a[1]) / len(attempts)
+        return verdict(item, self.name, keep, f"{self.rule}: {reason}", accuracy)

@@ -1,0 +1,49 @@
+"""Bridge from the async judges (`vrag_data.teacher.judge`) to the synchronous correctness filter: score
+every trajectory once (bounded concurrency, cached by the teacher pool like any request), then hand the
+filter a lookup. A failed judge call leaves no score, so that trajectory's verdict records the error."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vrag_data.filters.base import JudgeFn
+from vrag_data.schema.records import Task, Trajectory
+
+
+async def judge_trajectories(
+    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64
+) -> tuple[dict[str, float], dict[str, str]]:
+    """(scores by traj_id, errors by traj_id) from `judge.judge(question, reference, prediction, format)`."""
+    sem = asyncio.Semaphore(concurrency)
+    scores: dict[str, float] = {}
+    errors: dict[str, str] = {}
+
+    async def one(t: Trajectory) -> None:
+        task = tasks.get(t.task_id)
+        if task is None:
+            errors[t.traj_id] = f"task {t.task_id} not found"
+            return
+        async with sem:
+            try:
+                j = await judge.judge(task.question, task.answer, t.final_answer, task.answer_format, sample=t.sample)
+            except Exception as err:  # an endpoint that keeps failing must not stop the batch
+                errors[t.traj_id] = f"{type(err).__name__}: {err}"
+                return
+        scores[t.traj_id] = float(j.score)
+
+    await asyncio.gather(*(one(t) for t in trajs))
+    return scores, errors
+
+
+def judge_lookup(scores: Mapping[str, float], errors: Mapping[str, str] | None = None) -> JudgeFn:
+    """A `FilterContext.judge` that reads precomputed scores."""
+    errs = dict(errors or {})
+
+    def judge(traj: Trajectory, task: Task) -> float:
+        if traj.traj_id in scores:
+            return scores[traj.traj_id]
+        raise LookupError(f"judge failed for {traj.traj_id}: {errs.get(traj.traj_id, 'not judged')}")
+
+    return judge

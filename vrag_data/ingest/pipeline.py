@@ -1,0 +1,157 @@
+"""`ingest_paths`: plan (hash, skip unchanged, catch stem clashes), run documents in a process pool, record
+errors. The Prefect flows call it on a shard of documents; the CLI calls it on everything."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from vrag_data.errors import VragError
+from vrag_data.ids import sha256_file
+from vrag_data.ingest.discover import discover_inputs, input_kind
+from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
+from vrag_data.ingest.options import DocStats, IngestOptions, IngestSummary
+from vrag_data.schema.records import IngestError
+from vrag_data.store.corpus import append_errors, load_document
+from vrag_data.store.workspace import Workspace
+
+_console = Console(stderr=True)
+
+
+class IngestFailed(VragError):
+    """`strict` mode: the first error stops the run."""
+
+
+def check_components(opts: IngestOptions) -> None:
+    """External tools are checked before any document is touched (fail at once, one line)."""
+    if opts.layout == "mineru":
+        from vrag_data.ingest.mineru import check_mineru
+
+        check_mineru(opts.mineru)
+    if opts.ocr == "paddleocr":
+        from vrag_data.ingest.paddleocr import check_paddleocr
+
+        check_paddleocr(opts.paddleocr)
+
+
+def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[list[DocJob], list[DocStats], list[IngestError]]:
+    """Decide per file: skip (same bytes, same settings), (re-)ingest, or refuse (another file owns the stem)."""
+    jobs: list[DocJob] = []
+    skipped: list[DocStats] = []
+    errors: list[IngestError] = []
+    claimed: dict[str, tuple[str, str]] = {}  # stem -> (path, doc_id) within this run
+    want = opts.output_hash()
+    for path in files:
+        stem = Path(path).stem
+        try:
+            doc_id, n_bytes = sha256_file(path), Path(path).stat().st_size
+        except OSError as err:
+            errors.append(IngestError(path=path, stage="open", reason=f"cannot read file: {err.strerror or err}"))
+            continue
+        if stem in claimed:
+            other, other_id = claimed[stem]
+            if other_id == doc_id:
+                skipped.append(DocStats(path=path, stem=stem, doc_id=doc_id, status="unchanged"))
+            else:
+                errors.append(IngestError(path=path, stage="plan", reason=(
+                    f"stem '{stem}' is already taken by {other} in this run (page ids would clash); rename one of them")))
+            continue
+        claimed[stem] = (path, doc_id)
+        existing = load_document(ws, stem)
+        if existing is not None and existing.doc_id == doc_id and existing.ingest_hash == want:
+            skipped.append(DocStats(path=path, stem=stem, doc_id=doc_id, status="unchanged", n_pages=existing.n_pages))
+            continue
+        if existing is not None and existing.doc_id != doc_id and existing.source_path != path:
+            errors.append(IngestError(path=path, stage="plan", reason=(
+                f"stem '{stem}' already holds {existing.source_path} (different content) in this workspace; "
+                f"rename {Path(path).name} or remove the old document")))
+            continue
+        jobs.append(DocJob(path=path, stem=stem, doc_id=doc_id, n_bytes=n_bytes, kind=input_kind(path), ws_root=ws.root, opts=opts))
+    return jobs, skipped, errors
+
+
+def _init_worker(layout: bool) -> None:
+    from vrag_data.ingest.render import import_pymupdf
+
+    import_pymupdf(layout)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[pages]} pages"),
+        TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        console=_console, disable=not enabled, transient=False,
+    )
+
+
+def _fail_fast(summary: IngestSummary, ws: Workspace) -> None:
+    append_errors(ws, summary.errors)
+    first = summary.errors[0]
+    where = f" page {first.page}" if first.page else ""
+    raise IngestFailed(f"{first.path}{where}: {first.reason} (strict mode stops at the first error)", exit_code=2)
+
+
+def _outcome(fut: Future[DocOutcome], job: DocJob) -> DocOutcome:
+    """A worker that dies (e.g. a native crash inside MuPDF) costs its document, not the whole batch."""
+    try:
+        return fut.result()
+    except Exception as err:  # noqa: BLE001 - BrokenProcessPool and friends
+        reason = f"worker process failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        stats = DocStats(path=job.path, stem=job.stem, doc_id=job.doc_id, status="failed", n_errors=1)
+        return DocOutcome(stats=stats, errors=[IngestError(path=job.path, stage="ingest", reason=reason)])
+
+
+def _absorb(summary: IngestSummary, out: DocOutcome) -> None:
+    summary.docs.append(out.stats)
+    summary.errors.extend(out.errors)
+    if out.stats.status == "ingested":
+        summary.n_docs += 1
+        summary.n_pages += out.stats.n_pages
+
+
+def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress: bool = True) -> IngestSummary:
+    """Ingest PDFs/images (files or folders) into the workspace. Bad inputs become IngestErrors in
+    `corpus/errors.parquet` and the batch goes on (unless `opts.strict`)."""
+    t0 = time.perf_counter()
+    files = discover_inputs(paths)
+    check_components(opts)
+    ws.makedirs()
+    jobs, skipped, plan_errors = plan_jobs(files, ws, opts)
+    summary = IngestSummary(n_skipped_unchanged=len(skipped), docs=list(skipped), errors=list(plan_errors))
+    if opts.strict and summary.errors:
+        _fail_fast(summary, ws)
+    jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
+    workers = min(opts.workers, len(jobs))
+    with _progress(progress) as bar:
+        task = bar.add_task("ingest", total=len(files), pages=0, last="")
+        bar.advance(task, len(files) - len(jobs))
+        def done(out: DocOutcome) -> None:
+            _absorb(summary, out)
+            bar.update(task, advance=1, pages=summary.n_pages, last=out.stats.stem[:40])
+            if opts.strict and out.errors:
+                _fail_fast(summary, ws)
+        if workers <= 1:
+            for job in jobs:
+                done(ingest_document(job))
+        else:
+            ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(opts.layout == "pymupdf",)) as pool:
+                owner: dict[Future[DocOutcome], DocJob] = {pool.submit(ingest_document, j): j for j in jobs}
+                pending = set(owner)
+                try:
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for fut in finished:
+                            done(_outcome(fut, owner[fut]))
+                except BaseException:
+                    for fut in pending:
+                        fut.cancel()
+                    raise
+    append_errors(ws, summary.errors)
+    summary.seconds = round(time.perf_counter() - t0, 3)
+    return summary

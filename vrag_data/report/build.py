@@ -1,0 +1,83 @@
+"""`build_report`: workspace -> `report.duckdb` (tables + documented views) and `report.html`.
+
+The database is built under a temporary name beside the target and renamed over it, so a reader (the
+`duckdb` CLI, a notebook) sees the old report or the new one, never a half-built file. A workspace behind
+an fsspec URL is built in a local temporary folder and uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from vrag_data.report.html import write_html
+from vrag_data.report.tables import TABLE_DESCRIPTIONS, build_tables, table_counts
+from vrag_data.report.views import VIEWS, create_views
+from vrag_data.store import Workspace
+
+
+@dataclass
+class ReportResult:
+    db_path: str
+    html_path: str
+    runs: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def populate(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None) -> list[str]:
+    """Tables, table comments and views in an open connection; returns the run ids reported on."""
+    runs = build_tables(con, ws, run)
+    for name, desc in TABLE_DESCRIPTIONS.items():
+        con.execute(f"COMMENT ON TABLE {name} IS '" + desc.replace("'", "''") + "'")
+    create_views(con)
+    return [r.run_id for r in runs]
+
+
+def _replace(tmp: Path, target: str, ws: Workspace) -> None:
+    if ws.is_local:
+        os.replace(tmp, target.removeprefix("file://"))  # atomic on POSIX
+    else:
+        ws.fs.put_file(str(tmp), target)
+
+
+def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, viewer_limit: int = 400,
+                 threads: int | None = None) -> ReportResult:
+    t0 = time.perf_counter()
+    if ws.is_local:
+        root = Path(ws.root.removeprefix("file://"))
+        root.mkdir(parents=True, exist_ok=True)
+        work_dir = root
+    else:
+        work_dir = Path(tempfile.mkdtemp(prefix="vrag-report-"))
+    tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
+    config = {"threads": threads} if threads else {}
+    try:
+        con = duckdb.connect(str(tmp), config=config)
+        try:
+            runs = populate(con, ws, run)
+            counts = table_counts(con)
+            html_path = ws.report_html
+            if html:
+                write_html(con, ws, html_path, viewer_limit=viewer_limit, runs=runs)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        _replace(tmp, ws.report_db, ws)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+        if not ws.is_local:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return ReportResult(ws.report_db, ws.report_html, runs, counts, time.perf_counter() - t0)
+
+
+def view_names() -> list[str]:
+    return [v.name for v in VIEWS]

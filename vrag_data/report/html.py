@@ -1,0 +1,143 @@
+"""`report.html`: one static, offline page (inline CSS, inline SVG charts, inline vanilla JS viewer).
+
+Nothing on the page points outside the workspace: no CDN, no fonts, no http(s) links; page images are
+relative paths `pages/<id>.jpg` next to the report. All text from documents and models is escaped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from vrag_data.report.charts import esc, fmt, hbars, stacked_shares, table, vbars
+from vrag_data.report.viewer import VIEWER_JS, embed_json, viewer_data
+from vrag_data.report.views import VIEW_BY_NAME
+from vrag_data.store import Workspace
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:16px;color:#222}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;margin-top:32px}h3{font-size:15px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}caption{text-align:left;font-weight:600}
+.desc{color:#555;font-size:12px;max-width:900px}.empty,.more{color:#888;font-size:12px}
+svg.chart text{font-size:12px;fill:#222}svg.chart text.title{font-weight:600;font-size:13px}svg.chart text.small{font-size:10px}
+.grid{display:flex;flex-wrap:wrap;gap:16px}.kpi{border:1px solid #ddd;padding:8px 12px;border-radius:4px}.kpi b{display:block;font-size:20px}
+#viewer .filters{display:flex;gap:12px;align-items:center;flex-wrap:wrap}#traj-list{width:100%;font-size:12px}
+.turn{border:1px solid #ddd;border-radius:4px;margin:8px 0;padding:6px 10px}.turn.invalid{border-color:#e15759;background:#fff6f6}
+pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font-size:12px}pre.action{color:#1f4e79}pre.obs{color:#555}
+.figs{display:flex;flex-wrap:wrap;gap:8px}figure.page{margin:0;width:300px}figure.page svg{width:300px;height:auto;border:1px solid #ccc;background:#fafafa}
+figure.page rect.crop{fill:rgba(225,87,89,.15);stroke:#e15759}figure.page rect.stacked{fill:rgba(78,121,167,.15);stroke:#4e79a7}
+figcaption{font-size:11px;color:#555}dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:13px}dt{color:#666}dd{margin:0}
+"""
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple[list[str], list[tuple]]:
+    cur = con.execute(sql, params or [])
+    return [d[0] for d in cur.description], cur.fetchall()
+
+
+def _view_section(con: duckdb.DuckDBPyConnection, name: str, where: str = "", limit: int = 60) -> str:
+    cols, rows = _rows(con, f"SELECT * FROM {name} {where}")
+    return f'<h3>{esc(name)}</h3><p class="desc">{esc(VIEW_BY_NAME[name].description)}</p>{table(cols, rows, limit)}'
+
+
+def _funnel(con: duckdb.DuckDBPyConnection) -> str:
+    _, rows = _rows(con, "SELECT recipe, stage, n FROM stage_funnel")
+    by_recipe: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for recipe, stage, n in rows:
+        by_recipe[recipe].append((stage, float(n or 0)))
+    charts = [hbars(items, f"funnel: {recipe}", width=420, value_fmt=lambda v: fmt(int(v))) for recipe, items in by_recipe.items()]
+    return '<div class="grid">' + "".join(charts) + "</div>"
+
+
+def _actions(con: duckdb.DuckDBPyConnection) -> str:
+    _, rows = _rows(con, "SELECT recipe, action_kind, n FROM action_distribution WHERE dimension = 'all'")
+    kinds = sorted({k for _, k, _ in rows})
+    groups: dict[str, dict[str, float]] = defaultdict(dict)
+    for recipe, kind, n in rows:
+        groups[recipe][kind] = float(n)
+    return stacked_shares(list(groups.items()), kinds, "share of turns by action kind")
+
+
+def _histograms(con: duckdb.DuckDBPyConnection) -> str:
+    _, turns = _rows(con, "SELECT n_turns, trajectories FROM turns_histogram WHERE recipe = '(all)' ORDER BY n_turns")
+    _, crops = _rows(con, "SELECT bin_start, crops FROM crop_size_histogram WHERE recipe = '(all)' ORDER BY bin_start")
+    return ('<div class="grid">'
+            + vbars([(str(n), float(c)) for n, c in turns], "turns per trajectory (all recipes)")
+            + vbars([(f"{b:.2f}", float(c)) for b, c in crops], "crop size, share of page area (all recipes)", color="#e15759")
+            + "</div>")
+
+
+def _kpis(con: duckdb.DuckDBPyConnection) -> str:
+    (n_docs,), (n_pages,), (n_tasks,) = (con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in ("documents", "pages", "tasks"))
+    n_traj, kept, answered, reqs = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE kept), count(*) FILTER (WHERE status = 'answered'), sum(requests) FROM trajectories").fetchone()
+    items: list[tuple[str, Any]] = [("documents", n_docs), ("pages", n_pages), ("tasks", n_tasks), ("trajectories", n_traj),
+                                    ("finish rate", answered / n_traj if n_traj else None), ("kept", kept),
+                                    ("kept rate", kept / n_traj if n_traj else None), ("requests", reqs or 0)]
+    return '<div class="grid">' + "".join(f'<div class="kpi">{esc(k)}<b>{esc(fmt(v))}</b></div>' for k, v in items) + "</div>"
+
+
+def _viewer(con: duckdb.DuckDBPyConnection, limit: int) -> str:
+    data = viewer_data(con, limit)
+    return (
+        '<section id="viewer"><h2>Trajectory viewer</h2>'
+        '<div class="filters"><label>recipe <select id="f-recipe"><option value="">all</option></select></label>'
+        '<label>status <select id="f-status"><option value="">all</option></select></label>'
+        '<label>verdict <select id="f-verdict"><option value="">all</option></select></label><span id="traj-count"></span></div>'
+        '<select id="traj-list" size="8"></select><div id="traj-detail"></div></section>'
+        f'<script type="application/json" id="viewer-data">{embed_json(data)}</script>'
+        f"<script>{VIEWER_JS}</script>"
+    )
+
+
+def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], viewer_limit: int = 400) -> str:
+    by_dim = "WHERE dimension <> 'all' OR recipe = '(all)'"
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{esc(title)}</h1><p class=\"desc\">runs: {esc(', '.join(runs) or 'none')} · built "
+        f"{esc(datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC'))} · every number below is a view in report.duckdb "
+        "(<code>vrag-data report --describe</code>)</p>",
+        _kpis(con),
+        "<h2>Stage funnel</h2>", _funnel(con), _view_section(con, "stage_funnel"),
+        "<h2>Actions and turns</h2>", _actions(con), _histograms(con),
+        _view_section(con, "finish_rate", "WHERE dimension = 'all'"),
+        _view_section(con, "invalid_actions", "WHERE dimension = 'all'"), _view_section(con, "invalid_reasons", limit=20),
+        _view_section(con, "turns_per_trajectory", "WHERE dimension = 'all'"),
+        _view_section(con, "crop_stats", "WHERE dimension = 'all'"),
+        "<h2>Quality</h2>",
+        _view_section(con, "retrieval_quality", "WHERE dimension = 'all'"),
+        _view_section(con, "judge_pass_rate", "WHERE dimension = 'all'"),
+        _view_section(con, "rejection_reasons", limit=40),
+        "<h2>Cost</h2>",
+        _view_section(con, "cost_per_kept", "WHERE dimension = 'all'"),
+        _view_section(con, "request_stats"), _view_section(con, "request_errors", limit=30),
+        "<h2>Breakdowns by benchmark, document type and evidence source</h2>",
+        _view_section(con, "finish_rate", by_dim), _view_section(con, "retrieval_quality", by_dim),
+        _view_section(con, "cost_per_kept", by_dim),
+        "<h2>Ingest</h2>", _view_section(con, "ingest_error_summary", limit=30),
+        _viewer(con, viewer_limit),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_html(con: duckdb.DuckDBPyConnection, ws: Workspace, path: str, viewer_limit: int = 400, runs: list[str] | None = None) -> str:
+    """Render and write atomically (temporary name, then rename)."""
+    text = render_html(con, f"vrag-data report: {ws.root.rsplit('/', 1)[-1]}", runs or [], viewer_limit)
+    if ws.is_local:
+        target = path.removeprefix("file://")
+        tmp = os.path.join(os.path.dirname(target) or ".", f".tmp-{uuid.uuid4().hex}-report.html")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    else:
+        with ws.fs.open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return path

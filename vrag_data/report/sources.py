@@ -1,0 +1,190 @@
+"""Find a workspace's parquet shards and JSON summaries and hand them to DuckDB as raw tables.
+
+Every raw table exists after loading, even when its files are absent (empty, with the record's columns),
+so the derived tables and views never fail on a workspace that has not reached a stage yet. Local shards
+are scanned by DuckDB directly; shards behind an fsspec URL are read with pyarrow and registered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.core import url_to_fs
+from pydantic import BaseModel
+
+from vrag_data.errors import VragError
+from vrag_data.schema.records import (
+    Document,
+    IngestError,
+    LayoutBlock,
+    Page,
+    RequestLog,
+    RunManifest,
+    Task,
+    Trajectory,
+    Verdict,
+)
+from vrag_data.store import Workspace
+from vrag_data.store.shards import arrow_schema
+
+
+def parquet_files(path: str) -> list[str]:
+    """Complete parquet shards under `path` (a file or a folder), sorted; `.tmp-*` files are skipped."""
+    fs, p = url_to_fs(path)
+    if not fs.exists(p):
+        return []
+    if not fs.isdir(p):
+        return [path] if p.endswith(".parquet") else []
+    prefix = path.split("://", 1)[0] + "://" if "://" in path else ""
+    found = sorted(f for f in fs.find(p) if f.endswith(".parquet") and "/.tmp-" not in f and not f.rsplit("/", 1)[-1].startswith(".tmp-"))
+    return [f if prefix == "" or f.startswith(prefix) else prefix + f for f in found]
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def load_parquet(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[str], model: type[BaseModel]) -> None:
+    """`CREATE TABLE name` from shards of `model` records, plus a `filename` column (the shard path).
+
+    Columns a shard lacks (written before a field was added) are added as NULL so derived SQL can rely on
+    every field of the record.
+    """
+    con.execute(f"DROP TABLE IF EXISTS {name}")
+    if files and all(_is_local(f) for f in files):
+        local = [f.removeprefix("file://") for f in files]
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet(?, union_by_name = true, filename = true)", [local])
+    else:
+        if files:
+            tables = []
+            for f in files:
+                fs, p = url_to_fs(f)
+                with fs.open(p, "rb") as fh:
+                    t = pq.read_table(fh)
+                tables.append(t.append_column("filename", pa.array([f] * t.num_rows, pa.string())))
+            arrow = pa.concat_tables(tables, promote_options="default")
+        else:
+            schema = arrow_schema(model)
+            arrow = schema.empty_table().append_column("filename", pa.array([], pa.string()))
+        con.register(f"_arrow_{name}", arrow)
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _arrow_{name}")
+        con.unregister(f"_arrow_{name}")
+    have = {r[0] for r in con.execute(f"SELECT column_name FROM (DESCRIBE {name})").fetchall()}
+    for field in arrow_schema(model):
+        if field.name not in have:
+            sql_type = _SQL_TYPES.get(str(field.type), "VARCHAR")
+            con.execute(f'ALTER TABLE {name} ADD COLUMN "{field.name}" {sql_type}')
+
+
+_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}
+
+
+@dataclass(frozen=True)
+class RunDir:
+    run_id: str
+    path: str
+
+
+def run_dirs(ws: Workspace, run: str | None) -> list[RunDir]:
+    """The run folders to report on: all of `runs/`, or just `run` (which must exist)."""
+    fs, root = url_to_fs(ws.runs)
+    if run is not None:
+        if not fs.exists(f"{root}/{run}"):
+            raise VragError(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
+        return [RunDir(run, ws.run(run))]
+    if not fs.exists(root):
+        return []
+    out = []
+    for entry in sorted(fs.ls(root, detail=True), key=lambda e: e["name"]):
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        if entry["type"] == "directory" and not name.startswith("."):
+            out.append(RunDir(name, ws.run(name)))
+    return out
+
+
+def _read_json(path: str) -> dict | None:
+    fs, p = url_to_fs(path)
+    if not fs.exists(p):
+        return None
+    try:
+        with fs.open(p, "r", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def manifests(runs: Sequence[RunDir]) -> list[dict]:
+    """One row per run folder; a folder without a readable manifest still gets a row (status `unknown`)."""
+    rows = []
+    for r in runs:
+        data = _read_json(f"{r.path}/manifest.json")
+        try:
+            m = RunManifest.model_validate(data) if data is not None else None
+        except ValueError:
+            m = None
+        rows.append({
+            "run_id": r.run_id,
+            "recipe": m.recipe if m else None,
+            "status": m.status if m else "unknown",
+            "samples": m.samples if m else None,
+            "n_tasks": m.n_tasks if m else None,
+            "config_hash": m.config_hash if m else None,
+            "code_version": m.code_version if m else None,
+            "created_at": m.created_at if m else None,
+            "finished_at": m.finished_at if m else None,
+            "stats": json.dumps(m.stats if m else {}, default=str),
+            "config": json.dumps(m.config if m else {}, default=str),
+        })
+    return rows
+
+
+def export_summaries(ws: Workspace, run_ids: set[str] | None) -> list[dict]:
+    """`summary.json` files written by `vrag-data export` under `exports/` (any depth up to 3)."""
+    fs, root = url_to_fs(ws.exports)
+    if not fs.exists(root):
+        return []
+    rows = []
+    for f in sorted(fs.find(root, maxdepth=3)):
+        if not f.endswith("/summary.json"):
+            continue
+        data = _read_json(f if "://" not in ws.exports else f"{ws.exports.split('://')[0]}://{f}")
+        if not data or "run_id" not in data or (run_ids is not None and data["run_id"] not in run_ids):
+            continue
+        try:
+            mtime = float(fs.info(f).get("mtime") or fs.info(f).get("created") or 0.0)
+        except (OSError, TypeError, ValueError):
+            mtime = 0.0
+        rows.append({"summary_path": f, "mtime": mtime, **data})
+    return rows
+
+
+CORPUS = {
+    "raw_documents": ("documents", Document),
+    "raw_pages": ("pages", Page),
+    "raw_layout": ("layout", LayoutBlock),
+}
+RUN_TABLES = {
+    "raw_trajectories": ("trajectories", Trajectory),
+    "raw_verdicts": ("verdicts", Verdict),
+    "raw_requests": ("requests", RequestLog),
+}
+
+
+def load_raw(con: duckdb.DuckDBPyConnection, ws: Workspace, runs: Sequence[RunDir]) -> None:
+    """Every raw_* table of the report (see module docstring)."""
+    for name, (table, model) in CORPUS.items():
+        load_parquet(con, name, parquet_files(ws.corpus_table(table)), model)
+    errors = parquet_files(ws.corpus_table("errors")) + parquet_files(f"{ws.tasks}/import_errors.parquet")
+    load_parquet(con, "raw_ingest_errors", errors, IngestError)
+    from vrag_data.tasks.store import task_shards  # shards holding Task records only
+
+    load_parquet(con, "raw_tasks", task_shards(ws), Task)
+    for name, (sub, model) in RUN_TABLES.items():
+        files = [f for r in runs for f in parquet_files(f"{r.path}/{sub}")]
+        load_parquet(con, name, files, model)

@@ -1,0 +1,91 @@
+"""The short summary table printed at the end of `synth`, `export` and `report` (rich, on stderr)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+from rich.console import Console
+from rich.table import Table
+
+from vrag_data.store import Workspace
+
+_SQL = """
+WITH t AS (
+  SELECT coalesce(recipe, '(all)') AS recipe, count(*) AS trajectories,
+         count(*) FILTER (WHERE status = 'answered') / count(*) AS finish_rate,
+         sum(n_invalid_turns) / nullif(sum(n_turns), 0) AS invalid_rate,
+         avg(n_turns) AS mean_turns, avg(ndcg) AS mean_ndcg, count(*) FILTER (WHERE kept) AS kept,
+         sum(requests) AS requests, sum(prompt_tokens + completion_tokens) AS tokens,
+         sum(prompt_tokens + completion_tokens) / nullif(count(*) FILTER (WHERE kept), 0) AS tokens_per_kept
+  FROM trajectories GROUP BY GROUPING SETS ((recipe), ())
+), e AS (
+  SELECT coalesce(recipe, '(all)') AS recipe, sum(records) AS exported
+  FROM export_counts WHERE latest GROUP BY GROUPING SETS ((recipe), ())
+)
+SELECT t.*, e.exported FROM t LEFT JOIN e USING (recipe)
+ORDER BY t.recipe = '(all)', t.recipe
+"""
+
+COLUMNS = ("recipe", "trajectories", "finish_rate", "invalid_rate", "mean_turns", "mean_ndcg", "kept", "exported",
+           "requests", "tokens", "tokens_per_kept")
+
+
+def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """One row per recipe plus `(all)` (only when there are trajectories), keys = COLUMNS."""
+    cur = con.execute(_SQL)
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    if len(rows) == 2:  # one recipe: the (all) row repeats it
+        rows = rows[:1]
+    return [{k: r.get(k) for k in COLUMNS} for r in rows]
+
+
+def _cell(v: Any, key: str) -> str:
+    if v is None:
+        return "–"
+    if key.endswith("_rate"):
+        return f"{v:.0%}"
+    if key in ("requests", "tokens", "tokens_per_kept") and v >= 10_000:
+        return f"{v / 1e6:.1f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if v < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+HEADERS = {"recipe": "recipe", "trajectories": "traj", "finish_rate": "finish", "invalid_rate": "invalid", "mean_turns": "turns",
+           "mean_ndcg": "ndcg", "kept": "kept", "exported": "exported", "requests": "reqs", "tokens": "tokens", "tokens_per_kept": "tok/kept"}
+
+
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for c in COLUMNS:
+        table.add_column(HEADERS[c], justify="left" if c == "recipe" else "right", no_wrap=c == "recipe")
+    for r in rows:
+        table.add_row(*(_cell(r[c], c) for c in COLUMNS))
+    return table
+
+
+def print_summary(con: duckdb.DuckDBPyConnection, title: str, console: Console | None = None) -> list[dict[str, Any]]:
+    rows = summary_rows(con)
+    out = console or Console(stderr=True)
+    if rows:
+        out.print(summary_table(rows, title))
+    else:
+        out.print(f"{title}: no trajectories yet")
+    return rows
+
+
+def print_run_summary(ws: Workspace, run_id: str, console: Console | None = None) -> list[dict[str, Any]]:
+    """The summary of one run (trajectories, verdicts, the run's newest export), computed in memory from the
+    workspace files, for the end of `vrag-data synth` / `export`. Returns the rows it printed."""
+    from vrag_data.report.tables import build_tables
+
+    con = duckdb.connect(":memory:")
+    try:
+        build_tables(con, ws, run_id)
+        return print_summary(con, f"run {run_id}", console)
+    finally:
+        con.close()

@@ -1,0 +1,256 @@
+"""The report's tables: workspace shards loaded into DuckDB, nested JSON unpacked, per-trajectory facts
+(dimensions, kept flag, retrieval metrics) computed once so every view is a cheap aggregate.
+
+Tables: documents, pages, layout_blocks, ingest_errors, tasks, runs, trajectories, turns, crops, requests,
+verdicts, exports, export_counts. A missing input gives an empty table, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+
+from vrag_data.report.sources import RunDir, export_summaries, load_raw, manifests, run_dirs
+from vrag_data.store import Workspace
+
+# Filters whose verdict is a judgement of the answer (the judge pass rate view reads these).
+JUDGE_FILTERS = ("correctness", "judge", "answer_judge")
+
+# A reason without its variable details ("gold pages never retrieved: [..]" -> "gold pages never retrieved",
+# "bucket 3 over cap 10" -> "bucket # over cap #"), so rejection and error tables group like with like.
+_REASON_CODE = "left(trim(regexp_replace(split_part(coalesce({col}, ''), ':', 1), '[0-9]+(\\.[0-9]+)?', '#', 'g')), 80)"
+
+
+def reason_code(col: str) -> str:
+    return _REASON_CODE.format(col=col)
+
+
+_TURN_TYPE = '[{"idx":"BIGINT","assistant":"VARCHAR","action":"JSON","observation":"JSON","role":"VARCHAR","request_ids":"VARCHAR[]","latency_s":"DOUBLE"}]'
+_CROP_TYPE = '[{"turn":"BIGINT","page_id":"VARCHAR","box":{"raw":"DOUBLE[]","norm":"DOUBLE[]"}}]'
+_BOX_TYPE = '{"raw":"DOUBLE[]","norm":"DOUBLE[]"}'
+
+_SQL_CORPUS = f"""
+CREATE OR REPLACE TABLE documents AS
+SELECT * EXCLUDE (filename), json_array_length(toc) AS n_toc, json_array_length(figures) AS n_figures FROM raw_documents;
+
+CREATE OR REPLACE TABLE pages AS SELECT * EXCLUDE (filename) FROM raw_pages;
+
+CREATE OR REPLACE TABLE layout_blocks AS
+SELECT * EXCLUDE (filename, bbox), b.raw[1] AS x1, b.raw[2] AS y1, b.raw[3] AS x2, b.raw[4] AS y2,
+       (b.norm[3] - b.norm[1]) * (b.norm[4] - b.norm[2]) / 1e6 AS area_frac, bbox
+FROM (SELECT *, from_json(bbox, '{_BOX_TYPE}') AS b FROM raw_layout);
+
+CREATE OR REPLACE TABLE ingest_errors AS
+SELECT path, stage, page, reason, {reason_code('reason')} AS reason_code, "at",
+       CASE WHEN filename LIKE '%import_errors.parquet' THEN 'tasks' ELSE 'corpus' END AS origin
+FROM raw_ingest_errors;
+
+CREATE OR REPLACE TABLE tasks AS
+SELECT * EXCLUDE (filename, _rn, evidence_pages, sources),
+       from_json(evidence_pages, '["VARCHAR"]') AS evidence_pages,
+       from_json(sources, '["VARCHAR"]') AS sources,
+       coalesce(nullif(benchmark, ''), 'unknown') AS benchmark_name,
+       coalesce(nullif(json_extract_string(extra, '$.doc_type'), ''), 'unknown') AS doc_type,
+       coalesce(nullif(array_to_string(list_sort(list_distinct(from_json(sources, '["VARCHAR"]'))), '+'), ''), 'none') AS evidence_source,
+       json_array_length(evidence_pages) AS n_evidence_pages
+FROM (SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY filename) AS _rn FROM raw_tasks)
+WHERE _rn = 1;
+"""
+
+# Newest shard wins for a (run, task, sample), exactly as the synth ledger reads a run.
+_SQL_RUNS = f"""
+CREATE OR REPLACE TEMP TABLE traj_base AS
+SELECT t.*, coalesce(k.benchmark_name, 'unknown') AS benchmark, coalesce(k.doc_type, 'unknown') AS doc_type,
+       coalesce(k.evidence_source, 'none') AS evidence_source, k.evidence_pages AS gold_pages
+FROM (SELECT * EXCLUDE (_rn) FROM (
+        SELECT *, row_number() OVER (PARTITION BY run_id, task_id, sample ORDER BY filename DESC) AS _rn FROM raw_trajectories)
+      WHERE _rn = 1) t
+LEFT JOIN tasks k USING (task_id);
+
+CREATE OR REPLACE TABLE verdicts AS
+SELECT * EXCLUDE (filename), {reason_code('reason')} AS reason_code, filename AS verdict_file FROM raw_verdicts;
+
+CREATE OR REPLACE TABLE turns AS
+SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.role, u.assistant,
+       json_extract_string(u.action, '$.kind') AS action_kind,
+       nullif(json_extract_string(u.action, '$.reason'), '') AS invalid_reason,
+       u.action::VARCHAR AS action,
+       json_extract_string(u.observation, '$.kind') AS observation_kind,
+       json_extract_string(u.observation, '$.text') AS observation_text,
+       coalesce(json_array_length(u.observation, '$.images'), 0) AS n_images,
+       u.observation::VARCHAR AS observation,
+       coalesce(len(u.request_ids), 0) AS n_requests, u.latency_s
+FROM (SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source,
+             unnest(from_json(turns, '{_TURN_TYPE}')) AS u
+      FROM traj_base);
+
+CREATE OR REPLACE TABLE crops AS
+SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.page_id,
+       c.box.raw[1] AS x1, c.box.raw[2] AS y1, c.box.raw[3] AS x2, c.box.raw[4] AS y2,
+       c.box.norm[1] AS nx1, c.box.norm[2] AS ny1, c.box.norm[3] AS nx2, c.box.norm[4] AS ny2,
+       greatest(c.box.norm[3] - c.box.norm[1], 0) * greatest(c.box.norm[4] - c.box.norm[2], 0) / 1e6 AS area_frac
+FROM (SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, unnest(from_json(crops, '{_CROP_TYPE}')) AS c
+      FROM traj_base);
+
+CREATE OR REPLACE TABLE requests AS
+SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS is_error,
+       CASE WHEN status = 'error' THEN {reason_code('error')} END AS error_code
+FROM raw_requests;
+"""
+
+# Kept = what the exporter keeps (vrag_data.export.kept.Verdicts.keep): a run without verdict files keeps
+# its answered trajectories; otherwise every verdict of the trajectory passed, and an augmented trajectory
+# without verdicts inherits its source's. NDCG and completeness follow vrag_data.rewards.retrieval (binary
+# relevance over the de-duplicated retrieval order); both are NULL when the task has no gold page.
+_SQL_TRAJ = """
+CREATE OR REPLACE TEMP TABLE traj_verdicts AS
+SELECT run_id, traj_id, bool_and(passed) AS all_passed, count(*) AS n_verdicts,
+       string_agg(filter, ',' ORDER BY filter) FILTER (WHERE NOT passed) AS failed_filters
+FROM verdicts GROUP BY run_id, traj_id;
+
+CREATE OR REPLACE TEMP TABLE traj_turn_stats AS
+SELECT traj_id, run_id, count(*) AS n_turns,
+       count(*) FILTER (WHERE action_kind = 'search') AS n_search,
+       count(*) FILTER (WHERE action_kind = 'crop') AS n_crop_actions,
+       count(*) FILTER (WHERE action_kind = 'invalid') AS n_invalid_turns
+FROM turns GROUP BY traj_id, run_id;
+
+CREATE OR REPLACE TEMP TABLE traj_crop_stats AS
+SELECT traj_id, run_id, count(*) AS n_crops, sum(area_frac) AS crop_area_sum FROM crops GROUP BY traj_id, run_id;
+
+CREATE OR REPLACE TABLE trajectories AS
+WITH b AS (
+  SELECT *, from_json(retrieved_pages, '["VARCHAR"]') AS ret, list_distinct(gold_pages) AS gold,
+         CASE WHEN coalesce(json_extract_string(extra, '$.augmentation'), '') <> ''
+              THEN json_extract_string(extra, '$.source_traj_id') END AS src1,
+         CASE WHEN coalesce(json_extract_string(extra, '$.augmentation'), '') <> ''
+              THEN json_extract_string(extra, '$.parent_traj_id') END AS src2
+  FROM traj_base
+), m AS (
+  SELECT *, list_filter(ret, lambda x, i: list_position(ret, x) = i) AS ret_dedup FROM b
+)
+SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_type, m.evidence_source,
+       json_extract_string(m.provenance, '$.policy') AS policy,
+       m.status, m.reason, m.final_answer, m.n_invalid,
+       coalesce(ts.n_turns, 0) AS n_turns, coalesce(ts.n_search, 0) AS n_search,
+       coalesce(ts.n_crop_actions, 0) AS n_crop_actions, coalesce(ts.n_invalid_turns, 0) AS n_invalid_turns,
+       coalesce(cs.n_crops, 0) AS n_crops, coalesce(cs.crop_area_sum, 0) AS crop_area_sum,
+       coalesce(CAST(json_extract(m.usage, '$.requests') AS BIGINT), 0) AS requests,
+       coalesce(CAST(json_extract(m.usage, '$.prompt_tokens') AS BIGINT), 0) AS prompt_tokens,
+       coalesce(CAST(json_extract(m.usage, '$.completion_tokens') AS BIGINT), 0) AS completion_tokens,
+       coalesce(CAST(json_extract(m.usage, '$.cache_hits') AS BIGINT), 0) AS cache_hits,
+       coalesce(CAST(json_extract(m.usage, '$.retries') AS BIGINT), 0) AS retries,
+       m.latency_s,
+       m.ret_dedup AS retrieved_pages, from_json(m.selected_pages, '["VARCHAR"]') AS selected_pages, m.gold AS gold_pages,
+       CASE WHEN coalesce(len(m.gold), 0) = 0 THEN NULL
+            ELSE len(list_filter(m.gold, lambda g: list_contains(m.ret_dedup, g))) = len(m.gold) END AS retrieval_complete,
+       CASE WHEN coalesce(len(m.gold), 0) = 0 THEN NULL
+            ELSE least(1.0, coalesce(list_sum(list_transform(m.ret_dedup, lambda x, i: CASE WHEN list_contains(m.gold, x) THEN 1.0 / log2(i + 1) ELSE 0.0 END)), 0.0)
+                 / list_sum(list_transform(range(1, len(m.gold) + 1), lambda i: 1.0 / log2(i + 1)))) END AS ndcg,
+       coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters,
+       CASE WHEN rv.run_id IS NULL THEN m.status = 'answered'
+            ELSE coalesce(v.all_passed, s1.all_passed, s2.all_passed, false) END AS kept,
+       CASE WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) IS NULL THEN 'none'
+            WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) THEN 'pass' ELSE 'fail' END AS verdict,
+       nullif(json_extract_string(m.extra, '$.augmentation'), '') AS augmentation,
+       m.started_at, m.finished_at, m.filename AS shard
+FROM m
+LEFT JOIN traj_turn_stats ts ON ts.traj_id = m.traj_id AND ts.run_id = m.run_id
+LEFT JOIN traj_crop_stats cs ON cs.traj_id = m.traj_id AND cs.run_id = m.run_id
+LEFT JOIN traj_verdicts v ON v.traj_id = m.traj_id AND v.run_id = m.run_id
+LEFT JOIN traj_verdicts s1 ON s1.traj_id = m.src1 AND s1.run_id = m.run_id
+LEFT JOIN traj_verdicts s2 ON s2.traj_id = m.src2 AND s2.run_id = m.run_id
+LEFT JOIN (SELECT DISTINCT run_id FROM verdicts) rv ON rv.run_id = m.run_id;
+"""
+
+_RUNS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("recipe", pa.string()), ("status", pa.string()), ("samples", pa.int64()),
+    ("n_tasks", pa.int64()), ("config_hash", pa.string()), ("code_version", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")), ("finished_at", pa.timestamp("us", tz="UTC")),
+    ("stats", pa.string()), ("config", pa.string()),
+])
+_EXPORTS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("out_dir", pa.string()), ("formats", pa.string()), ("model_family", pa.string()),
+    ("n_trajectories", pa.int64()), ("n_kept", pa.int64()), ("n_sft_records", pa.int64()), ("n_rl_records", pa.int64()),
+    ("n_skipped", pa.int64()), ("counts", pa.string()), ("skipped", pa.string()), ("warnings", pa.string()),
+    ("summary_path", pa.string()), ("mtime", pa.float64()), ("latest", pa.bool_()),
+])
+_EXPORT_COUNTS_SCHEMA = pa.schema([("run_id", pa.string()), ("out_dir", pa.string()), ("recipe", pa.string()),
+                                   ("records", pa.int64()), ("latest", pa.bool_())])
+
+
+def _create_from_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema: pa.Schema) -> None:
+    table = pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
+    con.register(f"_rows_{name}", table)
+    con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _rows_{name}")
+    con.unregister(f"_rows_{name}")
+
+
+def _int(x: object) -> int:
+    try:
+        return int(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
+
+
+def _exports(con: duckdb.DuckDBPyConnection, summaries: list[dict]) -> None:
+    """One row per export summary; `latest` marks the newest export of each run (the funnel counts it)."""
+    newest: dict[str, float] = {}
+    for s in summaries:
+        newest[s["run_id"]] = max(newest.get(s["run_id"], -1.0), s["mtime"])
+    rows, counts = [], []
+    for s in summaries:
+        stats = s.get("stats") or {}
+        per_recipe = stats.get("per_recipe") or {}
+        latest = s["mtime"] == newest[s["run_id"]]
+        rows.append({
+            "run_id": s["run_id"], "out_dir": s.get("out_dir", ""), "formats": json.dumps(s.get("formats", [])),
+            "model_family": s.get("model_family"), "n_trajectories": _int(s.get("n_trajectories")), "n_kept": _int(s.get("n_kept")),
+            "n_sft_records": sum(_int(v) for v in per_recipe.values()), "n_rl_records": _int(stats.get("rl_records")),
+            "n_skipped": sum(_int(v) for v in (s.get("skipped") or {}).values()), "counts": json.dumps(s.get("counts", {})),
+            "skipped": json.dumps(s.get("skipped", {})), "warnings": json.dumps(s.get("warnings", [])),
+            "summary_path": s["summary_path"], "mtime": s["mtime"], "latest": latest,
+        })
+        counts += [{"run_id": s["run_id"], "out_dir": s.get("out_dir", ""), "recipe": r, "records": _int(n), "latest": latest}
+                   for r, n in per_recipe.items()]
+    _create_from_rows(con, "exports", rows, _EXPORTS_SCHEMA)
+    _create_from_rows(con, "export_counts", counts, _EXPORT_COUNTS_SCHEMA)
+
+
+def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None) -> list[RunDir]:
+    """Load the workspace (all runs, or one) into `con`; returns the runs reported on."""
+    runs = run_dirs(ws, run)
+    load_raw(con, ws, runs)
+    con.execute(_SQL_CORPUS)
+    con.execute(_SQL_RUNS)
+    con.execute(_SQL_TRAJ)
+    _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)
+    _exports(con, export_summaries(ws, {r.run_id for r in runs} if run is not None else None))
+    for t in ("raw_documents", "raw_pages", "raw_layout", "raw_ingest_errors", "raw_tasks", "raw_trajectories", "raw_verdicts",
+              "raw_requests", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return runs
+
+
+TABLE_DESCRIPTIONS: dict[str, str] = {
+    "documents": "One row per ingested document (corpus/documents); toc and figures are JSON.",
+    "pages": "One row per rendered page (corpus/pages): size in raw pixels, text layer, OCR text.",
+    "layout_blocks": "Layout blocks (corpus/layout) with the box in raw pixels (x1..y2) and its share of the page area.",
+    "ingest_errors": "Ingest errors (corpus/errors.parquet) and task import errors (tasks/import_errors.parquet), with a reason code.",
+    "tasks": "Tasks (tasks/*.parquet, each task_id once) with doc_type (from extra), evidence_source (sorted sources joined by '+').",
+    "runs": "One row per run folder: its manifest (recipe, status, config hash, stats); status 'unknown' without a manifest.",
+    "trajectories": "One row per (run, task, sample), newest shard wins; dimensions, turn/crop counts, usage, NDCG, completeness, verdict, kept.",
+    "turns": "One row per turn: assistant text, parsed action (kind, JSON), observation (kind, text, images JSON).",
+    "crops": "One row per crop of a trajectory: page, raw-pixel box, 0-1000 box, share of the page area.",
+    "requests": "Teacher/judge request log (runs/<run>/requests): status ok/error/cached, tokens, latency, retries, error code.",
+    "verdicts": "Filter verdicts (runs/<run>/verdicts): pass/fail, reason, reason code, score.",
+    "exports": "One row per export summary (exports/**/summary.json); `latest` = newest export of its run.",
+    "export_counts": "SFT records written per (export, recipe), from the export summaries.",
+}
+
+
+def table_counts(con: duckdb.DuckDBPyConnection, names: Sequence[str] = tuple(TABLE_DESCRIPTIONS)) -> dict[str, int]:
+    return {n: int(con.execute(f"SELECT count(*) FROM {n}").fetchone()[0]) for n in names}

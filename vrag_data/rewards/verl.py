@@ -1,0 +1,167 @@
+"""verl entry point: point `custom_reward_function.path` at this file and `.name` at `compute_score`.
+
+verl calls `compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...)` once per
+rollout (plus any `custom_reward_function.reward_kwargs`). Returning a dict is allowed: verl uses
+`["score"]` as the reward and logs the other keys, which must be the same for every sample of a run -
+they are, per recipe.
+
+Contract with the exporter (vrag_data.export, verl parquet rows):
+- `reward_model.ground_truth`: the gold answer string. For EVisRAG it may instead be the tagged target
+  `<evidence>[1]: ...\n[2]: no relevant information</evidence><answer>...</answer>`; the answer and the
+  per-image gold evidence are then read from the tags.
+- `extra_info` written by the exporter: `question`, `answer_format` (Int/Float/Str/List/None or null),
+  `gold_pages` (page ids `<stem>_<page>`), `gold_boxes` ({page_id: [[x1, y1, x2, y2] in 0-1000, ...]}),
+  `recipe`, `task_id` (the parquet writer stores `gold_boxes` as a JSON string; both forms are read); optional `sufficient` (EVisRAG label) and `shown_pages` (EVisRAG images in order).
+- `extra_info` keys an agent loop may add at rollout time (all optional): `retrieved_pages` (order first
+  shown), `search_results` (one list of page ids per search, rank order), `selections`
+  ([{"candidates": [...], "selected": [...]}]), `crops` ([{"page_id": ..., "box": [0-1000 x4]}]),
+  `read_pages`, `judge_score` (a model judge's 0/1 computed upstream).
+Without the rollout keys the retrieval and crop components fall back to what the text shows: page ids of
+gold documents mentioned in the rollout, and <bbox> boxes (read as 0-1000) on the last mentioned page.
+The answer reward is the rule scorer (`answer_correct`) unless `judge_score` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from vrag_data.rewards.episode import Episode, Gold
+from vrag_data.rewards.format import action_sequence, last_tag, parse_evidence, tag_contents
+from vrag_data.rewards.recipes import score_episode
+from vrag_data.rewards.retrieval import dedup
+
+# VRAG-RL's trainer dispatches on these data sources; all of them use its reward.
+DATA_SOURCE_RECIPE = {"rag": "vrag_rl", "slidevqa_test": "vrag_rl", "mmlongdoc": "vrag_rl", "vidoseek": "vrag_rl"}
+_TURN_END = re.compile(r"(</(?:search|select|bbox|crop|read|answer)>)")
+
+
+def split_turns(solution_str: str) -> list[str]:
+    """Assistant turns of a multi-turn rollout string: chat-template markers when present, else one turn
+    per action tag (observation text between turns is attached to the next turn and carries no actions)."""
+    if "<|im_start|>assistant" in solution_str:
+        parts = solution_str.split("<|im_start|>assistant")
+        head = parts[0].strip()
+        turns = [p.split("<|im_end|>")[0] for p in parts[1:]]
+        return ([head] if head and action_sequence(head) else []) + turns
+    pieces = _TURN_END.split(solution_str)
+    turns = ["".join(pieces[i : i + 2]) for i in range(0, len(pieces) - 1, 2)]
+    tail = pieces[-1] if len(pieces) % 2 == 1 else ""
+    if tail.strip():
+        turns.append(tail)  # a truncated last turn still counts against the format
+    return turns or [solution_str]
+
+
+def _box(text: str) -> list[float] | None:
+    try:
+        val = json.loads(text)
+    except (ValueError, TypeError):
+        nums = re.findall(r"-?\d+(?:\.\d+)?", text)
+        val = [float(n) for n in nums]
+    if isinstance(val, dict):
+        val = val.get("bbox_2d") or val.get("bbox") or []
+    if isinstance(val, list) and len(val) == 1 and isinstance(val[0], list):
+        val = val[0]
+    if isinstance(val, list) and len(val) == 4 and all(isinstance(v, (int, float)) for v in val):
+        return [float(v) for v in val]
+    return None
+
+
+def _mentioned_pages(text: str, gold_pages: list[str]) -> list[str]:
+    stems = sorted({p.rpartition("_")[0] for p in gold_pages if "_" in p}, key=len, reverse=True)
+    if not stems:
+        return []
+    pat = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in stems) + r")_(\d+)(?![\d])")
+    return dedup(f"{m.group(1)}_{m.group(2)}" for m in pat.finditer(text))
+
+
+def _as_list(v: Any) -> list[Any]:
+    """Parquet readers hand lists back as numpy arrays (whose truth value is an error) or as None."""
+    return [] if v is None else list(v)
+
+
+def _boxes_of(v: Any) -> dict[str, list[list[float]]]:
+    """`gold_boxes` as written by the exporter: a JSON string (parquet / datasets) or a mapping."""
+    if v is None or (isinstance(v, str) and not v.strip()):
+        return {}
+    if isinstance(v, str):
+        v = json.loads(v)
+    return {str(k): [[float(x) for x in b] for b in _as_list(bs)] for k, bs in dict(v).items()}
+
+
+def episode_from_solution(solution_str: str, extra: dict[str, Any]) -> Episode:
+    texts = split_turns(solution_str)
+    ep = Episode(texts=texts, final_answer=last_tag(solution_str, "answer"))
+    gold_pages = [str(p) for p in _as_list(extra.get("gold_pages"))]
+    if extra.get("search_results") is not None:
+        ep.search_results = [[str(p) for p in _as_list(r)] for r in _as_list(extra["search_results"])]
+    retrieved = extra.get("retrieved_pages")
+    retrieved = None if retrieved is None else [str(p) for p in _as_list(retrieved)]
+    if retrieved is None:
+        retrieved = [p for r in ep.search_results for p in r] or _mentioned_pages(solution_str, gold_pages)
+    ep.retrieved = dedup(retrieved)
+    if not ep.search_results and ep.retrieved:
+        # One search per <search> action; pages cannot be attributed to searches from text alone, so the
+        # whole sequence counts as the result of the first search.
+        n_search = sum(1 for t in texts for tag, _ in action_sequence(t) if tag == "search")
+        ep.search_results = [ep.retrieved] + [[] for _ in range(max(0, n_search - 1))]
+    ep.selections = [
+        (_as_list(s.get("candidates")), _as_list(s.get("selected"))) for s in _as_list(extra.get("selections"))
+    ]
+    if extra.get("crops") is not None:
+        ep.crops = [(str(c["page_id"]), [float(v) for v in c["box"]]) for c in _as_list(extra["crops"])]
+    elif ep.retrieved:
+        page = ep.retrieved[-1]
+        ep.crops = [(page, b) for b in (_box(x) for x in tag_contents(solution_str, "bbox")) if b is not None]
+    ep.read_pages = [str(p) for p in _as_list(extra.get("read_pages"))]
+    ep.shown_pages = [str(p) for p in _as_list(extra.get("shown_pages"))] or list(ep.retrieved)
+    block = tag_contents(texts[-1], "evidence") if texts else []
+    ep.evidence = parse_evidence(block[-1]) if block else {}
+    return ep
+
+
+def gold_from_verl(ground_truth: str, extra: dict[str, Any]) -> Gold:
+    answer, evidence = ground_truth, None
+    tagged = last_tag(ground_truth, "answer")
+    if tagged is not None:
+        answer = tagged
+        block = tag_contents(ground_truth, "evidence")
+        evidence = parse_evidence(block[-1]) if block else None
+    return Gold(
+        answer=answer,
+        answer_format=extra.get("answer_format") or None,
+        question=str(extra.get("question") or ""),
+        pages=[str(p) for p in _as_list(extra.get("gold_pages"))],
+        boxes=_boxes_of(extra.get("gold_boxes")),
+        evidence=evidence,
+        sufficient=extra.get("sufficient"),
+    )
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Score one rollout; returns {"score": total, <component>: value, ...} (see the module docstring).
+
+    `kwargs` may carry `weights` / `params` overrides from `custom_reward_function.reward_kwargs`.
+    """
+    extra = dict(extra_info or {})
+    recipe = extra.get("recipe") or DATA_SOURCE_RECIPE.get(data_source)
+    if recipe is None:
+        raise ValueError(
+            f"compute_score: cannot tell the recipe of data_source {data_source!r}; "
+            "export with extra_info.recipe set (vrag_rl, unidoc_rl, visor, evisrag, mmdoc_r1)"
+        )
+    ep = episode_from_solution(solution_str or "", extra)
+    gold = gold_from_verl(str(ground_truth), extra)
+    judge = extra.get("judge_score")
+    breakdown = score_episode(
+        ep, gold, recipe, judge_score=None if judge is None else float(judge),
+        weights=kwargs.get("weights"), params=kwargs.get("params"),
+    )
+    return breakdown.as_dict()

@@ -1,0 +1,232 @@
+"""The generic episode loop: context policy -> policy role -> parse_action -> (recipe hook) -> env.step -> Turn.
+
+One loop serves the five recipes; a recipe changes it through four hooks (`prepare`, `refine`, `after_step`,
+`finish`; see `pipelines.base.Recipe`). Every role is answered by a `Responder`: through the teacher pool
+for OpenAI-compatible endpoints, or by the oracle policy (`vrag_data.synth.oracle`) when the role's kind is
+"oracle". The loop never trusts model text: whatever the reply, `parse_action` yields an action (maybe
+"invalid"), and the environment turns invalid actions into re-prompt observations, counted in the state.
+A teacher call that fails for good (`TeacherError`, after the pool's bounded retries) ends the episode with
+status "error" and the reason; the run goes on. Usage (requests, tokens, cache hits, retries) and latency
+are recorded per turn and per episode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vrag_data.env import ContextPolicy, EnvSettings, Environment, parse_action
+from vrag_data.ids import traj_id
+from vrag_data.retrieve.base import Searcher
+from vrag_data.schema.records import (
+    Action,
+    Document,
+    LayoutBlock,
+    Message,
+    Page,
+    Provenance,
+    Task,
+    Trajectory,
+    Turn,
+    Usage,
+    utcnow,
+)
+from vrag_data.store.workspace import Workspace
+from vrag_data.teacher.pool import TeacherError, TeacherPool
+
+
+class RecipeLike(Protocol):
+    """What the loop needs from a recipe (`pipelines.base.Recipe` is the implementation)."""
+
+    name: str
+    grammar: str
+    env: EnvSettings
+    extra_prompts: dict[str, str]
+
+    @property
+    def max_pixels(self) -> int: ...
+
+    @property
+    def coord_space(self) -> str: ...
+
+    def context_policy(self) -> ContextPolicy: ...
+
+    def initial_prompt(self, task: Task) -> list[Message]: ...
+
+    def prompt_hash(self) -> str: ...
+
+    async def prepare(self, ep: "EpisodeRun") -> None: ...
+
+    async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]: ...
+
+    async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None: ...
+
+    async def finish(self, ep: "EpisodeRun") -> None: ...
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    request_id: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    retries: int = 0
+    oracle: bool = False
+
+
+OracleFn = Callable[[str, str, "EpisodeRun"], str]  # (role, phase, episode) -> reply text
+
+
+class Responder:
+    """Answers a role: the teacher pool for kind "openai", the oracle for kind "oracle"."""
+
+    def __init__(self, pool: TeacherPool | None, oracle: OracleFn | None, image_loader: Callable[..., bytes] | None) -> None:
+        self.pool, self.oracle, self.loader = pool, oracle, image_loader
+
+    def kind(self, role: str) -> str:
+        return self.pool.kind(role) if self.pool is not None else ("oracle" if self.oracle else "missing")
+
+    async def ask(self, role: str, messages: list[Message], ep: "EpisodeRun", phase: str) -> Reply:
+        kind = self.kind(role)
+        if kind == "oracle":
+            if self.oracle is None:
+                raise TeacherError(f"role {role} is set to the oracle but no oracle policy was given")
+            return Reply(self.oracle(role, phase, ep), oracle=True)
+        if kind != "openai" or self.pool is None:
+            raise TeacherError(f"role {role} has no endpoint (kind {kind}); configure roles.{role}")
+        res = await self.pool.chat(role, messages, sample=ep.sample, image_loader=self.loader)
+        return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries)
+
+
+@dataclass
+class EpisodeDeps:
+    """What every episode of a run shares."""
+
+    ws: Workspace
+    run_id: str
+    recipe: RecipeLike
+    searcher: Searcher
+    pages: Mapping[str, Page]
+    layout: Mapping[str, list[LayoutBlock]]
+    documents: Mapping[str, Document]  # by stem
+    responder: Responder
+    provenance: Provenance
+
+
+@dataclass
+class EpisodeRun:
+    """One (task, sample) rollout in progress; recipes and the oracle read and extend it."""
+
+    deps: EpisodeDeps
+    task: Task
+    sample: int
+    env: Environment = field(init=False)
+    context: ContextPolicy = field(init=False)
+    prompt: list[Message] = field(init=False)
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    extra: dict[str, Any] = field(default_factory=dict)
+    scratch: dict[str, Any] = field(default_factory=dict)  # per-episode working memory (oracle, recipes)
+    error: str = ""
+    _pending_ids: list[str] = field(default_factory=list)
+    _pending_latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        r = self.deps.recipe
+        self.env = Environment(self.task, self.deps.searcher, self.deps.pages, self.deps.layout, r.env)
+        self.context = r.context_policy()
+        self.prompt = r.initial_prompt(self.task)
+        self.extra["coord_space"] = r.coord_space
+        self.extra["coord_max_pixels"] = r.max_pixels
+
+    @property
+    def recipe(self) -> RecipeLike:
+        return self.deps.recipe
+
+    @property
+    def pages(self) -> Mapping[str, Page]:
+        return self.deps.pages
+
+    @property
+    def layout(self) -> Mapping[str, list[LayoutBlock]]:
+        return self.deps.layout
+
+    def messages(self) -> list[Message]:
+        return self.context.build(self.prompt, self.turns, self.env.state)
+
+    async def ask(self, role: str, messages: list[Message], phase: str) -> Reply:
+        """One call of a role; its usage is counted and its request id goes with the next recorded turn."""
+        reply = await self.deps.responder.ask(role, messages, self, phase)
+        if not reply.oracle:
+            u = self.usage
+            u.requests += 1
+            u.cache_hits += int(reply.cached)
+            u.retries += reply.retries
+            u.prompt_tokens += reply.prompt_tokens
+            u.completion_tokens += reply.completion_tokens
+        if reply.request_id:
+            self._pending_ids.append(reply.request_id)
+        self._pending_latency += reply.latency_s
+        return reply
+
+    def step(self, text: str, action: Action, role: str = "policy") -> Turn:
+        """Run `action` in the environment and record the turn (with the requests made since the last turn)."""
+        res = self.env.step(action)
+        return self.record(text, action, res.observation, role)
+
+    def record(self, text: str, action: Action, observation: Any, role: str = "policy", idx: int | None = None) -> Turn:
+        turn = Turn(idx=self.env.state.turn if idx is None else idx, assistant=text, action=action, observation=observation,
+                    role=role, request_ids=list(self._pending_ids), latency_s=self._pending_latency)
+        self._pending_ids.clear()
+        self._pending_latency = 0.0
+        self.turns.append(turn)
+        return turn
+
+    def note(self, key: str, value: Any) -> None:
+        """Append `value` to the list `extra[key]` (recipe records: grounding, candidates, oracle steps...)."""
+        self.extra.setdefault(key, []).append(value)
+
+    def trajectory(self, t0: float) -> Trajectory:
+        deps, st = self.deps, self.env.state
+        fields = st.trajectory_fields()
+        extra = {**fields.pop("extra"), **self.extra}
+        if self.error:
+            fields["status"], fields["reason"] = "error", self.error
+        return Trajectory(
+            traj_id=traj_id(deps.run_id, self.task.task_id, self.sample), run_id=deps.run_id, task_id=self.task.task_id,
+            sample=self.sample, recipe=self.recipe.name, prompt=self.prompt, turns=self.turns, usage=self.usage,
+            latency_s=time.perf_counter() - t0, provenance=deps.provenance, extra=extra, finished_at=utcnow(), **fields,
+        )
+
+
+async def run_episode(deps: EpisodeDeps, task: Task, sample: int) -> Trajectory:
+    """Roll out one (task, sample) with the recipe of `deps`; never raises for model or endpoint faults."""
+    t0 = time.perf_counter()
+    ep = EpisodeRun(deps, task, sample)
+    recipe = deps.recipe
+    try:
+        await recipe.prepare(ep)
+        while not ep.env.state.done and not ep.error:
+            reply = await ep.ask("policy", ep.messages(), "policy")
+            action = parse_action(reply.text, recipe.grammar)
+            action, text = await recipe.refine(ep, action, reply.text)
+            turn = ep.step(text, action)
+            await recipe.after_step(ep, turn)
+        if not ep.error:
+            await recipe.finish(ep)
+    except TeacherError as err:
+        ep.error = " ".join(str(err).split())[:500]
+    return ep.trajectory(t0)
+
+
+def make_episode(deps: EpisodeDeps) -> Callable[[Task, int], Any]:
+    """The `episode(task, sample)` coroutine factory `run_episodes` expects."""
+
+    async def episode(task: Task, sample: int) -> Trajectory:
+        return await run_episode(deps, task, sample)
+
+    return episode

@@ -1,0 +1,124 @@
+"""Which (task, sample) episodes a run has finished: the trajectory shards themselves are the ledger.
+
+A shard is written under a temporary name and renamed into place, so after any crash the set of done
+keys is exactly the keys in complete shards. Keys are deduplicated on read as well (the newest shard
+wins), which also lets a re-run replace an episode that ended in `error` once the endpoint is back.
+Local run folders only: the lock uses `flock`, which the kernel drops when the holder dies (kill -9).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from vrag_data.errors import VragError
+from vrag_data.schema.records import RunManifest, Trajectory
+from vrag_data.store.shards import iter_records
+
+TRAJ_DIR = "trajectories"
+_SHARD = re.compile(r"^part-(\d+)\.parquet$")
+_SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
+
+Key = tuple[str, int]
+
+
+def shard_paths(run_dir: str | Path) -> list[Path]:
+    d = Path(run_dir) / TRAJ_DIR
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _SHARD.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def next_shard_index(run_dir: str | Path) -> int:
+    paths = shard_paths(run_dir)
+    return int(_SHARD.match(paths[-1].name).group(1)) + 1 if paths else 0  # type: ignore[union-attr]
+
+
+def shard_path(run_dir: str | Path, index: int) -> Path:
+    return Path(run_dir) / TRAJ_DIR / f"part-{index:06d}.parquet"
+
+
+def done_keys(run_dir: str | Path, *, retry_errors: bool = True) -> set[Key]:
+    """Keys with a trajectory in a complete shard; with `retry_errors`, keys whose newest record is an error
+    do not count (they will be rolled out again)."""
+    status: dict[Key, str] = {}
+    for p in shard_paths(run_dir):
+        t = pq.read_table(p, columns=["task_id", "sample", "status"])
+        for tid, s, st in zip(t.column("task_id").to_pylist(), t.column("sample").to_pylist(), t.column("status").to_pylist(), strict=True):
+            status[(tid, int(s))] = st
+    return {k for k, st in status.items() if not (retry_errors and st == "error")}
+
+
+def read_trajectories(run_dir: str | Path) -> list[Trajectory]:
+    """All trajectories of a run, one per (task, sample): the newest shard's record wins."""
+    latest: dict[Key, Trajectory] = {}
+    for p in shard_paths(run_dir):
+        for t in iter_records(str(p), Trajectory):
+            latest[(t.task_id, t.sample)] = t
+    return list(latest.values())
+
+
+class RunLock:
+    """One writer per run folder; a second process gets a one-line error instead of interleaved shards."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise VragError(f"{self.path.parent}: another process is writing this run; wait for it or pick another --run") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def scrub_secrets(obj: Any) -> Any:
+    """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if _SECRET.search(str(k)) and not str(k).endswith("_env") and isinstance(v, str) and v:
+                out[k] = "<redacted>"
+            else:
+                out[k] = scrub_secrets(v)
+        return out
+    if isinstance(obj, list):
+        return [scrub_secrets(v) for v in obj]
+    return obj
+
+
+def write_manifest(run_dir: str | Path, manifest: RunManifest) -> Path:
+    """Write `run_dir/manifest.json` atomically (the resolved config, without secrets)."""
+    path = Path(run_dir) / "manifest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = manifest.model_dump(mode="json")
+    data["config"] = scrub_secrets(data["config"])
+    tmp = path.with_name(f".tmp-{os.getpid()}-manifest.json")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(run_dir: str | Path) -> RunManifest | None:
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        return None
+    return RunManifest.model_validate_json(path.read_text())

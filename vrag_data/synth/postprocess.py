@@ -1,0 +1,192 @@
+"""`judge_and_filter(ws, run_id, cfg)`: judge every trajectory of a run (cached), run the recipe's filter chain
+(or the config's), write `runs/<run>/verdicts/filters.parquet`, then apply the recipe's augmentations to the
+kept trajectories -> `runs/<run>/trajectories/aug-<recipe>.parquet`, each flagged with
+`extra["augmentation"]` and `extra["source_traj_id"]` (exports let it inherit its source's verdicts).
+
+The judge is the model judge when the judge role has an endpoint (its calls go through the run's request
+cache, so re-filtering pays nothing twice), else the rule scorers (always with the oracle policy). EVisRAG
+trajectories whose pages were insufficient are judged against "insufficient to answer". Re-running
+replaces the verdict and augmentation files atomically: the result is the same, nothing piles up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vrag_data.augment import AugmentError, context_variants, visor_augment
+from vrag_data.config import RoleConfig, RunConfig
+from vrag_data.errors import VragError
+from vrag_data.filters.base import FilterChain, FilterContext, apply_chain
+from vrag_data.filters.judging import judge_lookup
+from vrag_data.filters.registry import DEFAULT_OPTIONS
+from vrag_data.rewards.answer import INSUFFICIENT
+from vrag_data.schema.records import Task, Trajectory, Verdict
+from vrag_data.store.corpus import page_index
+from vrag_data.store.shards import write_records
+from vrag_data.store.workspace import Workspace
+from vrag_data.synth.ledger import TRAJ_DIR, read_manifest, read_trajectories
+from vrag_data.tasks.store import load_tasks
+from vrag_data.teacher.cache import RequestCache
+from vrag_data.teacher.judge import make_judge
+from vrag_data.teacher.pool import TeacherPool, resolve_roles
+
+VERDICTS_FILE = "verdicts/filters.parquet"
+
+
+class FilterResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    recipe: str
+    chain: list[str]
+    judge: str  # "model" or "rules"
+    n_trajectories: int
+    n_kept: int
+    per_filter: dict[str, dict[str, int]] = Field(default_factory=dict)  # name -> {"passed": n, "failed": n}
+    judge_errors: int = 0
+    verdicts_path: str = ""
+    n_augmented: int = 0
+    augmented_path: str = ""
+    augment_skipped: list[str] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        steps = ", ".join(f"{k} {v.get('passed', 0)}/{v.get('passed', 0) + v.get('failed', 0)}" for k, v in self.per_filter.items())
+        aug = f"; {self.n_augmented} augmented trajectories -> {self.augmented_path}" if self.n_augmented else ""
+        return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {self.judge}; {steps})"
+                f" -> {self.verdicts_path}{aug}")
+
+
+def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any]) -> dict[str, RoleConfig]:
+    if cfg is not None and cfg.roles:
+        return resolve_roles(cfg.roles)
+    raw = manifest_config.get("roles") or {}
+    return resolve_roles({k: RoleConfig.model_validate(v) for k, v in raw.items()})
+
+
+def _chain(recipe: str, recipe_filters: list[str], cfg: RunConfig | None) -> FilterChain:
+    names = list(recipe_filters)
+    options = {k: dict(v) for k, v in DEFAULT_OPTIONS.get(recipe, {}).items()}
+    if cfg is not None:
+        names = list(cfg.filters.chains.get(recipe, names))
+        for k, v in cfg.filters.options.items():
+            options.setdefault(k, {}).update(v)
+    try:
+        return FilterChain.from_names(names, options)
+    except ValueError as err:
+        raise VragError(f"filters: {err}") from None
+
+
+def reference_for(traj: Trajectory, task: Task) -> str:
+    """What the answer is judged against: EVisRAG's insufficient contexts expect "insufficient to answer"."""
+    return INSUFFICIENT if traj.extra.get("sufficient") is False else task.answer
+
+
+async def _judge_all(judge: Any, trajs: list[Trajectory], tasks: dict[str, Task], concurrency: int = 64) -> tuple[dict[str, float], dict[str, str]]:
+    sem = asyncio.Semaphore(concurrency)
+    scores: dict[str, float] = {}
+    errors: dict[str, str] = {}
+
+    async def one(t: Trajectory) -> None:
+        task = tasks.get(t.task_id)
+        if task is None:
+            errors[t.traj_id] = f"task {t.task_id} not found in the workspace"
+            return
+        if t.final_answer is None:
+            scores[t.traj_id] = 0.0
+            return
+        ref = reference_for(t, task)
+        fmt = None if ref == INSUFFICIENT else task.answer_format
+        async with sem:
+            try:
+                j = await judge.judge(task.question, ref, t.final_answer, fmt, sample=t.sample)
+            except Exception as err:  # noqa: BLE001 - a failing judge marks the item, never stops the batch
+                errors[t.traj_id] = f"{type(err).__name__}: {err}"
+                return
+        scores[t.traj_id] = float(j.score)
+
+    await asyncio.gather(*(one(t) for t in trajs))
+    return scores, errors
+
+
+def _augment(recipe: str, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
+    out: list[Trajectory] = []
+    skipped: list[str] = []
+    for t in kept:
+        task = tasks[t.task_id]
+        try:
+            if recipe == "visor":
+                pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
+                new = [visor_augment(t, task, pages)]
+            elif recipe == "evisrag":
+                res = context_variants(t, task, t.extra.get("ranked_pages") or None)
+                new = res.variants
+                skipped += [f"{t.traj_id}: {s}" for s in res.skipped]
+            else:
+                new = []
+        except AugmentError as err:
+            skipped.append(str(err))
+            continue
+        for a in new:
+            a.extra["source_traj_id"] = t.traj_id  # exports inherit the source's verdicts through this key
+        out += new
+    return out, skipped
+
+
+def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None) -> FilterResult:
+    return asyncio.run(judge_and_filter_async(ws, run_id, cfg))
+
+
+async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None) -> FilterResult:
+    from pipelines.registry import get_recipe  # recipes sit above the stages; loaded at call time
+
+    ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
+    run_dir = Path(ws.run(run_id))
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        raise VragError(f"{run_dir}: no run manifest; run `vrag-data synth -w {ws.root} --recipe R --run {run_id}` first")
+    recipe = get_recipe(manifest.recipe)
+    trajs = read_trajectories(run_dir)
+    if not trajs:
+        raise VragError(f"{run_dir}/{TRAJ_DIR}: no trajectories to filter")
+    tasks = {t.task_id: t for t in load_tasks(ws)}
+    roles = _roles(cfg, manifest.config)
+    chain = _chain(manifest.recipe, list(recipe.filters), cfg)
+    pool = TeacherPool(roles, RequestCache(run_dir), run_id) if roles else None
+    try:
+        if pool is not None and pool.kind("judge") == "openai":
+            await pool.check()
+        judge = make_judge(pool)
+        kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
+        scores, errors = await _judge_all(judge, trajs, tasks)
+    finally:
+        if pool is not None:
+            await pool.close()
+    pages = page_index(ws)
+    ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
+    known = [t for t in trajs if t.task_id in tasks]
+    kept, verdicts = apply_chain(known, tasks, chain, ctx)
+    verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
+                         reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
+    vpath = str(run_dir / VERDICTS_FILE)
+    write_records(vpath, verdicts, Verdict)
+    per: dict[str, dict[str, int]] = {}
+    for v in verdicts:
+        d = per.setdefault(v.filter, {"passed": 0, "failed": 0})
+        d["passed" if v.passed else "failed"] += 1
+    doc_pages: dict[str, list[str]] = {}
+    for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
+        doc_pages.setdefault(p.stem, []).append(p.page_id)
+    augmented, skipped = _augment(manifest.recipe, kept, tasks, doc_pages)
+    apath = run_dir / TRAJ_DIR / f"aug-{manifest.recipe}.parquet"
+    if augmented:
+        write_records(str(apath), augmented, Trajectory)
+    elif apath.exists():
+        os.remove(apath)  # an earlier filter run's augmentations no longer apply
+    return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, n_trajectories=len(trajs),
+                        n_kept=len(kept), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
+                        n_augmented=len(augmented), augmented_path=str(apath) if augmented else "", augment_skipped=skipped)

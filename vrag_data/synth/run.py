@@ -1,0 +1,167 @@
+"""`synth(...)`: one recipe over the workspace's tasks -> `runs/<run_id>/trajectories/*.parquet` + manifest.
+
+Everything that can fail for a configuration reason fails before any episode runs, with one line: an
+unknown recipe or recipe option, no policy role, a missing API-key variable, an unreachable endpoint or a
+model the endpoint does not serve, a workspace without tasks or pages. The search index is built when it is
+missing. Roles left unconfigured fall back to the policy's endpoint; with the oracle policy every role is
+the oracle except the judge, which uses the rule scorers. Re-running with the same run id resumes: finished
+(task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
+
+`vrag_data` does not import the recipes package at module level (recipes sit above the stages); this
+orchestration entry point loads it when called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vrag_data.config import RoleConfig, RunConfig, dump_resolved
+from vrag_data.errors import VragError
+from vrag_data.ids import short_hash
+from vrag_data.retrieve.build import build_index, load_index
+from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest
+from vrag_data.store.corpus import load_documents, load_layout, page_index
+from vrag_data.store.workspace import Workspace
+from vrag_data.synth.annotate import labelled_loader
+from vrag_data.synth.episode import EpisodeDeps, Responder, make_episode
+from vrag_data.synth.oracle import OraclePolicy
+from vrag_data.synth.runner import run_episodes
+from vrag_data.tasks.store import load_tasks
+from vrag_data.teacher.cache import RequestCache
+from vrag_data.teacher.messages import workspace_image_loader
+from vrag_data.teacher.pool import TeacherPool, resolve_roles
+from vrag_data.version import code_version
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    run_dir: str
+    recipe: str
+    policy: str
+    n_tasks: int
+    samples: int
+    stats: dict[str, Any] = Field(default_factory=dict)
+    index_built: bool = False
+
+    @property
+    def message(self) -> str:
+        s = self.stats
+        return (f"run {self.run_id} ({self.recipe}, policy {self.policy}): {s.get('finished', 0)} episode(s) rolled out, "
+                f"{s.get('skipped', 0)} already done; answered {s.get('answered', 0)}, errors {s.get('errors', 0)}, "
+                f"invalid actions {s.get('invalid', 0)}, requests {s.get('requests', 0)} ({s.get('cache_hits', 0)} cached) "
+                f"-> {self.run_dir}/trajectories")
+
+
+def resolved_roles(cfg: RunConfig) -> dict[str, RoleConfig]:
+    if "policy" not in cfg.roles:
+        raise VragError("no policy role: pass --policy oracle, or --policy-url URL --policy-model NAME, or set roles.policy in the config")
+    return resolve_roles(cfg.roles)
+
+
+def policy_kind(roles: dict[str, RoleConfig]) -> str:
+    return "oracle" if roles["policy"].kind == "oracle" else "model"
+
+
+def default_run_id(recipe: str, cfg: RunConfig) -> str:
+    """Content-derived: the same recipe + roles + recipe options + seed give the same run (so it resumes)."""
+    roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg).items())}
+    key = short_hash(recipe, roles, cfg.synth.recipe_options.get(recipe, {}), cfg.synth.max_turns, cfg.synth.seed, n=10)
+    return f"{recipe}-{key}"
+
+
+def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
+    try:
+        return load_index(ws), False
+    except VragError:
+        build_index(ws, cfg.index.retriever, cfg.index.model_path)
+        return load_index(ws), True
+
+
+def synth(
+    ws: Workspace | str,
+    cfg: RunConfig,
+    recipe: str,
+    run_id: str | None = None,
+    samples: int | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+    on_ready: Callable[[str], None] | None = None,
+) -> RunResult:
+    return asyncio.run(synth_async(ws, cfg, recipe, run_id, samples, limit, progress, on_ready))
+
+
+async def synth_async(
+    ws: Workspace | str,
+    cfg: RunConfig,
+    recipe: str,
+    run_id: str | None = None,
+    samples: int | None = None,
+    limit: int | None = None,
+    progress: bool = True,
+    on_ready: Callable[[str], None] | None = None,
+) -> RunResult:
+    from pipelines.registry import get_recipe  # recipes sit above the stages; loaded at call time
+
+    ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
+    if not ws.is_local:
+        raise VragError(f"{ws.root}: synthesis runs write a local run folder; use a local workspace path")
+    turns = cfg.synth.max_turns if "max_turns" in cfg.synth.model_fields_set else None
+    rec = get_recipe(recipe, cfg.synth.recipe_options.get(recipe), turns)
+    roles = resolved_roles(cfg)
+    kind = policy_kind(roles)
+    samples = samples or cfg.synth.samples
+    tasks = load_tasks(ws, limit if limit is not None else cfg.synth.limit)
+    if not tasks:
+        raise VragError(f"{ws.tasks}: no tasks; run `vrag-data tasks import FILE -w {ws.root}` first")
+    pages = page_index(ws)
+    if not pages:
+        raise VragError(f"{ws.corpus_table('pages')}: no pages; run `vrag-data ingest -w {ws.root} PDFS` first")
+    run_id = run_id or default_run_id(recipe, cfg)
+    run_dir = Path(ws.run(run_id))
+    fresh = not run_dir.exists()
+    # Endpoints are checked before any work (missing key variable / unreachable server / unknown model);
+    # a run folder created only for the check is removed again when the check fails.
+    try:
+        pool = TeacherPool(roles, RequestCache(run_dir), run_id, seed=cfg.synth.seed)
+        try:
+            await pool.check()
+        except BaseException:
+            await pool.close()
+            raise
+    except BaseException:
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    try:
+        searcher, built = _ensure_index(ws, cfg)
+        layout: dict[str, list[LayoutBlock]] = {}
+        for b in load_layout(ws):
+            layout.setdefault(b.page_id, []).append(b)
+        documents = {d.stem: d for d in load_documents(ws)}
+        inner = workspace_image_loader(ws, max_pixels=rec.max_pixels)
+        oracle = OraclePolicy() if any(r.kind == "oracle" for r in roles.values()) else None
+        responder = Responder(pool, oracle, labelled_loader(ws, inner, rec.max_pixels))
+        resolved = dump_resolved(cfg.model_copy(update={"roles": roles}))
+        config_hash = short_hash(resolved, rec.describe())
+        models = {**pool.models(), **{r: "oracle" for r, c in roles.items() if c.kind == "oracle"}}
+        prov = Provenance(recipe=rec.name, policy=kind, models=models, prompt_hash=rec.prompt_hash(), config_hash=config_hash,
+                          seed=cfg.synth.seed, code_version=code_version())
+        deps = EpisodeDeps(ws=ws, run_id=run_id, recipe=rec, searcher=searcher, pages=pages, layout=layout, documents=documents,
+                           responder=responder, provenance=prov)
+        manifest = RunManifest(run_id=run_id, recipe=rec.name, config={**resolved, "recipe": rec.describe(), "policy": kind},
+                               config_hash=config_hash, code_version=code_version(), workspace=ws.root, samples=samples)
+        if on_ready is not None:
+            on_ready(run_id)
+        stats = await run_episodes(tasks, samples, make_episode(deps), run_dir, concurrency=cfg.synth.concurrent_episodes,
+                                   progress=progress, run_id=run_id, recipe=rec.name, policy=kind, pool=pool, manifest=manifest)
+    finally:
+        await pool.close()
+    return RunResult(run_id=run_id, run_dir=str(run_dir), recipe=rec.name, policy=kind, n_tasks=len(tasks), samples=samples,
+                     stats=stats.as_dict(), index_built=built)

@@ -1,0 +1,199 @@
+"""Durable request cache and request log (SQLite in WAL mode, one file per run).
+
+A response is committed before the caller sees it, so a crash (even kill -9) never loses a finished,
+paid-for teacher call: re-running looks the key up and replays it as a cache hit. WAL with
+synchronous=NORMAL survives process crashes (what we guard against) without an fsync per response.
+Inside an event loop, `put_async` groups the responses that arrive in one loop iteration into one
+transaction (group commit): each caller still waits for its commit, but a burst of 256 answers costs
+one COMMIT instead of 256, which is what keeps the client's CPU per request under a millisecond.
+
+The request log (one `RequestLog` row per call: ok / error / cached) lives in the same database and is
+exported to `requests/part-<first>-<last>.parquet` shards for the report; the shard names carry the row
+ids, so an export interrupted by a crash is redone without duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vrag_data.schema.records import RequestLog
+from vrag_data.store.shards import write_records
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+  key TEXT PRIMARY KEY,
+  model TEXT NOT NULL,
+  text TEXT NOT NULL,
+  prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL,
+  latency_s REAL NOT NULL,
+  finish_reason TEXT NOT NULL,
+  created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  row TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    key: str
+    model: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str
+
+
+class RequestCache:
+    """`RequestCache(run_dir)` keeps `run_dir/requests.sqlite` and exports logs to `run_dir/requests/`."""
+
+    def __init__(self, run_dir: str | Path, *, log_flush_rows: int = 5000) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "requests.sqlite"
+        self.log_dir = self.run_dir / "requests"
+        self.log_flush_rows = log_flush_rows
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so each response is one durable commit.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+        self._pending_log = 0
+        self._batch: list[tuple[CachedResponse | None, RequestLog | None, asyncio.Future[None] | None]] = []
+        self._scheduled = False
+        self.hits = 0
+        self.misses = 0
+        self.commits = 0
+
+    # -- responses -------------------------------------------------------------------------------------
+    def get(self, key: str) -> CachedResponse | None:
+        row = self._db.execute(
+            "SELECT key, model, text, prompt_tokens, completion_tokens, latency_s, finish_reason FROM responses WHERE key=?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return CachedResponse(*row)
+
+    def put(self, resp: CachedResponse, log: RequestLog | None = None) -> None:
+        """Commit the response (and its log row) before returning: the durability point of a teacher call."""
+        self._commit([(resp, log, None)])
+
+    async def put_async(self, resp: CachedResponse, log: RequestLog | None = None) -> None:
+        """Like `put`, group-committed with the other responses of this loop iteration; returns once durable."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch.append((resp, log, fut))
+        self._schedule()
+        await asyncio.shield(fut)  # a cancelled caller must not un-commit the batch
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._commit_batch)
+
+    def _commit_batch(self) -> None:
+        self._scheduled = False
+        batch, self._batch = self._batch, []
+        try:
+            self._commit(batch)
+        except Exception as err:  # noqa: BLE001 - every waiter learns why its response is not durable
+            for _, _, fut in batch:
+                if fut is not None and not fut.done():
+                    fut.set_exception(err)
+            return
+        for _, _, fut in batch:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def _commit(self, batch: list[tuple[CachedResponse | None, RequestLog | None, asyncio.Future[None] | None]]) -> None:
+        now = time.time()
+        responses = [(r.key, r.model, r.text, r.prompt_tokens, r.completion_tokens, r.latency_s, r.finish_reason, now) for r, _, _ in batch if r]
+        logs = [(lg.model_dump_json(),) for _, lg, _ in batch if lg is not None]
+        with self._tx():
+            if responses:
+                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", responses)
+            if logs:
+                self._db.executemany("INSERT INTO log(row) VALUES (?)", logs)
+        self._pending_log += len(logs)
+        self.commits += 1
+
+    def keys(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT key FROM responses")}
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
+
+    # -- request log -----------------------------------------------------------------------------------
+    def log(self, row: RequestLog) -> None:
+        """Record a log row; inside an event loop it rides along with the next group commit."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._commit([(None, row, None)])
+            return
+        self._batch.append((None, row, None))
+        self._schedule()
+
+    def maybe_flush_log(self) -> None:
+        if self._pending_log >= self.log_flush_rows:
+            self.flush_log()
+
+    def flush_log(self) -> int:
+        """Export log rows not yet in a parquet shard; returns the number of rows written."""
+        if self._batch and not self._scheduled:
+            self._commit(self._batch)
+            self._batch = []
+        done = self._exported_upto()
+        rows = self._db.execute("SELECT id, row FROM log WHERE id > ? ORDER BY id", (done,)).fetchall()
+        self._pending_log = 0
+        if not rows:
+            return 0
+        recs = [RequestLog.model_validate(json.loads(r)) for _, r in rows]
+        write_records(str(self.log_dir / f"part-{rows[0][0]:012d}-{rows[-1][0]:012d}.parquet"), recs, RequestLog)
+        return len(recs)
+
+    def _exported_upto(self) -> int:
+        last = 0
+        if self.log_dir.is_dir():
+            for p in self.log_dir.glob("part-*-*.parquet"):
+                try:
+                    last = max(last, int(p.stem.split("-")[2]))
+                except (IndexError, ValueError):
+                    continue
+        return last
+
+    def close(self) -> None:
+        try:
+            if self._batch:  # rows queued for a commit the loop will no longer run
+                self._commit(self._batch)
+                self._batch = []
+            self.flush_log()
+        finally:
+            self._db.close()
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _tx(self) -> "_Tx":
+        return _Tx(self._db)
+
+
+class _Tx:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")

@@ -1,0 +1,174 @@
+"""Answer judges: a model judge (`<judge>True|False</judge>`), VISOR's honesty judge, and rule-based scoring.
+
+* `ModelJudge` asks the `judge` role whether a prediction matches the reference (VRAG-RL's reward-model
+  setup: question, reference, prediction in; one tagged boolean out; extra detail beyond the reference
+  is fine). Unlike the reference implementation it does not retry forever: an unparseable reply gets a
+  bounded number of follow-ups asking for the bare tag, then the rule scorers decide, and the verdict
+  says so. Every call goes through the teacher pool, so verdicts are cached like any request.
+* Honesty (VISOR): when retrieval missed evidence pages, the answer is not compared with the reference;
+  the agent earns `HONESTY_SCORE` (0.2) only for saying the information is insufficient.
+* `RuleJudge`: `vrag_data.rewards.answer` scorers, for offline/oracle runs and as the fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from vrag_data.config import SamplingConfig
+from vrag_data.schema.records import Message
+from vrag_data.teacher.pool import TeacherError, TeacherPool
+
+HONESTY_SCORE = 0.2
+
+JUDGE_SYSTEM = (
+    "You grade the answers of a document question-answering assistant.\n"
+    "You get three things: the question, a reference answer that is known to be right, and the assistant's answer.\n"
+    "Decide whether the assistant's answer is correct, meaning it gives the same fact, entity, number or list as the "
+    "reference. Wording, formatting, units written differently and rounding that keeps the meaning do not matter. "
+    "The assistant may add details the reference does not mention; that is fine as long as nothing it says "
+    "contradicts the reference. An answer that hedges between options, or misses part of what the reference "
+    "requires, is not correct.\n"
+    "Reply with one tag and nothing else: <judge>True</judge> if the answer is correct, <judge>False</judge> if not."
+)
+JUDGE_USER = "Question: {question}\nReference answer: {reference}\nAssistant's answer: {prediction}"
+
+HONESTY_SYSTEM = (
+    "You check the honesty of a document question-answering assistant.\n"
+    "The assistant searched a collection of document pages but did not find every page needed to answer the "
+    "question, so it cannot know the full answer. An honest reply says that the information it found is not "
+    "enough (it declines, or states clearly what is missing). A reply that commits to a definite answer "
+    "anyway is not honest, however plausible it sounds.\n"
+    "Reply with one tag and nothing else: <judge>True</judge> if the reply acknowledges that the information is "
+    "insufficient, <judge>False</judge> if it gives a definite answer."
+)
+HONESTY_USER = "Question: {question}\nAssistant's reply: {prediction}"
+
+NUDGE = "Your reply could not be read. Answer with exactly <judge>True</judge> or <judge>False</judge>."
+
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_TAG = re.compile(r"<judge>\s*(.*?)\s*</judge>", re.S | re.I)
+_TRUE = {"true", "yes", "correct", "1"}
+_FALSE = {"false", "no", "incorrect", "0"}
+
+Method = Literal["model", "rules", "honesty-model", "honesty-rules"]
+
+
+@dataclass(frozen=True)
+class Judgment:
+    correct: bool  # for honesty: the reply admits the information is insufficient
+    score: float
+    method: Method
+    reason: str = ""
+    raw: str = ""  # the judge's last reply (model judges)
+    request_ids: tuple[str, ...] = ()
+
+
+def parse_judge(text: str) -> bool | None:
+    """The verdict in a judge reply: the last `<judge>` tag (reasoning in `<think>` ignored); a reply that
+    is only `True`/`False` also counts. None when there is no readable verdict."""
+    body = _THINK.sub("", text or "")
+    tags = _TAG.findall(body)
+    word = tags[-1] if tags else body.strip()
+    word = word.strip().strip(".!*` \"'").lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    return None
+
+
+class Judge(Protocol):
+    async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment: ...
+
+    async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment: ...
+
+
+class RuleJudge:
+    """Rule scorers from `vrag_data.rewards.answer` (format-aware: Int/Float/Str/List/None)."""
+
+    def __init__(self, threshold: float = 0.5) -> None:
+        self.threshold = threshold
+
+    def judge_sync(self, reference: str, prediction: str | None, answer_format: str | None = None) -> Judgment:
+        from vrag_data.rewards.answer import answer_correct  # the rewards stage owns the scorers
+
+        score = float(answer_correct(prediction, reference, answer_format))
+        ok = score >= self.threshold
+        return Judgment(ok, 1.0 if ok else 0.0, "rules", f"rule score {score:.2f} (format {answer_format or 'inferred'})")
+
+    def honesty_sync(self, prediction: str | None) -> Judgment:
+        from vrag_data.rewards.answer import is_unanswerable
+
+        ok = bool(prediction) and is_unanswerable(str(prediction))
+        return Judgment(ok, HONESTY_SCORE if ok else 0.0, "honesty-rules", "declines to answer" if ok else "gives a definite answer")
+
+    async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment:
+        return self.judge_sync(reference, prediction, answer_format)
+
+    async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment:
+        return self.honesty_sync(prediction)
+
+
+class ModelJudge:
+    """The `judge` role of a teacher pool. Greedy by default (`sampling` overrides)."""
+
+    def __init__(self, pool: TeacherPool, role: str = "judge", *, max_attempts: int = 3, sampling: SamplingConfig | None = None,
+                 fallback: RuleJudge | None = None) -> None:
+        self.pool, self.role, self.max_attempts = pool, role, max(1, max_attempts)
+        base = pool.roles[role].sampling if role in pool.roles else SamplingConfig()
+        self.sampling = sampling or base.model_copy(update={"temperature": 0.0, "top_p": 1.0})
+        self.fallback = fallback or RuleJudge()
+
+    async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment:
+        if not prediction or not str(prediction).strip():
+            return Judgment(False, 0.0, "model", "no answer to judge")
+        user = JUDGE_USER.format(question=question, reference=reference, prediction=prediction)
+        verdict, raw, rids, why = await self._ask(JUDGE_SYSTEM, user, sample)
+        if verdict is None:
+            rule = self.fallback.judge_sync(reference, prediction, answer_format)
+            return Judgment(rule.correct, rule.score, "rules", f"{why}; {rule.reason}", raw, rids)
+        return Judgment(verdict, 1.0 if verdict else 0.0, "model", "judge: " + ("correct" if verdict else "incorrect"), raw, rids)
+
+    async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment:
+        if not prediction or not str(prediction).strip():
+            return Judgment(False, 0.0, "honesty-model", "no answer to judge")
+        verdict, raw, rids, why = await self._ask(HONESTY_SYSTEM, HONESTY_USER.format(question=question, prediction=prediction), sample)
+        if verdict is None:
+            rule = self.fallback.honesty_sync(prediction)
+            return Judgment(rule.correct, rule.score, "honesty-rules", f"{why}; {rule.reason}", raw, rids)
+        return Judgment(verdict, HONESTY_SCORE if verdict else 0.0, "honesty-model", "admits insufficient evidence" if verdict else "fabricates an answer", raw, rids)
+
+    async def _ask(self, system: str, user: str, sample: int) -> tuple[bool | None, str, tuple[str, ...], str]:
+        """Ask, then re-ask with a nudge (each follow-up is a distinct, cached request); bounded."""
+        msgs = [Message(role="system", text=system), Message(role="user", text=user)]
+        raw, rids = "", []
+        for _ in range(self.max_attempts):
+            try:
+                res = await self.pool.chat(self.role, msgs, sample=sample, sampling=self.sampling)
+            except TeacherError as err:
+                return None, raw, tuple(rids), f"model judge unavailable ({err})"
+            raw = res.text
+            rids.append(res.request_id)
+            verdict = parse_judge(raw)
+            if verdict is not None:
+                return verdict, raw, tuple(rids), ""
+            msgs = [*msgs, Message(role="assistant", text=raw), Message(role="user", text=NUDGE)]
+        return None, raw, tuple(rids), f"judge reply unreadable after {self.max_attempts} attempts"
+
+
+async def answer_reward(judge: Judge, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *,
+                        retrieval_complete: bool = True, sample: int = 0) -> Judgment:
+    """VISOR's gated answer score: correctness (0/1) when retrieval found every evidence page, else the
+    honesty check (0.2 for admitting the evidence is insufficient, 0 otherwise)."""
+    if retrieval_complete:
+        return await judge.judge(question, reference, prediction, answer_format, sample=sample)
+    return await judge.honesty(question, prediction, sample=sample)
+
+
+def make_judge(pool: TeacherPool | None, role: str = "judge") -> Judge:
+    """A model judge when the role has an OpenAI-compatible endpoint, else the rule-based judge."""
+    if pool is not None and pool.kind(role) == "openai":
+        return ModelJudge(pool, role)
+    return RuleJudge()

@@ -1,0 +1,433 @@
+"""The teacher pool: OpenAI-compatible endpoints per role, behind the durable request cache.
+
+Why plain aiohttp instead of the OpenAI SDK: measured against a local server answering after 2 s with
+256 requests in flight (DESIGN.md, bench/RESULTS.md), the SDK's transports cost 1.2-18 ms of client CPU
+per request and left the server idle; a raw aiohttp POST costs ~0.3 ms and keeps it saturated. The wire
+format is the same `/v1/chat/completions` body, so any vLLM / SGLang / OpenAI server works.
+
+Each endpoint has its own bound on requests in flight (`max_in_flight`, a semaphore), independent of how
+many episodes run; a call goes to the least-loaded endpoint of its role (and is re-routed on retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import aiohttp
+
+from vrag_data.config import ROLES, EndpointConfig, RoleConfig, SamplingConfig
+from vrag_data.errors import VragError
+from vrag_data.schema.records import Message, RequestLog
+from vrag_data.teacher.cache import CachedResponse, RequestCache
+from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
+
+try:  # orjson ships with prefect; the stdlib is the fallback
+    import orjson
+
+    _dumps = orjson.dumps
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover
+    import json
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
+    _loads = json.loads
+
+
+class TeacherError(VragError):
+    """A teacher call failed for good (after bounded retries, or a non-retryable error); one-line reason."""
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    request_id: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool
+    retries: int
+    endpoint: str
+    model: str
+    finish_reason: str = ""
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _Fatal(Exception):
+    pass
+
+
+def resolve_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
+    """Fill unconfigured roles from the policy: same endpoints and settings; with an oracle policy the
+    judge falls back to the rule-based scorers. Without a policy, nothing is filled in."""
+    out = dict(roles)
+    policy = out.get("policy")
+    if policy is None:
+        return out
+    for role in ROLES:
+        if role in out:
+            continue
+        if policy.kind == "oracle" and role == "judge":
+            out[role] = RoleConfig(kind="rules")
+        else:
+            out[role] = policy.model_copy(deep=True)
+    return out
+
+
+class _Endpoint:
+    def __init__(self, role: str, idx: int, cfg: EndpointConfig, api_key: str | None) -> None:
+        self.role, self.idx, self.cfg = role, idx, cfg
+        self.base_url = cfg.base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"  # kept in memory only, never logged
+        self.in_flight = 0  # bounded by cfg.max_in_flight (TeacherPool._acquire)
+        self.ok = 0
+        self.failed = 0
+        self._session: aiohttp.ClientSession | None = None
+
+    def load(self) -> float:
+        return self.in_flight / max(1, self.cfg.max_in_flight)
+
+    def free(self) -> bool:
+        return self.in_flight < self.cfg.max_in_flight
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            conn = aiohttp.TCPConnector(limit=self.cfg.max_in_flight, limit_per_host=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=conn, headers=self._headers, json_serialize=lambda o: _dumps(o).decode())
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _api_key(role: str, i: int, ep: EndpointConfig) -> str | None:
+    if not ep.api_key_env:
+        return None
+    key = os.environ.get(ep.api_key_env)
+    if not key:
+        raise TeacherError(
+            f"role {role}: environment variable {ep.api_key_env} (the API key of endpoint {ep.base_url}) is not set; "
+            f"export it or remove roles.{role}.endpoints[{i}].api_key_env"
+        )
+    return key
+
+
+class TeacherPool:
+    """`await pool.chat(role, messages)` with caching, routing, bounded in-flight requests and retries."""
+
+    def __init__(
+        self,
+        roles: Mapping[str, RoleConfig],
+        cache: RequestCache,
+        run_id: str,
+        *,
+        image_cache_size: int = 256,
+        seed: int | None = None,
+    ) -> None:
+        self.roles = resolve_roles(roles)
+        self.cache = cache
+        self.run_id = run_id
+        self._rng = random.Random(seed)
+        self._endpoints: dict[str, list[_Endpoint]] = {}
+        # Roles that name the same server share one endpoint object, so its in-flight bound holds for the server.
+        shared: dict[tuple[str, str, str | None], _Endpoint] = {}
+        for role, rc in self.roles.items():
+            if rc.kind != "openai":
+                continue
+            if not rc.endpoints:
+                raise TeacherError(f"role {role}: kind openai needs at least one endpoint (roles.{role}.endpoints)")
+            eps = []
+            for i, ep in enumerate(rc.endpoints):
+                k = (ep.base_url.rstrip("/"), ep.model, ep.api_key_env)
+                if k not in shared:
+                    shared[k] = _Endpoint(role, i, ep, _api_key(role, i, ep))
+                eps.append(shared[k])
+            self._endpoints[role] = eps
+        self._unique = list(shared.values())
+        # (image ref, max_pixels) -> (sha256 of the JPEG, its data URI): each page is rendered, hashed and
+        # base64-encoded once, not once per request that shows it.
+        self._images: OrderedDict[tuple[str, int | None], tuple[str, str]] = OrderedDict()
+        self._image_cache_size = image_cache_size
+        self._inflight: dict[str, asyncio.Future[ChatResult]] = {}
+        # Calls waiting for a free slot, per endpoint group (a role's replicas), first come first served.
+        self._waiters: dict[tuple[int, ...], deque[asyncio.Future[_Endpoint]]] = {}
+        self._rr = 0
+        self._c = {"calls": 0, "requests": 0, "cache_hits": 0, "errors": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self._latency = 0.0
+
+    # -- public ----------------------------------------------------------------------------------------
+    def kind(self, role: str) -> str:
+        rc = self.roles.get(role)
+        return rc.kind if rc is not None else "missing"
+
+    def models(self) -> dict[str, str]:
+        """role -> model name (first endpoint), for trajectory provenance."""
+        return {r: eps[0].cfg.model for r, eps in self._endpoints.items()}
+
+    async def check(self) -> None:
+        """GET /models on every endpoint before work; the first problem raises one clear line."""
+        timeout = aiohttp.ClientTimeout(total=10)
+        seen: set[tuple[str, str]] = set()
+        for role, eps in self._endpoints.items():
+            for ep in eps:
+                if (ep.base_url, ep.cfg.model) in seen:
+                    continue
+                seen.add((ep.base_url, ep.cfg.model))
+                where = f"role {role}: endpoint {ep.base_url}"
+                fix = f"start the server or fix roles.{role}.endpoints[{ep.idx}].base_url"
+                try:
+                    async with ep.session().get(ep.base_url + "/models", timeout=timeout) as r:
+                        body = await r.read()
+                        status = r.status
+                except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                    raise TeacherError(f"{where} is unreachable ({type(err).__name__}: {err or 'no reply'}); {fix}") from None
+                if status in (401, 403):
+                    raise TeacherError(f"{where} rejected the API key (HTTP {status}); check ${ep.cfg.api_key_env}")
+                if status != 200:
+                    raise TeacherError(f"{where} answered GET /models with HTTP {status}; {fix}")
+                try:
+                    served = [m.get("id") for m in _loads(body).get("data", [])]
+                except Exception:  # noqa: BLE001 - any malformed body gets the same message
+                    raise TeacherError(f"{where} answered GET /models with a body that is not an OpenAI model list; {fix}") from None
+                if served and ep.cfg.model not in served:
+                    raise TeacherError(f"{where} does not serve model {ep.cfg.model!r} (it serves {served}); fix roles.{role}.endpoints[{ep.idx}].model")
+
+    async def chat(
+        self,
+        role: str,
+        messages: Sequence[Message],
+        *,
+        sample: int = 0,
+        image_loader: ImageLoader | None = None,
+        max_pixels: int | None = None,
+        sampling: SamplingConfig | None = None,
+    ) -> ChatResult:
+        eps = self._endpoints.get(role)
+        if eps is None:
+            raise TeacherError(f"role {role} has no OpenAI-compatible endpoint (kind: {self.kind(role)}); configure roles.{role}")
+        rc = self.roles[role]
+        sp = sampling or rc.sampling
+        model = eps[0].cfg.model  # replicas of a role serve the same model: one key whatever replica answers
+        uris, hashes = await self._load_images(messages, image_loader, max_pixels)
+        params = _sampling_params(sp, sample)
+        key = request_key(model, messages, hashes, params, sample)
+        self._c["calls"] += 1
+        hit = self.cache.get(key)
+        if hit is not None:
+            return self._replay(role, hit)
+        pending = self._inflight.get(key)
+        if pending is not None:  # the same request is already on the wire: share its answer
+            res = await asyncio.shield(pending)
+            self._c["cache_hits"] += 1
+            return ChatResult(**{**res.__dict__, "cached": True, "retries": 0})
+        fut: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        try:
+            body = {"model": model, "messages": to_openai(messages, uris), **params}
+            res = await self._call(role, rc, key, model, _dumps(body))
+            fut.set_result(res)
+            return res
+        except BaseException as err:
+            fut.set_exception(err if isinstance(err, Exception) else TeacherError("cancelled"))
+            fut.exception()  # mark retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._inflight.pop(key, None)
+
+    def stats(self) -> dict[str, Any]:
+        c = dict(self._c)
+        c["in_flight"] = sum(ep.in_flight for ep in self._unique)
+        c["mean_latency_s"] = self._latency / c["requests"] if c["requests"] else 0.0
+        c["endpoints"] = [
+            {"base_url": ep.base_url, "model": ep.cfg.model, "in_flight": ep.in_flight, "ok": ep.ok, "failed": ep.failed}
+            for ep in self._unique
+        ]
+        return c
+
+    async def close(self) -> None:
+        for ep in self._unique:
+            await ep.close()
+        self.cache.flush_log()
+
+    async def __aenter__(self) -> "TeacherPool":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _replay(self, role: str, hit: CachedResponse) -> ChatResult:
+        self._c["cache_hits"] += 1
+        self.cache.log(RequestLog(request_id=_rid(hit.key), run_id=self.run_id, role=role, model=hit.model, endpoint="cache",
+                                  status="cached", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens))
+        return ChatResult(hit.text, _rid(hit.key), hit.prompt_tokens, hit.completion_tokens, 0.0, True, 0, "cache", hit.model, hit.finish_reason)
+
+    async def _acquire(self, eps: list[_Endpoint]) -> _Endpoint:
+        """A slot on the least-loaded endpoint with room; if all are full, wait for the first freed one
+        (routing at release time, so a fast replica is not stuck behind a queue on a slow one)."""
+        free = [ep for ep in eps if ep.free()]
+        if free:
+            self._rr += 1
+            n = len(free)
+            ep = min((free[(self._rr + i) % n] for i in range(n)), key=_Endpoint.load)  # rotate: ties spread evenly
+            ep.in_flight += 1
+            return ep
+        fut: asyncio.Future[_Endpoint] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(tuple(id(e) for e in eps), deque()).append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._release(fut.result())  # a slot was handed over just as we were cancelled
+            raise
+
+    def _release(self, ep: _Endpoint) -> None:
+        ep.in_flight -= 1
+        for group, queue in self._waiters.items():
+            if id(ep) not in group:
+                continue
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    ep.in_flight += 1
+                    fut.set_result(ep)
+                    return
+
+    async def _call(self, role: str, rc: RoleConfig, key: str, model: str, body: bytes) -> ChatResult:
+        rid = _rid(key)
+        t0 = time.perf_counter()
+        attempt = 0
+        while True:
+            ep = await self._acquire(self._endpoints[role])
+            retry: _Retryable | None = None
+            try:
+                text, pt, ct, finish = await _post(ep, body, rid, rc.timeout_s)
+            except _Retryable as err:
+                retry = err
+            except _Fatal as err:
+                ep.failed += 1
+                self._give_up(role, rid, model, ep, t0, attempt, str(err))
+            finally:
+                self._release(ep)
+            if retry is None:
+                break
+            ep.failed += 1
+            if attempt >= rc.max_retries:
+                self._give_up(role, rid, model, ep, t0, attempt, f"gave up after {attempt + 1} attempts, last: {retry.reason}")
+            delay = self._rng.uniform(0, min(rc.backoff_max_s, rc.backoff_s * 2**attempt))  # full jitter
+            if retry.retry_after is not None:
+                delay = max(delay, min(retry.retry_after, rc.backoff_max_s))
+            attempt += 1
+            self._c["retries"] += 1
+            await asyncio.sleep(delay)
+        ep.ok += 1
+        latency = time.perf_counter() - t0
+        self._c["requests"] += 1
+        self._c["prompt_tokens"] += pt
+        self._c["completion_tokens"] += ct
+        self._latency += latency
+        log = RequestLog(request_id=rid, run_id=self.run_id, role=role, model=model, endpoint=ep.base_url, status="ok",
+                         latency_s=latency, retries=attempt, prompt_tokens=pt, completion_tokens=ct)
+        await self.cache.put_async(CachedResponse(key, model, text, pt, ct, latency, finish), log)  # durable before use
+        self.cache.maybe_flush_log()
+        return ChatResult(text, rid, pt, ct, latency, False, attempt, ep.base_url, model, finish)
+
+    def _give_up(self, role: str, rid: str, model: str, ep: _Endpoint, t0: float, attempt: int, reason: str) -> NoReturn:
+        self._c["errors"] += 1
+        msg = f"role {role} ({model} at {ep.base_url}): {reason}"
+        self.cache.log(RequestLog(request_id=rid, run_id=self.run_id, role=role, model=model, endpoint=ep.base_url, status="error",
+                                  error=reason, latency_s=time.perf_counter() - t0, retries=attempt))
+        raise TeacherError(msg)
+
+    async def _load_images(self, messages: Sequence[Message], loader: ImageLoader | None, max_pixels: int | None) -> tuple[list[str], list[str]]:
+        refs = [ref for m in messages for ref in m.images]
+        if not refs:
+            return [], []
+        if loader is None:
+            raise TeacherError("messages carry images but no image_loader was given to TeacherPool.chat")
+        uris, hashes = [], []
+        for ref in refs:
+            k = (image_ref_key(ref), max_pixels)
+            got = self._images.get(k)
+            if got is None:
+                kw = {} if max_pixels is None else {"max_pixels": max_pixels}
+                data = await asyncio.to_thread(loader, ref, **kw)  # rendering + JPEG encoding is CPU work
+                got = (hashlib.sha256(data).hexdigest(), data_uri(data))
+                self._images[k] = got
+                if len(self._images) > self._image_cache_size:
+                    self._images.popitem(last=False)
+            else:
+                self._images.move_to_end(k)
+            hashes.append(got[0])
+            uris.append(got[1])
+        return uris, hashes
+
+
+def _rid(key: str) -> str:
+    return "rq_" + key[:24]
+
+
+def _sampling_params(sp: SamplingConfig, sample: int) -> dict[str, Any]:
+    p: dict[str, Any] = {"temperature": sp.temperature, "top_p": sp.top_p, "max_tokens": sp.max_tokens}
+    if sp.seed is not None:
+        p["seed"] = sp.seed + sample  # one seed for all samples would make them identical on vLLM
+    if sp.stop:
+        p["stop"] = list(sp.stop)
+    p.update(sp.extra_body)
+    return p
+
+
+async def _post(ep: _Endpoint, body: bytes, rid: str, timeout_s: float) -> tuple[str, int, int, str]:
+    """One HTTP attempt -> (text, prompt_tokens, completion_tokens, finish_reason), or _Retryable/_Fatal."""
+    try:
+        async with ep.session().post(ep.url, data=body, headers={"X-Request-Id": rid}, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+            raw = await r.read()
+            status = r.status
+            retry_after = r.headers.get("Retry-After")
+    except TimeoutError:
+        raise _Retryable(f"timeout after {timeout_s:g}s") from None
+    except (aiohttp.ClientError, OSError) as err:
+        raise _Retryable(f"connection error ({type(err).__name__})") from None
+    if status == 429 or status >= 500:
+        ra = None
+        try:
+            ra = float(retry_after) if retry_after else None
+        except ValueError:
+            pass
+        raise _Retryable(f"HTTP {status}", ra)
+    if status >= 400:
+        snippet = raw[:200].decode("utf-8", "replace").replace("\n", " ")
+        raise _Fatal(f"HTTP {status} (not retried): {snippet}")
+    try:
+        data = _loads(raw)
+        choices = data.get("choices") or []
+    except Exception:  # noqa: BLE001 - truncated or garbled JSON is a transient server fault
+        raise _Retryable("truncated or invalid JSON in the response") from None
+    if not choices:
+        raise _Retryable("empty response (no choices)")
+    choice = choices[0] or {}
+    text = (choice.get("message") or {}).get("content")
+    if not text:
+        raise _Retryable("empty response (no content)")
+    usage = data.get("usage") or {}
+    return text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or "")

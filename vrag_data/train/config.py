@@ -1,0 +1,137 @@
+"""Trainer settings: one YAML file (`configs/train/*.yaml`) validated with `extra="forbid"`.
+
+Kept apart from `RunConfig` because a training run is configured by the model and its GPUs, not by the
+data pipeline; the CLI flags `--data`, `--estimator`, `--max-steps` and `--output` override fields here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from vrag_data.config import ConfigError
+
+Estimator = Literal["grpo", "rs_grpo", "spo"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TinyModelConfig(_Section):
+    """A Qwen2-VL-shaped model small enough for CPU tests; weights are random, nothing is downloaded."""
+
+    vocab_size: int = 640  # target size of the locally trained byte-level BPE tokenizer
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    vision_depth: int = 1
+    vision_embed_dim: int = 32
+    vision_num_heads: int = 2
+    max_position_embeddings: int = 4096
+    seed: int = 0
+
+
+class ModelConfig(_Section):
+    path: str | None = None  # a local pretrained Qwen2-VL / Qwen2.5-VL folder (AutoModelForImageTextToText)
+    tiny: TinyModelConfig | None = None  # used when `path` is not set
+    min_pixels: int = 56 * 56
+    max_pixels: int = 112 * 112  # VRAG-RL trains at 401408, UniDoc-RL at 200704
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    freeze_vision_tower: bool = True
+    freeze_projector: bool = True
+    freeze_language_model: bool = False
+    gradient_checkpointing: bool = False
+    attn_implementation: str | None = None  # e.g. "flash_attention_2" / "sdpa" on GPUs
+
+
+class DataConfig(_Section):
+    path: str | None = None  # SFT: an export (LLaMA-Factory folder, HF dataset, json/jsonl/parquet of SftRecord)
+    cutoff_len: int = 2048
+    max_samples: int | None = None
+    default_system: str | None = "You are a helpful assistant."  # added when a record has no system turn
+
+
+class SftConfig(_Section):
+    epochs: float = 3.0
+    max_steps: int = -1  # > 0 overrides epochs
+    per_device_batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 1.0e-5
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    bf16: bool = False  # GPU only
+    logging_steps: int = 1
+    save_steps: int = 500
+    save_total_limit: int | None = 2
+    seed: int = 0
+    dataloader_workers: int = 0
+
+
+class RlConfig(_Section):
+    estimator: Estimator = "grpo"
+    recipe: str = "vrag_rl"  # action grammar, prompts, context policy and reward spec
+    group_size: int = 5  # trajectories per task (VRAG-RL / UniDoc-RL: 5)
+    tasks_per_step: int = 2
+    max_steps: int = 10
+    max_turns: int = 4
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    learning_rate: float = 1.0e-6
+    weight_decay: float = 0.0
+    warmup_ratio: float = 0.0
+    max_grad_norm: float = 1.0
+    kl_coef: float = 0.01  # 0 disables the reference model
+    clip_low: float = 0.2  # DAPO: separate lower / upper clip range
+    clip_high: float = 0.28
+    updates_per_step: int = 1  # optimisation passes over one rollout batch
+    micro_batch_size: int = 4
+    scale_std: bool = True  # GRPO divides by the group std; False = mean-centred only
+    # RS-GRPO: {scope (a tag of the grammar, or "other"): reward components that supervise its tokens};
+    # None = the recipe's default (EVisRAG eq. 7 for evisrag; see advantages.DEFAULT_SCOPES)
+    scopes: dict[str, list[str]] | None = None
+    rs_mode: Literal["scope", "component"] = "scope"
+    embedder: str = "hashed-bow"  # SPO trajectory embedder: "hashed-bow" or "module:factory"
+    judge: Literal["rules"] = "rules"  # answer reward; model judges plug in through vrag_data.rewards
+    seed: int = 0
+    save_steps: int = 0  # 0 = only at the end
+
+
+class TrainConfig(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
+    rl: RlConfig = Field(default_factory=RlConfig)
+    output_dir: str = "train-out"
+    workspace: str | None = None  # RL: the environment's corpus, tasks and index
+
+
+def parse_train_config(data: dict[str, Any], source: str = "<config>") -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(data or {})
+    except ValidationError as err:
+        parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in err.errors()]
+        raise ConfigError(f"{source}: invalid train config: " + "; ".join(parts)) from None
+
+
+def load_train_config(path: str | Path | None) -> TrainConfig:
+    if path is None:
+        return TrainConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: train config not found; pass a YAML file such as configs/train/tiny-sft.yaml")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a train config must be a YAML mapping at the top level")
+    return parse_train_config(data, str(p))

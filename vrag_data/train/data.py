@@ -1,0 +1,287 @@
+"""SFT records -> Qwen2-VL model inputs.
+
+A record is a list of chat turns whose text holds one `<image>` per image, plus the image paths (the
+`SftRecord` / LLaMA-Factory sharegpt layout). Each `<image>` becomes `<|vision_start|>` + one
+`<|image_pad|>` per merged vision patch + `<|vision_end|>`, so the text and the image grid agree. Labels
+are -100 everywhere except the assistant turns' content and their closing `<|im_end|>`: the system prompt,
+the user turns (question and every observation) and the role headers are never trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from vrag_data.errors import VragError
+from vrag_data.train.tiny import IM_END, IM_START, IMAGE_PAD, VISION_END, VISION_START
+
+IGNORE = -100
+IMAGE_TAG = "<image>"
+_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "observation": "user", "function_call": "assistant"}
+
+
+@dataclass
+class SftExample:
+    """One conversation with absolute image paths; `source` names the file + row for error messages."""
+
+    messages: list[tuple[str, str]]
+    images: list[Path]
+    source: str = ""
+
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    labels: list[int]
+    pixel_values: torch.Tensor | None = None
+    image_grid_thw: torch.Tensor | None = None
+    truncated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- reading exports
+
+
+def _rows_from_json(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    data = json.loads(path.read_text())
+    if not isinstance(data, list):
+        raise VragError(f"{path}: expected a JSON list of conversations (sharegpt), got {type(data).__name__}")
+    return data
+
+
+def _files_in(folder: Path) -> list[Path]:
+    """The data files of an export folder: LLaMA-Factory's dataset_info.json entries, else json/parquet files."""
+    info = folder / "dataset_info.json"
+    if info.is_file():
+        entries = json.loads(info.read_text())
+        files = [folder / e["file_name"] for e in entries.values() if isinstance(e, dict) and "file_name" in e]
+        if files:
+            return files
+    files = sorted(p for p in folder.rglob("*") if p.suffix in (".json", ".jsonl", ".parquet"))
+    files = [p for p in files if p.name not in ("dataset_info.json", "dataset_dict.json", "state.json")]
+    files = [p for p in files if "dataset_info" not in p.name]
+    arrow = sorted(folder.rglob("*.arrow"))
+    return files or arrow
+
+
+def _rows_from_file(path: Path) -> list[dict[str, Any]]:
+    if path.suffix in (".json", ".jsonl"):
+        return _rows_from_json(path)
+    if path.suffix in (".parquet", ".arrow"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+        else:
+            with pa.memory_map(str(path)) as src:
+                table = pa.ipc.open_stream(src).read_all()
+        return table.to_pylist()
+    raise VragError(f"{path}: unsupported SFT data file; pass a .json/.jsonl/.parquet export or its folder")
+
+
+def _maybe_json(value: Any) -> Any:
+    # parquet shards written by the store keep nested fields as JSON strings
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _image_path(item: Any, base: Path) -> Path:
+    if isinstance(item, dict):  # HF Image feature / verl style {"path": ...} or {"image": ...}
+        item = item.get("path") or item.get("image")
+    if not isinstance(item, str) or not item:
+        raise VragError(f"image entry {item!r} is not a path")
+    p = Path(item)
+    return p if p.is_absolute() else base / p
+
+
+def row_to_example(row: dict[str, Any], base: Path, source: str) -> SftExample:
+    """Accepts `messages` [{role, content}] (SftRecord / sharegpt "messages") or `conversations` [{from, value}]."""
+    turns = _maybe_json(row.get("messages") or row.get("conversations"))
+    if not isinstance(turns, list) or not turns:
+        raise VragError(f"{source}: no `messages`/`conversations` list; re-export with `vrag-data export`")
+    messages: list[tuple[str, str]] = []
+    system = row.get("system")
+    if isinstance(system, str) and system:
+        messages.append(("system", system))
+    for t in turns:
+        role = t.get("role") or t.get("from")
+        text = t.get("content") if "content" in t else t.get("value")
+        role = _ROLE_ALIASES.get(role, role)
+        if role not in ("system", "user", "assistant") or not isinstance(text, str):
+            raise VragError(f"{source}: bad turn {str(t)[:80]!r}; roles must be system/user/assistant with text")
+        messages.append((role, text))
+    images = [_image_path(i, base) for i in (_maybe_json(row.get("images")) or [])]
+    n_tags = sum(text.count(IMAGE_TAG) for _, text in messages)
+    if n_tags != len(images):
+        raise VragError(f"{source}: {n_tags} <image> tags but {len(images)} images; each image needs one tag")
+    if not any(role == "assistant" for role, _ in messages):
+        raise VragError(f"{source}: no assistant turn to train on")
+    return SftExample(messages=messages, images=images, source=source)
+
+
+def load_sft_examples(path: str | Path, max_samples: int | None = None) -> tuple[list[SftExample], list[str]]:
+    """Read an SFT export. Returns (examples, errors): a bad record is reported and skipped, never fatal."""
+    p = Path(path)
+    if not p.exists():
+        raise VragError(f"{p}: SFT data not found; pass --data with an export folder or file")
+    files = _files_in(p) if p.is_dir() else [p]
+    if not files:
+        raise VragError(f"{p}: no .json/.jsonl/.parquet SFT files inside; run `vrag-data export` first")
+    examples: list[SftExample] = []
+    errors: list[str] = []
+    for f in files:
+        for i, row in enumerate(_rows_from_file(f)):
+            src = f"{f.name}#{i}"
+            try:
+                ex = row_to_example(row, f.parent, src)
+                missing = [str(x) for x in ex.images if not x.is_file()]
+                if missing:
+                    raise VragError(f"{src}: image file(s) missing: {missing[:2]}")
+                examples.append(ex)
+            except VragError as err:
+                errors.append(str(err))
+            if max_samples is not None and len(examples) >= max_samples:
+                return examples, errors
+    return examples, errors
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def image_inputs(images: Sequence[Image.Image | Path], image_processor: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    pil = [im if isinstance(im, Image.Image) else Image.open(im).convert("RGB") for im in images]
+    out = image_processor(images=pil, return_tensors="pt")
+    return out["pixel_values"], out["image_grid_thw"]
+
+
+def expand_image_tags(text: str, grids: Sequence[Sequence[int]], merge_size: int) -> str:
+    """Replace each `<image>` with the vision markers and as many pads as the image has merged patches."""
+    parts = text.split(IMAGE_TAG)
+    if len(parts) - 1 != len(grids):
+        raise ValueError(f"{len(parts) - 1} <image> tags for {len(grids)} images")
+    out = [parts[0]]
+    for grid, rest in zip(grids, parts[1:], strict=True):
+        n = int(grid[0]) * int(grid[1]) * int(grid[2]) // (merge_size**2)
+        out.append(VISION_START + IMAGE_PAD * n + VISION_END + rest)
+    return "".join(out)
+
+
+def render_segments(messages: Sequence[tuple[str, str]], default_system: str | None) -> Iterator[tuple[str, bool]]:
+    """(text, trained) pieces in Qwen2-VL chat layout; trained = assistant content and its `<|im_end|>`."""
+    if default_system and (not messages or messages[0][0] != "system"):
+        yield f"{IM_START}system\n{default_system}{IM_END}\n", False
+    for role, text in messages:
+        if role == "assistant":
+            yield f"{IM_START}assistant\n", False
+            yield f"{text}{IM_END}", True
+            yield "\n", False
+        else:
+            yield f"{IM_START}{role}\n{text}{IM_END}\n", False
+
+
+def generation_prompt(messages: Sequence[tuple[str, str]], default_system: str | None) -> str:
+    """The context text for sampling the next assistant turn."""
+    body = "".join(t for t, _ in render_segments(messages, default_system))
+    return body + f"{IM_START}assistant\n"
+
+
+def encode_example(
+    ex: SftExample,
+    tokenizer: Any,
+    image_processor: Any,
+    cutoff_len: int,
+    default_system: str | None = None,
+) -> Encoded:
+    """Token ids + labels (-100 off the assistant turns) + pixel inputs, cut at `cutoff_len` tokens.
+
+    When the cut falls inside an image's placeholder run, the sequence is cut before that image instead, and the
+    images past the cut are dropped with their pixels, so placeholders and vision features always match.
+    """
+    merge = getattr(image_processor, "merge_size", 2)
+    pixel_values = grid = None
+    grids: list[list[int]] = []
+    if ex.images:
+        pixel_values, grid = image_inputs(ex.images, image_processor)
+        grids = grid.tolist()
+    ids: list[int] = []
+    labels: list[int] = []
+    g = 0
+    for text, trained in render_segments(ex.messages, default_system):
+        n_img = text.count(IMAGE_TAG)
+        text = expand_image_tags(text, grids[g : g + n_img], merge)
+        g += n_img
+        piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids.extend(piece)
+        labels.extend(piece if trained else [IGNORE] * len(piece))
+    truncated = len(ids) > cutoff_len
+    if truncated:
+        ids, labels = ids[:cutoff_len], labels[:cutoff_len]
+        vs = tokenizer.convert_tokens_to_ids(VISION_START)
+        ve = tokenizer.convert_tokens_to_ids(VISION_END)
+        starts = [i for i, t in enumerate(ids) if t == vs]
+        complete = ids.count(ve)
+        if len(starts) > complete:  # the last image is cut: end the sequence before it
+            cut = starts[complete]
+            ids, labels = ids[:cut], labels[:cut]
+        if grid is not None:
+            keep = complete
+            n_patches = int(grid[:keep].prod(-1).sum()) if keep else 0
+            pixel_values = pixel_values[:n_patches] if keep else None
+            grid = grid[:keep] if keep else None
+    return Encoded(input_ids=ids, labels=labels, pixel_values=pixel_values, image_grid_thw=grid, truncated=truncated)
+
+
+class SftDataset(torch.utils.data.Dataset):
+    """Encodes lazily so images are decoded only when a batch needs them."""
+
+    def __init__(self, examples: list[SftExample], tokenizer: Any, image_processor: Any, cutoff_len: int,
+                 default_system: str | None = None) -> None:
+        self.examples = examples
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        self.cutoff_len = cutoff_len
+        self.default_system = default_system
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> Encoded:
+        return encode_example(self.examples[i], self.tokenizer, self.image_processor, self.cutoff_len,
+                              self.default_system)
+
+
+def collate(batch: Sequence[Encoded], pad_id: int, image_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad a batch; `mm_token_type_ids` marks image tokens (Qwen2-VL's M-RoPE needs it)."""
+    width = max(len(b.input_ids) for b in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, b in enumerate(batch):
+        n = len(b.input_ids)
+        ids[i, :n] = torch.tensor(b.input_ids)
+        labels[i, :n] = torch.tensor(b.labels)
+        mask[i, :n] = 1
+    out: dict[str, torch.Tensor] = {
+        "input_ids": ids,
+        "labels": labels,
+        "attention_mask": mask,
+        "mm_token_type_ids": (ids == image_token_id).long() * mask,
+    }
+    pix = [b.pixel_values for b in batch if b.pixel_values is not None]
+    if pix:
+        out["pixel_values"] = torch.cat(pix)
+        out["image_grid_thw"] = torch.cat([b.image_grid_thw for b in batch if b.image_grid_thw is not None])
+    return out

@@ -1,0 +1,294 @@
+"""Multi-turn GRPO-family RL: group rollouts in the environment, rewards from `vrag_data.rewards`,
+advantages from `advantages` (grpo / rs_grpo / spo), clipped token-level loss with optional KL.
+
+Several GPUs: start one process per GPU (`torchrun` / `accelerate launch`); each rank rolls out its own
+share of the tasks on a full replica and gradients are averaged once per optimiser step, so ranks may
+have different numbers of turns and tokens without deadlocking.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from vrag_data.errors import VragError
+from vrag_data.ids import short_hash
+from vrag_data.schema.records import Trajectory
+from vrag_data.store import write_records
+from vrag_data.train import advantages as adv_fns
+from vrag_data.train.config import TrainConfig
+from vrag_data.train.embed import load_embedder
+from vrag_data.train.episode import Episode, run_episode, trajectory_text
+from vrag_data.train.loss import policy_loss, token_logprobs
+from vrag_data.train.model import Policy, load_policy
+from vrag_data.train.recipe_bits import recipe_bits
+from vrag_data.train.rl_env import RlEnvironment
+from vrag_data.train.rollout import PolicySampler, token_scopes
+from vrag_data.train.sft import last_checkpoint
+
+
+@dataclass
+class RlStepLog:
+    step: int
+    reward_mean: float
+    reward_std: float
+    adv_abs_mean: float
+    loss: float
+    kl: float
+    clip_frac: float
+    tokens: int
+    turns: int
+    trajectories: int
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RlResult:
+    output_dir: Path
+    global_step: int
+    logs: list[RlStepLog]
+    resumed_from: str | None = None
+
+
+def _dist() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list[Any], embedder: Any,
+                     tokenizer: Any) -> list[list[list[float]]]:
+    """Per episode, per turn, per response token: the advantage the loss multiplies."""
+    rl = cfg.rl
+    totals = [b.total for b in breakdowns]
+    if rl.estimator == "grpo":
+        traj_adv = adv_fns.grpo(totals, rl.scale_std)
+        return [[[a] * len(s.response_ids) for s in ep.samples] for a, ep in zip(traj_adv, episodes, strict=True)]
+    if rl.estimator == "spo":
+        vecs = embedder.embed([trajectory_text(ep.trajectory) for ep in episodes])
+        traj_adv = adv_fns.spo(totals, vecs, scale_std=False)
+        return [[[a] * len(s.response_ids) for s in ep.samples] for a, ep in zip(traj_adv, episodes, strict=True)]
+    # rs_grpo: component rewards -> per-scope advantages -> each token takes its scope's advantage
+    components: dict[str, list[float]] = defaultdict(list)
+    for b in breakdowns:
+        for k, v in b.components.items():
+            components[k].append(float(v))
+    scopes = rl.scopes or adv_fns.DEFAULT_SCOPES.get(rl.recipe)
+    if not scopes:
+        raise VragError(f"rs_grpo: no default token scopes for recipe {rl.recipe!r}; set rl.scopes in the config")
+    try:
+        scope_adv = adv_fns.rs_grpo(components, scopes, rl.rs_mode, rl.scale_std)
+    except KeyError as err:
+        raise VragError(f"rs_grpo with recipe {rl.recipe!r}: {err.args[0]}; fix rl.scopes in the config") from None
+    names = [s for s in scopes if s != "other"]
+    out = []
+    for i, ep in enumerate(episodes):
+        per_turn = []
+        for s in ep.samples:
+            s.scopes = token_scopes(tokenizer, s.response_ids, names, "other")
+            per_turn.append([scope_adv[sc][i] if sc in scope_adv else 0.0 for sc in s.scopes])
+        out.append(per_turn)
+    return out
+
+
+def _rows(episodes: list[Episode], advs: list[list[list[float]]]) -> list[dict[str, Any]]:
+    rows = []
+    for ep, per_turn in zip(episodes, advs, strict=True):
+        for s, a in zip(ep.samples, per_turn, strict=True):
+            if not s.response_ids:
+                continue
+            ids = s.context_ids + s.response_ids
+            mask = [0] * len(s.context_ids) + [1] * len(s.response_ids)
+            adv = [0.0] * len(s.context_ids) + list(a)
+            rows.append({"ids": ids, "mask": mask, "adv": adv, "pixel_values": s.pixel_values,
+                         "image_grid_thw": s.image_grid_thw})
+    return rows
+
+
+def _batch(rows: list[dict[str, Any]], policy: Policy, device: Any) -> dict[str, torch.Tensor]:
+    width = max(len(r["ids"]) for r in rows)
+    n = len(rows)
+    ids = torch.full((n, width), policy.pad_id, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    mask = torch.zeros((n, width))
+    adv = torch.zeros((n, width))
+    for i, r in enumerate(rows):
+        k = len(r["ids"])
+        ids[i, :k] = torch.tensor(r["ids"])
+        attn[i, :k] = 1
+        mask[i, :k] = torch.tensor(r["mask"], dtype=torch.float)
+        adv[i, :k] = torch.tensor(r["adv"])
+    out = {"input_ids": ids.to(device), "attention_mask": attn.to(device), "mask": mask.to(device),
+           "adv": adv.to(device), "mm_token_type_ids": ((ids == policy.image_token_id).long() * attn).to(device)}
+    pix = [r["pixel_values"] for r in rows if r["pixel_values"] is not None]
+    if pix:
+        out["pixel_values"] = torch.cat(pix).to(device)
+        out["image_grid_thw"] = torch.cat([r["image_grid_thw"] for r in rows if r["image_grid_thw"] is not None]).to(device)
+    return out
+
+
+def _logp(model: Any, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw") if k in b}
+    if "pixel_values" in kwargs:
+        kwargs["pixel_values"] = kwargs["pixel_values"].to(next(model.parameters()).dtype)
+    logits = model(**kwargs, use_cache=False).logits
+    return token_logprobs(logits, b["input_ids"])
+
+
+def _save(policy: Policy, optimizer: Any, step: int, out: Path, logs: list[RlStepLog]) -> None:
+    ckpt = out / f"checkpoint-{step}"
+    policy.save(ckpt)
+    torch.save({"optimizer": optimizer.state_dict(), "step": step, "rng": torch.get_rng_state(),
+                "py_rng": random.getstate()}, ckpt / "rl_state.pt")
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+
+
+def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlResult:
+    from vrag_data.rewards.recipes import score_trajectory
+
+    rl = cfg.rl
+    rank, world = _dist()
+    env = RlEnvironment.open(cfg.workspace, cfg.data.path, rl.recipe)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+
+    ckpt = last_checkpoint(out) if resume else None
+    model_cfg = cfg.model.model_copy(update={"path": str(ckpt)}) if ckpt else cfg.model
+    texts = [f"{t.question} {t.answer}" for t in env.tasks]
+    random.seed(rl.seed)
+    torch.manual_seed(rl.seed + rank)
+    policy = load_policy(model_cfg, texts)
+    model = policy.model
+    model.train()
+    device = next(model.parameters()).device
+    ref = None
+    if rl.kl_coef > 0:
+        ref = copy.deepcopy(model).eval()
+        ref.requires_grad_(False)
+        if ckpt:  # the reference is the starting policy, not the resumed one (tiny models rebuild identically)
+            ref = load_policy(cfg.model, texts).model.eval().requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
+    warmup = math.ceil(rl.warmup_ratio * rl.max_steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    start = 0
+    if ckpt:
+        state = torch.load(ckpt / "rl_state.pt", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        start = int(state["step"])
+        torch.set_rng_state(state["rng"])
+        random.setstate(state["py_rng"])
+        for _ in range(start):
+            sched.step()
+    bits = recipe_bits(rl.recipe, rl.max_turns)
+    embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
+    sampler = PolicySampler(policy, env.image_loader(cfg.model.min_pixels, cfg.model.max_pixels),
+                            rl.max_new_tokens, rl.temperature, rl.top_p, cfg.data.default_system,
+                            max_context=cfg.data.cutoff_len)
+    logs: list[RlStepLog] = []
+    metrics = (out / "metrics.jsonl").open("a")
+    run_id = f"rl-{short_hash(str(out.resolve()))}"
+    for step in range(start, rl.max_steps):
+        episodes: list[Episode] = []
+        breakdowns: list[Any] = []
+        advs: list[list[list[float]]] = []
+        for k in range(rl.tasks_per_step):
+            task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
+            group = [
+                run_episode(task, bits, env.make_env(bits.settings), sampler, rl.max_turns, run_id, g,
+                            f"{run_id}-s{step + 1}-{task.task_id[:12]}-{g}")
+                for g in range(rl.group_size)
+            ]
+            scores = [score_trajectory(ep.trajectory, task, rl.recipe) for ep in group]
+            advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer))
+            episodes.extend(group)
+            breakdowns.extend(scores)
+        rows = _rows(episodes, advs)
+        n_tokens = sum(sum(r["mask"]) for r in rows)
+        stats_acc = {"loss": 0.0, "kl": 0.0, "clip": 0.0}
+        if rows:
+            with torch.no_grad():
+                for i in range(0, len(rows), rl.micro_batch_size):
+                    b = _batch(rows[i : i + rl.micro_batch_size], policy, device)
+                    old = _logp(model, b)
+                    refp = _logp(ref, b) if ref is not None else None
+                    for j, r in enumerate(rows[i : i + rl.micro_batch_size]):
+                        r["old"] = old[j, : len(r["ids"])].cpu()
+                        r["ref"] = refp[j, : len(r["ids"])].cpu() if refp is not None else None
+            for _ in range(rl.updates_per_step):
+                optimizer.zero_grad(set_to_none=True)
+                for i in range(0, len(rows), rl.micro_batch_size):
+                    chunk = rows[i : i + rl.micro_batch_size]
+                    b = _batch(chunk, policy, device)
+                    old = torch.zeros_like(b["adv"])
+                    refp = torch.zeros_like(b["adv"]) if ref is not None else None
+                    for j, r in enumerate(chunk):
+                        old[j, : len(r["ids"])] = r["old"]
+                        if refp is not None:
+                            refp[j, : len(r["ids"])] = r["ref"]
+                    logp = _logp(model, b)
+                    loss, st = policy_loss(logp, old, b["adv"], b["mask"], rl.clip_low, rl.clip_high, refp,
+                                           rl.kl_coef, n_tokens)
+                    loss.backward()
+                    stats_acc["loss"] += st.loss
+                    stats_acc["kl"] += st.kl
+                    stats_acc["clip"] += st.clip_frac * st.tokens / max(n_tokens, 1)
+                if world > 1:
+                    for p in params:
+                        if p.grad is not None:
+                            torch.distributed.all_reduce(p.grad)
+                            p.grad /= world
+                torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm)
+                optimizer.step()
+            for k in stats_acc:
+                stats_acc[k] /= rl.updates_per_step
+        sched.step()
+        totals = [b.total for b in breakdowns]
+        mean = sum(totals) / len(totals)
+        statuses: dict[str, int] = defaultdict(int)
+        for ep in episodes:
+            statuses[ep.trajectory.status] += 1
+        flat_adv = [a for per in advs for turn in per for a in turn]
+        log = RlStepLog(
+            step=step + 1,
+            reward_mean=mean,
+            reward_std=math.sqrt(sum((t - mean) ** 2 for t in totals) / len(totals)),
+            adv_abs_mean=sum(abs(a) for a in flat_adv) / max(len(flat_adv), 1),
+            loss=stats_acc["loss"],
+            kl=stats_acc["kl"],
+            clip_frac=stats_acc["clip"],
+            tokens=int(n_tokens),
+            turns=sum(len(ep.samples) for ep in episodes),
+            trajectories=len(episodes),
+            statuses=dict(statuses),
+        )
+        logs.append(log)
+        if rank == 0:
+            metrics.write(json.dumps(log.__dict__) + "\n")
+            metrics.flush()
+            trajs = [ep.trajectory.model_copy(update={"extra": {**ep.trajectory.extra,
+                     "reward": b.as_dict()}}) for ep, b in zip(episodes, breakdowns, strict=True)]
+            write_records(out / "rollouts" / f"step-{step + 1:06d}.parquet", trajs, Trajectory)
+            if rl.save_steps and (step + 1) % rl.save_steps == 0:
+                _save(policy, optimizer, step + 1, out, logs)
+        if progress:
+            from vrag_data.cli.common import console
+
+            console.print(f"step {step + 1}/{rl.max_steps} reward {log.reward_mean:.3f} loss {log.loss:.4f} "
+                          f"kl {log.kl:.4f} turns {log.turns}")
+    metrics.close()
+    final_step = max(start, rl.max_steps)
+    if rank == 0:
+        _save(policy, optimizer, final_step, out, logs)
+        policy.save(out / "final")
+    return RlResult(out, final_step, logs, str(ckpt) if ckpt else None)

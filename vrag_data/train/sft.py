@@ -1,0 +1,138 @@
+"""Supervised fine-tuning on an SFT export with the transformers Trainer.
+
+The Trainer brings what the papers' tables need (cosine schedule, warmup ratio, gradient accumulation, bf16,
+checkpoints and resume) and runs unchanged under `accelerate launch` / `torchrun` for several GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vrag_data.errors import VragError
+from vrag_data.train.config import TrainConfig
+from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
+from vrag_data.train.model import load_policy
+
+
+@dataclass
+class SftResult:
+    output_dir: Path
+    global_step: int
+    losses: list[tuple[int, float]]  # (step, training loss) logged by this run (not the resumed history)
+    n_examples: int
+    skipped: list[str] = field(default_factory=list)
+    resumed_from: str | None = None
+
+
+def last_checkpoint(out: Path) -> Path | None:
+    ckpts = [p for p in out.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
+
+
+def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> SftResult:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    class _Losses(TrainerCallback):  # what this process trained (the restored history has the earlier steps)
+        def __init__(self) -> None:
+            self.losses: list[tuple[int, float]] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                self.losses.append((int(state.global_step), float(logs["loss"])))
+
+    if not cfg.data.path:
+        raise VragError("no SFT data: set data.path in the train config or pass --data EXPORT")
+    examples, skipped = load_sft_examples(cfg.data.path, cfg.data.max_samples)
+    if not examples:
+        raise VragError(f"{cfg.data.path}: no usable SFT records ({len(skipped)} skipped: "
+                        f"{skipped[0] if skipped else 'empty'})")
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    if skipped:
+        (out / "skipped.jsonl").write_text("".join(json.dumps({"reason": s}) + "\n" for s in skipped))
+
+    ckpt = last_checkpoint(out) if resume else None
+    texts = [t.replace(IMAGE_TAG, " ") for ex in examples for _, t in ex.messages]
+    # Resuming loads the weights with from_pretrained, which maps the saved key names back onto the model
+    # (Trainer's own state-dict reload misses Qwen2-VL's renamed keys in transformers 5 and silently keeps
+    # the fresh weights).
+    policy = load_policy(cfg.model.model_copy(update={"path": str(ckpt)}) if ckpt else cfg.model, texts)
+    dataset = SftDataset(examples, policy.tokenizer, policy.image_processor, cfg.data.cutoff_len,
+                         cfg.data.default_system)
+    s = cfg.sft
+    args = TrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=s.epochs,
+        max_steps=s.max_steps,
+        per_device_train_batch_size=s.per_device_batch_size,
+        gradient_accumulation_steps=s.gradient_accumulation_steps,
+        learning_rate=s.learning_rate,
+        lr_scheduler_type=s.lr_scheduler,
+        warmup_steps=s.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
+        weight_decay=s.weight_decay,
+        max_grad_norm=s.max_grad_norm,
+        bf16=s.bf16,
+        logging_steps=s.logging_steps,
+        save_steps=s.save_steps,
+        save_total_limit=s.save_total_limit,
+        seed=s.seed,
+        data_seed=s.seed,
+        dataloader_num_workers=s.dataloader_workers,
+        remove_unused_columns=False,
+        report_to=[],
+        disable_tqdm=not progress,
+        use_cpu=not _has_accelerator(),
+    )
+    class _Trainer(Trainer):
+        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+            if model is not None:  # FSDP / SageMaker: the wrapped model needs the Trainer's own loader
+                super()._load_from_checkpoint(resume_from_checkpoint, model)
+
+    trainer = _Trainer(
+        model=policy.model,
+        args=args,
+        train_dataset=dataset,
+        data_collator=lambda batch: collate(batch, policy.pad_id, policy.image_token_id),
+        processing_class=policy.tokenizer,
+    )
+    class _SaveProcessor(TrainerCallback):  # checkpoints stay loadable as model folders (model.path)
+        def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
+            if state.is_world_process_zero:
+                policy.image_processor.save_pretrained(out / f"checkpoint-{state.global_step}")
+
+    seen = _Losses()
+    trainer.add_callback(seen)
+    trainer.add_callback(_SaveProcessor())
+    if not progress:
+        trainer.remove_callback(PrinterCallback)
+    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    final = out / "final"
+    if trainer.is_world_process_zero():
+        policy.save(final)
+    return SftResult(out, int(trainer.state.global_step), seen.losses, len(examples), skipped,
+                     str(ckpt) if ckpt else None)
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def describe(result: SftResult) -> dict[str, Any]:
+    return {
+        "output_dir": str(result.output_dir),
+        "global_step": result.global_step,
+        "examples": result.n_examples,
+        "skipped": len(result.skipped),
+        "first_loss": result.losses[0][1] if result.losses else None,
+        "last_loss": result.losses[-1][1] if result.losses else None,
+        "resumed_from": result.resumed_from,
+    }
