@@ -76,14 +76,36 @@ def build(root: Path, n_traj: int, n_pages: int, per_shard: int = 1000) -> None:
             trajs, verdicts, shard = [], [], shard + 1
 
 
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def export_child(ws_root: str, out: str, shard_size: int, formats: list[str]) -> None:
+    import threading
+
     from vrag_data.export import export_run
 
+    # ru_maxrss also counts file-backed pages of memory-mapped Arrow files (reclaimable page cache);
+    # sample the anonymous part separately, which is what bounded memory is about.
+    peak_anon = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak_anon[0] = max(peak_anon[0], _status_kb("RssAnon"))
+            stop.wait(0.05)
+
+    threading.Thread(target=sample, daemon=True).start()
     t0 = time.perf_counter()
     s = export_run(Workspace(ws_root), "bench", formats=formats, out_dir=out, shard_size=shard_size)
     dt = time.perf_counter() - t0
+    stop.set()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": dt, "peak_rss_mb": rss_mb, "n_kept": s.n_kept, "counts": s.counts,
+    print(json.dumps({"seconds": dt, "peak_rss_mb": rss_mb, "peak_anon_mb": peak_anon[0] / 1024, "n_kept": s.n_kept, "counts": s.counts,
                       "images_written": s.stats["images"]["written"], "skipped": s.skipped}))
 
 
@@ -115,7 +137,7 @@ def main() -> None:
         res = json.loads(r.stdout.strip().splitlines()[-1])
         n = res["n_kept"]
         print(f"[{a.formats}] {label}: {n} trajectories in {res['seconds']:.1f}s = {n / res['seconds']:.0f} trajectories/s, "
-              f"peak RSS {res['peak_rss_mb']:.0f} MB, images written {res['images_written']}, counts {res['counts']}")
+              f"peak RSS {res['peak_rss_mb']:.0f} MB (anonymous {res['peak_anon_mb']:.0f} MB), images written {res['images_written']}, counts {res['counts']}")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,7 @@ def test_verl_parquet_as_rlhf_dataset_reads_it(exported):
     assert t1["file_name"] == "docA.pdf" and t1["reference_page"] == [2]
     assert t1["extra_info"]["gold_pages"] == ["docA_2"] and t1["images"] == []
     ev = rows["t2/evisrag"]
+    assert ev["extra_info"]["shown_pages"] == ["docB_1", "docB_2", "docA_1"]
     n_placeholders = sum(seg == {"type": "image"} for msg in verl_build_messages(ev) for seg in msg)
     assert n_placeholders == len(ev["images"]) == 3
     for im in ev["images"]:
@@ -156,6 +157,7 @@ def test_easyr1_jsonl(exported):
     assert ev["prompt"].count("<image>") == len(ev["image"]) == 3
     assert "[1]: the car is blue" in ev["answer"] and "[3]: no relevant information" in ev["answer"]
     assert ev["answer"].startswith("<evidence>") and ev["answer"].endswith("<answer>blue</answer>")
+    assert ev["shown_pages"] == ["docB_1", "docB_2", "docA_1"] and ev["gold_pages"] == ["docB_1"]
     v = next(r for r in rows if r["task_id"] == "t1")  # no prompt images: gold page stands in
     assert v["prompt"].count("<image>") == len(v["image"]) == 1 and "[1]: the total is 42" in v["answer"]
     assert all((out / p).is_file() for r in rows for p in r["image"])
@@ -219,3 +221,15 @@ def test_qwen3_family_keeps_norm_boxes(tmp_path):
 )
 def test_smart_resize_hand_values(h, w, max_pixels, expected):
     assert smart_resize(h, w, 28, 56 * 56, max_pixels) == expected
+
+
+def test_verl_row_is_scored_by_the_reward_entry_point(exported):
+    rewards = pytest.importorskip("vrag_data.rewards.verl", reason="rewards module not present")
+    _, out, _ = exported
+    ds = datasets.load_dataset("parquet", data_files=sorted(str(p) for p in (out / "verl").glob("train-*.parquet")), split="train")
+    row = next(r for r in ds if r["extra_info"]["task_id"] == "t1")
+    good = rewards.compute_score(row["data_source"], "<think>x</think><search>total</search><answer>42</answer>",
+                                 row["reward_model"]["ground_truth"], row["extra_info"])
+    bad = rewards.compute_score(row["data_source"], "<think>x</think><search>total</search><answer>17</answer>",
+                                row["reward_model"]["ground_truth"], row["extra_info"])
+    assert good["score"] > bad["score"]

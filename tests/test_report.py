@@ -234,3 +234,32 @@ def test_empty_workspace_gives_empty_tables(tmp_path: Path) -> None:
     finally:
         c.close()
     assert "no rows" in Path(ws.report_html).read_text()
+
+
+def test_readme_documents_every_table_and_view() -> None:
+    from vrag_data.report.tables import TABLE_DESCRIPTIONS
+
+    readme = (Path(__file__).resolve().parents[1] / "vrag_data" / "report" / "README.md").read_text()
+    for name, desc in TABLE_DESCRIPTIONS.items():
+        assert f"- `{name}`: {desc}" in readme
+    for v in VIEWS:
+        assert f"- `{v.name}`: {v.description}" in readme
+
+
+def test_report_over_an_fsspec_workspace(built: Built) -> None:
+    """A workspace behind an fsspec URL (memory:// here, s3:// in production) gives the same tables."""
+    import uuid
+
+    import fsspec
+
+    from vrag_data.store import Workspace
+
+    fs = fsspec.filesystem("memory")
+    root = f"/report-{uuid.uuid4().hex}"
+    for sub in ("corpus", "tasks", "runs", "exports"):
+        fs.put(str(Path(built.ws.root) / sub), f"{root}/{sub}", recursive=True)
+    ws = Workspace(f"memory://{root}")
+    res = build_report(ws)
+    assert res.counts["trajectories"] == len(built.trajectories) and res.counts["exports"] == 2
+    assert fs.exists(f"{root}/report.duckdb") and fs.exists(f"{root}/report.html")
+    fs.rm(root, recursive=True)

@@ -162,3 +162,15 @@ def test_flaky_teacher_run_finishes_with_a_status_for_every_episode(tmp_path):
     assert all("gave up after 2 attempts" in t.reason for t in errors)  # retries stay bounded
     log = read_table(str(run_dir / "requests")).to_pylist()
     assert {r["status"] for r in log} <= {"ok", "error"} and len([r for r in log if r["status"] == "error"]) >= len(errors)
+
+
+def test_an_episode_over_its_time_budget_ends_in_error(tmp_path):
+    async def episode(task: Task, sample: int) -> Trajectory:
+        if task.task_id == "t_00000":
+            await asyncio.sleep(30)
+        return _traj(task, sample)
+
+    stats = asyncio.run(run_episodes(make_tasks(3), 1, episode, tmp_path / "r1", progress=False, episode_timeout_s=0.2))
+    by_task = {t.task_id: t for t in read_trajectories(tmp_path / "r1")}
+    assert stats.errors == 1 and by_task["t_00000"].status == "error" and by_task["t_00000"].reason.startswith("TimeoutError")
+    assert by_task["t_00001"].status == "answered"

@@ -157,6 +157,7 @@ def test_images_go_as_jpeg_data_uris_and_the_key_hashes_their_bytes(tmp_path):
         run(go())
         first = srv.requests[0].body["messages"][1]["content"]
         assert [p["type"] for p in first] == ["image_url", "image_url", "text"]
+        assert all(p["image_url"]["url"].startswith("<image sha256:") for p in first[:2])  # the server got data URIs
         assert len(srv.requests) == 2
         # A fresh pool (new image cache) whose loader renders the same bytes hits the response cache.
         srv.clear()

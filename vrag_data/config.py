@@ -58,10 +58,31 @@ class IngestConfig(Section):
     docs_per_shard: int = 8
 
 
+class GenerateConfig(Section):
+    """`vrag-data tasks generate`: question synthesis from the ingested pages (vrag_data.qgen)."""
+
+    n: int = Field(default=20, ge=1)  # tasks to keep
+    kinds: list[Literal["single", "multi_page", "cross_doc"]] = Field(
+        default_factory=lambda: ["single", "multi_page", "cross_doc"])
+    types: list[Literal["extraction", "logic"]] = Field(default_factory=lambda: ["extraction", "logic"])
+    sources: list[Literal["text", "table", "chart", "figure", "layout"]] = Field(
+        default_factory=lambda: ["text", "table", "chart", "figure", "layout"])
+    seed: int = 0
+    max_attempts: int | None = None  # default: 6 x n
+    concurrency: int = Field(default=8, ge=1)  # attempts in flight (writer and verifier requests)
+    min_block_chars: int = 2  # layout blocks with less text are not picked as evidence
+    search_top_k: int = 5  # BM25 pages per question for the ambiguity check
+    ambiguity_pages: int = 3  # non-evidence pages shown to the verifier
+    dedup_threshold: float = 0.8  # question-token Jaccard that counts as a near-duplicate
+    max_pixels: int = 1_003_520  # image budget per page shown to the writer and the verifier
+    split: str = "train"
+
+
 class TasksConfig(Section):
     file: str | None = None  # a QA file to import; None with sample_corpus = its qa.jsonl
     format: Literal["corpus", "mmlongbench", "slidevqa", "vrag", "financebench"] = "corpus"
     limit: int | None = None
+    generate: GenerateConfig = Field(default_factory=GenerateConfig)
 
 
 class IndexConfig(Section):

@@ -42,5 +42,68 @@ def import_cmd(
                   f"skipped {summary.skipped}, duplicates {summary.duplicates}", highlight=False)
 
 
+def _csv(value: str | None, name: str, allowed: tuple[str, ...]) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        fail(f"--{name} {value!r}: use a comma-separated subset of {','.join(allowed)}", 2)
+    return items
+
+
+@tasks_app.command("generate")
+@friendly_errors
+def generate_cmd(
+    workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace with ingested (and layout-parsed) pages"),
+    config: Path = typer.Option(None, "--config", help="Run config YAML (tasks.generate, roles)"),
+    n: int = typer.Option(None, "--n", min=1, help="Tasks to keep (default: tasks.generate.n)"),
+    kinds: str = typer.Option(None, "--kinds", help="single,multi_page,cross_doc"),
+    types: str = typer.Option(None, "--types", help="extraction,logic"),
+    sources: str = typer.Option(None, "--sources", help="text,table,chart,figure,layout"),
+    writer: str = typer.Option(None, "--writer", help="oracle (offline templates); default oracle unless a writer "
+                                                      "model is given by --writer-url or roles.question_writer"),
+    writer_url: str = typer.Option(None, "--writer-url", help="OpenAI-compatible base URL of the question writer"),
+    writer_model: str = typer.Option(None, "--writer-model", help="Model name served at --writer-url"),
+) -> None:
+    """Write verified questions with evidence pages and boxes from the ingested pages (tasks/generated.parquet)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from vrag_data.config import EndpointConfig, RoleConfig, load_config
+    from vrag_data.qgen import generate_tasks
+    from vrag_data.store import Workspace
+
+    cfg = load_config(config)
+    if writer not in (None, "oracle"):
+        fail(f"--writer {writer!r}: the only named writer is 'oracle'; for a model pass --writer-url and --writer-model")
+    if writer == "oracle" and (writer_url or writer_model):
+        fail("--writer oracle cannot be combined with --writer-url/--writer-model; pick one")
+    if bool(writer_url) != bool(writer_model):
+        fail("--writer-url and --writer-model go together; pass both")
+    if writer_url:
+        base = cfg.roles.get("question_writer", RoleConfig())
+        cfg.roles["question_writer"] = base.model_copy(update={
+            "kind": "openai", "endpoints": [EndpointConfig(base_url=writer_url, model=writer_model)]})
+    use_model = writer != "oracle" and "question_writer" in cfg.roles and cfg.roles["question_writer"].kind == "openai"
+    target = n or cfg.tasks.generate.n
+    with Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[att]} attempts"),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
+        bar = progress.add_task("kept", total=target, att=0)
+        summary = generate_tasks(
+            Workspace(str(workspace)), cfg, n=n, kinds=_csv(kinds, "kinds", ("single", "multi_page", "cross_doc")),
+            types=_csv(types, "types", ("extraction", "logic")),
+            sources=_csv(sources, "sources", ("text", "table", "chart", "figure", "layout")),
+            writer="model" if use_model else "oracle",
+            progress=lambda kept, att: progress.update(bar, completed=kept, att=att))
+    fmt = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
+    console.print(f"kept {summary.kept + summary.already} of {summary.attempted} attempts "
+                  f"({summary.yield_rate:.0%}; {summary.already} already stored) into {summary.shard}; "
+                  f"writer {summary.writer}, verification {summary.verify_mode}", highlight=False, soft_wrap=True)
+    console.print(f"kinds: {fmt(summary.by_kind)}; types: {fmt(summary.by_type)}; sources: {fmt(summary.by_source)}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"rejected: {fmt(summary.rejected)} ({summary.rejections_file}); teacher calls {summary.calls}, "
+                  f"requests {summary.requests}", highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")

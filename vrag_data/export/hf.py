@@ -47,6 +47,7 @@ RL_FEATURES = datasets.Features(
             "task_id": datasets.Value("string"),
             "index": datasets.Value("int64"),
             "split": datasets.Value("string"),
+            "shown_pages": datasets.List(datasets.Value("string")),
         },
         "file_name": datasets.Value("string"),
         "reference_page": datasets.List(datasets.Value("int64")),

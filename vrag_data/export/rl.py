@@ -2,7 +2,7 @@
 
 Reward contract shared with `vrag_data.rewards.verl.compute_score`: `reward_model.ground_truth` is the gold
 answer string; `extra_info` = {question, answer_format, gold_pages (page ids), gold_boxes ({page_id:
-[[x1, y1, x2, y2] in 0-1000]}), recipe, task_id, index, split}.
+[[x1, y1, x2, y2] in 0-1000]}), recipe, task_id, index, split, shown_pages}.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def task_to_rl(
     index: int,
     data_source: str,
     ability: str = "fact-reasoning",
+    shown_pages: list[str] | None = None,
 ) -> RlRecord:
     file_name, reference_page = vrag_file_fields(task)
     extra: dict[str, Any] = {
@@ -64,6 +65,7 @@ def task_to_rl(
         "task_id": task.task_id,
         "index": index,
         "split": task.split,
+        "shown_pages": list(shown_pages or []),  # page ids of the prompt's images, in order (EVisRAG rewards)
     }
     return RlRecord(
         id=f"{task.task_id}:{recipe}",

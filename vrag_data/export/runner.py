@@ -61,6 +61,7 @@ class _RlSource:
     recipe: str
     prompt: list[Message]
     evidence: list[str]
+    sufficient: Any = None  # EVisRAG sufficiency label when the run recorded one
 
 
 class _PageSizes:
@@ -174,7 +175,7 @@ def export_run(
             cfg_hashes.add(prov.config_hash)
         if prov.code_version:
             versions.add(prov.code_version)
-        rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj)))
+        rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj), traj.extra.get("sufficient")))
         if hf is None and lf is None:
             continue
         mp = _max_pixels(traj.recipe, cfg)
@@ -244,7 +245,7 @@ def export_run(
             code = "missing_image" if isinstance(err, MissingImage) else "bad_image"
             skips.add("rl", f"{task_id}:{recipe}", code, f"task {task_id}: {err}")
             continue
-        rec = task_to_rl(task, prompt, images, recipe, index, data_source_for(task.benchmark, cfg.data_source_map, cfg.data_source_default), cfg.ability)
+        rec = task_to_rl(task, prompt, images, recipe, index, data_source_for(task.benchmark, cfg.data_source_map, cfg.data_source_default), cfg.ability, [r.page_id for r in refs])
         index += 1
         if hf is not None:
             hf.add_rl(rec)
@@ -313,5 +314,10 @@ def _add_easyr1(er1: EasyR1Writer, rec, task: Task, prompt, refs, src: _RlSource
             "data_source": rec.data_source,
             "task_id": task.task_id,
             "recipe": src.recipe,
+            # read by vrag_data.rewards.easyr1 when the trainer passes row fields through
+            "shown_pages": [r.page_id for r in er1_refs],
+            "gold_pages": list(task.evidence_pages),
+            "answer_format": task.answer_format or "",
+            **({"sufficient": src.sufficient} if src.sufficient is not None else {}),
         },
     )

@@ -29,6 +29,7 @@ _EXTRA = pa.struct(
         ("task_id", pa.string()),
         ("index", pa.int64()),
         ("split", pa.string()),
+        ("shown_pages", pa.list_(pa.string())),
     ]
 )
 

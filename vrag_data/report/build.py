@@ -23,6 +23,9 @@ from vrag_data.report.views import VIEWS, create_views
 from vrag_data.store import Workspace
 
 
+STORAGE_COMPATIBILITY = "v1.2.0"
+
+
 @dataclass
 class ReportResult:
     db_path: str
@@ -58,11 +61,16 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
     else:
         work_dir = Path(tempfile.mkdtemp(prefix="vrag-report-"))
     tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
-    config = {"threads": threads} if threads else {}
+    # the 1.x `duckdb` command-line client (what `pip install duckdb-cli` gives) must open the file
+    config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    if threads:
+        config["threads"] = threads
     try:
         con = duckdb.connect(str(tmp), config=config)
         try:
+            con.execute("BEGIN TRANSACTION")  # one commit: a commit per statement costs an fsync each
             runs = populate(con, ws, run)
+            con.execute("COMMIT")
             counts = table_counts(con)
             html_path = ws.report_html
             if html:

@@ -42,8 +42,12 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
 
 
 def _view_section(con: duckdb.DuckDBPyConnection, name: str, where: str = "", limit: int = 60) -> str:
-    cols, rows = _rows(con, f"SELECT * FROM {name} {where}")
+    cols = "* EXCLUDE (dimension, value)" if where == ALL else "*"  # constant columns say nothing
+    cols, rows = _rows(con, f"SELECT {cols} FROM {name} {where}")
     return f'<h3>{esc(name)}</h3><p class="desc">{esc(VIEW_BY_NAME[name].description)}</p>{table(cols, rows, limit)}'
+
+
+ALL = "WHERE dimension = 'all'"
 
 
 def _funnel(con: duckdb.DuckDBPyConnection) -> str:
@@ -68,8 +72,8 @@ def _histograms(con: duckdb.DuckDBPyConnection) -> str:
     _, turns = _rows(con, "SELECT n_turns, trajectories FROM turns_histogram WHERE recipe = '(all)' ORDER BY n_turns")
     _, crops = _rows(con, "SELECT bin_start, crops FROM crop_size_histogram WHERE recipe = '(all)' ORDER BY bin_start")
     return ('<div class="grid">'
-            + vbars([(str(n), float(c)) for n, c in turns], "turns per trajectory (all recipes)")
-            + vbars([(f"{b:.2f}", float(c)) for b, c in crops], "crop size, share of page area (all recipes)", color="#e15759")
+            + vbars([(str(n), c) for n, c in turns], "turns per trajectory (all recipes)")
+            + vbars([(f"{b:.2f}", c) for b, c in crops], "crop size, share of page area (all recipes)", color="#e15759")
             + "</div>")
 
 
@@ -107,16 +111,16 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         _kpis(con),
         "<h2>Stage funnel</h2>", _funnel(con), _view_section(con, "stage_funnel"),
         "<h2>Actions and turns</h2>", _actions(con), _histograms(con),
-        _view_section(con, "finish_rate", "WHERE dimension = 'all'"),
-        _view_section(con, "invalid_actions", "WHERE dimension = 'all'"), _view_section(con, "invalid_reasons", limit=20),
-        _view_section(con, "turns_per_trajectory", "WHERE dimension = 'all'"),
-        _view_section(con, "crop_stats", "WHERE dimension = 'all'"),
+        _view_section(con, "finish_rate", ALL),
+        _view_section(con, "invalid_actions", ALL), _view_section(con, "invalid_reasons", limit=20),
+        _view_section(con, "turns_per_trajectory", ALL),
+        _view_section(con, "crop_stats", ALL),
         "<h2>Quality</h2>",
-        _view_section(con, "retrieval_quality", "WHERE dimension = 'all'"),
-        _view_section(con, "judge_pass_rate", "WHERE dimension = 'all'"),
+        _view_section(con, "retrieval_quality", ALL),
+        _view_section(con, "judge_pass_rate", ALL),
         _view_section(con, "rejection_reasons", limit=40),
         "<h2>Cost</h2>",
-        _view_section(con, "cost_per_kept", "WHERE dimension = 'all'"),
+        _view_section(con, "cost_per_kept", ALL),
         _view_section(con, "request_stats"), _view_section(con, "request_errors", limit=30),
         "<h2>Breakdowns by benchmark, document type and evidence source</h2>",
         _view_section(con, "finish_rate", by_dim), _view_section(con, "retrieval_quality", by_dim),

@@ -50,35 +50,42 @@ def _is_local(path: str) -> bool:
 
 
 def load_parquet(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[str], model: type[BaseModel]) -> None:
-    """`CREATE TABLE name` from shards of `model` records, plus a `filename` column (the shard path).
+    """`name` (a view over local shards, else a table) with every field of `model` plus `filename` (the shard).
 
-    Columns a shard lacks (written before a field was added) are added as NULL so derived SQL can rely on
-    every field of the record.
+    Columns a shard lacks (written before a field was added) read as NULL, so derived SQL can rely on every
+    field of the record. Local shards stay a lazy view: the derived tables read only the columns they use.
     """
+    con.execute(f"DROP VIEW IF EXISTS {name}")
     con.execute(f"DROP TABLE IF EXISTS {name}")
+    fields = list(arrow_schema(model))
     if files and all(_is_local(f) for f in files):
         local = [f.removeprefix("file://") for f in files]
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet(?, union_by_name = true, filename = true)", [local])
+        scan = "read_parquet(" + _sql_list(local) + ", union_by_name = true, filename = true)"
+        have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+        cols = [f'"{f.name}"' if f.name in have else f'CAST(NULL AS {_SQL_TYPES.get(str(f.type), "VARCHAR")}) AS "{f.name}"' for f in fields]
+        con.execute(f"CREATE VIEW {name} AS SELECT {', '.join(cols)}, filename FROM {scan}")
+        return
+    if files:
+        tables = []
+        for f in files:
+            fs, p = url_to_fs(f)
+            with fs.open(p, "rb") as fh:
+                t = pq.read_table(fh)
+            tables.append(t.append_column("filename", pa.array([f] * t.num_rows, pa.string())))
+        arrow = pa.concat_tables(tables, promote_options="default")
     else:
-        if files:
-            tables = []
-            for f in files:
-                fs, p = url_to_fs(f)
-                with fs.open(p, "rb") as fh:
-                    t = pq.read_table(fh)
-                tables.append(t.append_column("filename", pa.array([f] * t.num_rows, pa.string())))
-            arrow = pa.concat_tables(tables, promote_options="default")
-        else:
-            schema = arrow_schema(model)
-            arrow = schema.empty_table().append_column("filename", pa.array([], pa.string()))
-        con.register(f"_arrow_{name}", arrow)
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _arrow_{name}")
-        con.unregister(f"_arrow_{name}")
+        arrow = arrow_schema(model).empty_table().append_column("filename", pa.array([], pa.string()))
+    con.register(f"_arrow_{name}", arrow)
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM _arrow_{name}")
+    con.unregister(f"_arrow_{name}")
     have = {r[0] for r in con.execute(f"SELECT column_name FROM (DESCRIBE {name})").fetchall()}
-    for field in arrow_schema(model):
+    for field in fields:
         if field.name not in have:
-            sql_type = _SQL_TYPES.get(str(field.type), "VARCHAR")
-            con.execute(f'ALTER TABLE {name} ADD COLUMN "{field.name}" {sql_type}')
+            con.execute(f'ALTER TABLE {name} ADD COLUMN "{field.name}" {_SQL_TYPES.get(str(field.type), "VARCHAR")}')
+
+
+def _sql_list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
 _SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}

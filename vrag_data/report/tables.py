@@ -30,6 +30,7 @@ def reason_code(col: str) -> str:
 
 _TURN_TYPE = '[{"idx":"BIGINT","assistant":"VARCHAR","action":"JSON","observation":"JSON","role":"VARCHAR","request_ids":"VARCHAR[]","latency_s":"DOUBLE"}]'
 _CROP_TYPE = '[{"turn":"BIGINT","page_id":"VARCHAR","box":{"raw":"DOUBLE[]","norm":"DOUBLE[]"}}]'
+_USAGE_TYPE = '{"requests":"BIGINT","prompt_tokens":"BIGINT","completion_tokens":"BIGINT","cache_hits":"BIGINT","retries":"BIGINT"}'
 _BOX_TYPE = '{"raw":"DOUBLE[]","norm":"DOUBLE[]"}'
 
 _SQL_CORPUS = f"""
@@ -60,14 +61,20 @@ FROM (SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY filename) AS _r
 WHERE _rn = 1;
 """
 
-# Newest shard wins for a (run, task, sample), exactly as the synth ledger reads a run.
+# Newest shard wins for a (run, task, sample), exactly as the synth ledger reads a run (shard names sort
+# in write order). A semi-join on the newest shard per key avoids sorting the wide rows; traj_base keeps the
+# small columns only, and turns/crops join it back to the shards, so the turns JSON is read once.
 _SQL_RUNS = f"""
+CREATE OR REPLACE TEMP TABLE traj_latest AS
+SELECT run_id, task_id, sample, max(filename) AS filename FROM raw_trajectories GROUP BY ALL;
+
 CREATE OR REPLACE TEMP TABLE traj_base AS
-SELECT t.*, coalesce(k.benchmark_name, 'unknown') AS benchmark, coalesce(k.doc_type, 'unknown') AS doc_type,
+SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.selected_pages,
+       t.final_answer, t.status, t.reason, t.n_invalid, t.usage, t.latency_s, t.provenance, t.extra, t.started_at,
+       t.finished_at, t.filename, coalesce(k.benchmark_name, 'unknown') AS benchmark, coalesce(k.doc_type, 'unknown') AS doc_type,
        coalesce(k.evidence_source, 'none') AS evidence_source, k.evidence_pages AS gold_pages
-FROM (SELECT * EXCLUDE (_rn) FROM (
-        SELECT *, row_number() OVER (PARTITION BY run_id, task_id, sample ORDER BY filename DESC) AS _rn FROM raw_trajectories)
-      WHERE _rn = 1) t
+FROM raw_trajectories t
+SEMI JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.sample = t.sample AND l.filename = t.filename
 LEFT JOIN tasks k USING (task_id);
 
 CREATE OR REPLACE TABLE verdicts AS
@@ -75,25 +82,24 @@ SELECT * EXCLUDE (filename), {reason_code('reason')} AS reason_code, filename AS
 
 CREATE OR REPLACE TABLE turns AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.role, u.assistant,
-       json_extract_string(u.action, '$.kind') AS action_kind,
-       nullif(json_extract_string(u.action, '$.reason'), '') AS invalid_reason,
-       u.action::VARCHAR AS action,
-       json_extract_string(u.observation, '$.kind') AS observation_kind,
-       json_extract_string(u.observation, '$.text') AS observation_text,
+       a[1] AS action_kind, nullif(a[2], '') AS invalid_reason, u.action::VARCHAR AS action,
+       o[1] AS observation_kind, o[2] AS observation_text,
        coalesce(json_array_length(u.observation, '$.images'), 0) AS n_images,
        u.observation::VARCHAR AS observation,
        coalesce(len(u.request_ids), 0) AS n_requests, u.latency_s
-FROM (SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source,
-             unnest(from_json(turns, '{_TURN_TYPE}')) AS u
-      FROM traj_base);
+FROM (SELECT *, json_extract_string(u.action, ['$.kind', '$.reason']) AS a,
+             json_extract_string(u.observation, ['$.kind', '$.text']) AS o
+      FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source,
+                   unnest(from_json(r.turns, '{_TURN_TYPE}')) AS u
+            FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename)));
 
 CREATE OR REPLACE TABLE crops AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.page_id,
        c.box.raw[1] AS x1, c.box.raw[2] AS y1, c.box.raw[3] AS x2, c.box.raw[4] AS y2,
        c.box.norm[1] AS nx1, c.box.norm[2] AS ny1, c.box.norm[3] AS nx2, c.box.norm[4] AS ny2,
        greatest(c.box.norm[3] - c.box.norm[1], 0) * greatest(c.box.norm[4] - c.box.norm[2], 0) / 1e6 AS area_frac
-FROM (SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, unnest(from_json(crops, '{_CROP_TYPE}')) AS c
-      FROM traj_base);
+FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source, unnest(from_json(r.crops, '{_CROP_TYPE}')) AS c
+      FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename));
 
 CREATE OR REPLACE TABLE requests AS
 SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS is_error,
@@ -105,7 +111,7 @@ FROM raw_requests;
 # its answered trajectories; otherwise every verdict of the trajectory passed, and an augmented trajectory
 # without verdicts inherits its source's. NDCG and completeness follow vrag_data.rewards.retrieval (binary
 # relevance over the de-duplicated retrieval order); both are NULL when the task has no gold page.
-_SQL_TRAJ = """
+_SQL_TRAJ = f"""
 CREATE OR REPLACE TEMP TABLE traj_verdicts AS
 SELECT run_id, traj_id, bool_and(passed) AS all_passed, count(*) AS n_verdicts,
        string_agg(filter, ',' ORDER BY filter) FILTER (WHERE NOT passed) AS failed_filters
@@ -124,10 +130,8 @@ SELECT traj_id, run_id, count(*) AS n_crops, sum(area_frac) AS crop_area_sum FRO
 CREATE OR REPLACE TABLE trajectories AS
 WITH b AS (
   SELECT *, from_json(retrieved_pages, '["VARCHAR"]') AS ret, list_distinct(gold_pages) AS gold,
-         CASE WHEN coalesce(json_extract_string(extra, '$.augmentation'), '') <> ''
-              THEN json_extract_string(extra, '$.source_traj_id') END AS src1,
-         CASE WHEN coalesce(json_extract_string(extra, '$.augmentation'), '') <> ''
-              THEN json_extract_string(extra, '$.parent_traj_id') END AS src2
+         from_json(usage, '{_USAGE_TYPE}') AS us,
+         json_extract_string(extra, ['$.augmentation', '$.source_traj_id', '$.parent_traj_id']) AS ex
   FROM traj_base
 ), m AS (
   SELECT *, list_filter(ret, lambda x, i: list_position(ret, x) = i) AS ret_dedup FROM b
@@ -138,11 +142,9 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
        coalesce(ts.n_turns, 0) AS n_turns, coalesce(ts.n_search, 0) AS n_search,
        coalesce(ts.n_crop_actions, 0) AS n_crop_actions, coalesce(ts.n_invalid_turns, 0) AS n_invalid_turns,
        coalesce(cs.n_crops, 0) AS n_crops, coalesce(cs.crop_area_sum, 0) AS crop_area_sum,
-       coalesce(CAST(json_extract(m.usage, '$.requests') AS BIGINT), 0) AS requests,
-       coalesce(CAST(json_extract(m.usage, '$.prompt_tokens') AS BIGINT), 0) AS prompt_tokens,
-       coalesce(CAST(json_extract(m.usage, '$.completion_tokens') AS BIGINT), 0) AS completion_tokens,
-       coalesce(CAST(json_extract(m.usage, '$.cache_hits') AS BIGINT), 0) AS cache_hits,
-       coalesce(CAST(json_extract(m.usage, '$.retries') AS BIGINT), 0) AS retries,
+       coalesce(m.us.requests, 0) AS requests, coalesce(m.us.prompt_tokens, 0) AS prompt_tokens,
+       coalesce(m.us.completion_tokens, 0) AS completion_tokens, coalesce(m.us.cache_hits, 0) AS cache_hits,
+       coalesce(m.us.retries, 0) AS retries,
        m.latency_s,
        m.ret_dedup AS retrieved_pages, from_json(m.selected_pages, '["VARCHAR"]') AS selected_pages, m.gold AS gold_pages,
        CASE WHEN coalesce(len(m.gold), 0) = 0 THEN NULL
@@ -155,14 +157,14 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
             ELSE coalesce(v.all_passed, s1.all_passed, s2.all_passed, false) END AS kept,
        CASE WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) IS NULL THEN 'none'
             WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) THEN 'pass' ELSE 'fail' END AS verdict,
-       nullif(json_extract_string(m.extra, '$.augmentation'), '') AS augmentation,
+       nullif(m.ex[1], '') AS augmentation,
        m.started_at, m.finished_at, m.filename AS shard
 FROM m
 LEFT JOIN traj_turn_stats ts ON ts.traj_id = m.traj_id AND ts.run_id = m.run_id
 LEFT JOIN traj_crop_stats cs ON cs.traj_id = m.traj_id AND cs.run_id = m.run_id
 LEFT JOIN traj_verdicts v ON v.traj_id = m.traj_id AND v.run_id = m.run_id
-LEFT JOIN traj_verdicts s1 ON s1.traj_id = m.src1 AND s1.run_id = m.run_id
-LEFT JOIN traj_verdicts s2 ON s2.traj_id = m.src2 AND s2.run_id = m.run_id
+LEFT JOIN traj_verdicts s1 ON s1.traj_id = CASE WHEN coalesce(m.ex[1], '') <> '' THEN m.ex[2] END AND s1.run_id = m.run_id
+LEFT JOIN traj_verdicts s2 ON s2.traj_id = CASE WHEN coalesce(m.ex[1], '') <> '' THEN m.ex[3] END AND s2.run_id = m.run_id
 LEFT JOIN (SELECT DISTINCT run_id FROM verdicts) rv ON rv.run_id = m.run_id;
 """
 
@@ -220,6 +222,11 @@ def _exports(con: duckdb.DuckDBPyConnection, summaries: list[dict]) -> None:
     _create_from_rows(con, "export_counts", counts, _EXPORT_COUNTS_SCHEMA)
 
 
+def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    is_view = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone()[0]
+    con.execute(f"DROP {'VIEW' if is_view else 'TABLE'} IF EXISTS {name}")
+
+
 def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None) -> list[RunDir]:
     """Load the workspace (all runs, or one) into `con`; returns the runs reported on."""
     runs = run_dirs(ws, run)
@@ -230,8 +237,8 @@ def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None 
     _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)
     _exports(con, export_summaries(ws, {r.run_id for r in runs} if run is not None else None))
     for t in ("raw_documents", "raw_pages", "raw_layout", "raw_ingest_errors", "raw_tasks", "raw_trajectories", "raw_verdicts",
-              "raw_requests", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+              "raw_requests", "traj_latest", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
+        _drop(con, t)
     return runs
 
 

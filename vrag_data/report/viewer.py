@@ -187,5 +187,11 @@ VIEWER_JS = r"""
   list.addEventListener('change', function () { show(trajs[Number(list.value)]); });
   fill(fRecipe, 'recipe'); fill(fStatus, 'status'); fill(fVerdict, 'verdict');
   refresh();
+  // report.html#traj=<traj_id> opens that trajectory (links from notes, screenshots)
+  var m = /^#traj=(.+)$/.exec(location.hash || '');
+  if (m) {
+    var want = decodeURIComponent(m[1]);
+    for (var i = 0; i < trajs.length; i++) if (trajs[i].traj_id === want) { list.value = String(i); show(trajs[i]); break; }
+  }
 })();
 """

@@ -106,7 +106,7 @@ def page_fields(page: Page, title: str, head_lines: int) -> dict[str, str]:
 
 
 def page_hash(page: Page, title: str) -> str:
-    return short_hash(page.text, page.ocr_text, page.tables_md, title, page.doc_id)
+    return short_hash(page.text, page.ocr_text, page.tables_md, title, page.doc_id, page.page)
 
 
 def page_terms(page: Page, title: str, head_lines: int) -> dict[str, dict[str, int]]:

@@ -62,6 +62,8 @@ class RunResult(BaseModel):
 def resolved_roles(cfg: RunConfig) -> dict[str, RoleConfig]:
     if "policy" not in cfg.roles:
         raise VragError("no policy role: pass --policy oracle, or --policy-url URL --policy-model NAME, or set roles.policy in the config")
+    if cfg.roles["policy"].kind not in ("openai", "oracle"):
+        raise VragError(f"roles.policy: kind {cfg.roles['policy'].kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle")
     return resolve_roles(cfg.roles)
 
 

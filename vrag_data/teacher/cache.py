@@ -105,7 +105,13 @@ class RequestCache:
 
     def _commit_batch(self) -> None:
         self._scheduled = False
+        self._drain()
+
+    def _drain(self) -> None:
+        """Commit whatever is queued now and wake its waiters."""
         batch, self._batch = self._batch, []
+        if not batch:
+            return
         try:
             self._commit(batch)
         except Exception as err:  # noqa: BLE001 - every waiter learns why its response is not durable
@@ -152,9 +158,7 @@ class RequestCache:
 
     def flush_log(self) -> int:
         """Export log rows not yet in a parquet shard; returns the number of rows written."""
-        if self._batch and not self._scheduled:
-            self._commit(self._batch)
-            self._batch = []
+        self._drain()  # rows queued for a group commit the loop may never run (it can close first)
         done = self._exported_upto()
         rows = self._db.execute("SELECT id, row FROM log WHERE id > ? ORDER BY id", (done,)).fetchall()
         self._pending_log = 0
@@ -176,9 +180,6 @@ class RequestCache:
 
     def close(self) -> None:
         try:
-            if self._batch:  # rows queued for a commit the loop will no longer run
-                self._commit(self._batch)
-                self._batch = []
             self.flush_log()
         finally:
             self._db.close()

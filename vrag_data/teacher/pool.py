@@ -1,12 +1,10 @@
 """The teacher pool: OpenAI-compatible endpoints per role, behind the durable request cache.
 
-Why plain aiohttp instead of the OpenAI SDK: measured against a local server answering after 2 s with
-256 requests in flight (DESIGN.md, bench/RESULTS.md), the SDK's transports cost 1.2-18 ms of client CPU
-per request and left the server idle; a raw aiohttp POST costs ~0.3 ms and keeps it saturated. The wire
-format is the same `/v1/chat/completions` body, so any vLLM / SGLang / OpenAI server works.
+Transport: see `vrag_data.teacher.http` (plain aiohttp, measured in bench/RESULTS.md).
 
-Each endpoint has its own bound on requests in flight (`max_in_flight`, a semaphore), independent of how
-many episodes run; a call goes to the least-loaded endpoint of its role (and is re-routed on retry).
+Each endpoint has its own bound on requests in flight (`max_in_flight`), independent of how many episodes
+run; a call goes to the least-loaded endpoint of its role with a free slot, waits first-come-first-served
+for the next freed slot when all are full, and is re-routed on retry.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import hashlib
 import os
 import random
 import time
+import uuid
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,20 +26,10 @@ from vrag_data.config import ROLES, EndpointConfig, RoleConfig, SamplingConfig
 from vrag_data.errors import VragError
 from vrag_data.schema.records import Message, RequestLog
 from vrag_data.teacher.cache import CachedResponse, RequestCache
+from vrag_data.teacher.http import Endpoint, Fatal, Retryable, dumps, loads, post_chat
 from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
 
-try:  # orjson ships with prefect; the stdlib is the fallback
-    import orjson
-
-    _dumps = orjson.dumps
-    _loads = orjson.loads
-except ImportError:  # pragma: no cover
-    import json
-
-    def _dumps(obj: Any) -> bytes:
-        return json.dumps(obj).encode()
-
-    _loads = json.loads
+_NONCE = uuid.uuid4().hex[:16]  # image placeholders no prompt text can collide with
 
 
 class TeacherError(VragError):
@@ -61,17 +50,6 @@ class ChatResult:
     finish_reason: str = ""
 
 
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class _Fatal(Exception):
-    pass
-
-
 def resolve_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
     """Fill unconfigured roles from the policy: same endpoints and settings; with an oracle policy the
     judge falls back to the rule-based scorers. Without a policy, nothing is filled in."""
@@ -87,37 +65,6 @@ def resolve_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
         else:
             out[role] = policy.model_copy(deep=True)
     return out
-
-
-class _Endpoint:
-    def __init__(self, role: str, idx: int, cfg: EndpointConfig, api_key: str | None) -> None:
-        self.role, self.idx, self.cfg = role, idx, cfg
-        self.base_url = cfg.base_url.rstrip("/")
-        self.url = self.base_url + "/chat/completions"
-        self._headers = {"Content-Type": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"  # kept in memory only, never logged
-        self.in_flight = 0  # bounded by cfg.max_in_flight (TeacherPool._acquire)
-        self.ok = 0
-        self.failed = 0
-        self._session: aiohttp.ClientSession | None = None
-
-    def load(self) -> float:
-        return self.in_flight / max(1, self.cfg.max_in_flight)
-
-    def free(self) -> bool:
-        return self.in_flight < self.cfg.max_in_flight
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            conn = aiohttp.TCPConnector(limit=self.cfg.max_in_flight, limit_per_host=0, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=conn, headers=self._headers, json_serialize=lambda o: _dumps(o).decode())
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
 
 def _api_key(role: str, i: int, ep: EndpointConfig) -> str | None:
@@ -148,9 +95,9 @@ class TeacherPool:
         self.cache = cache
         self.run_id = run_id
         self._rng = random.Random(seed)
-        self._endpoints: dict[str, list[_Endpoint]] = {}
+        self._endpoints: dict[str, list[Endpoint]] = {}
         # Roles that name the same server share one endpoint object, so its in-flight bound holds for the server.
-        shared: dict[tuple[str, str, str | None], _Endpoint] = {}
+        shared: dict[tuple[str, str, str | None], Endpoint] = {}
         for role, rc in self.roles.items():
             if rc.kind != "openai":
                 continue
@@ -160,17 +107,17 @@ class TeacherPool:
             for i, ep in enumerate(rc.endpoints):
                 k = (ep.base_url.rstrip("/"), ep.model, ep.api_key_env)
                 if k not in shared:
-                    shared[k] = _Endpoint(role, i, ep, _api_key(role, i, ep))
+                    shared[k] = Endpoint(role, i, ep, _api_key(role, i, ep))
                 eps.append(shared[k])
             self._endpoints[role] = eps
         self._unique = list(shared.values())
         # (image ref, max_pixels) -> (sha256 of the JPEG, its data URI): each page is rendered, hashed and
         # base64-encoded once, not once per request that shows it.
-        self._images: OrderedDict[tuple[str, int | None], tuple[str, str]] = OrderedDict()
+        self._images: OrderedDict[tuple[str, int | None], tuple[str, bytes]] = OrderedDict()
         self._image_cache_size = image_cache_size
         self._inflight: dict[str, asyncio.Future[ChatResult]] = {}
         # Calls waiting for a free slot, per endpoint group (a role's replicas), first come first served.
-        self._waiters: dict[tuple[int, ...], deque[asyncio.Future[_Endpoint]]] = {}
+        self._waiters: dict[tuple[int, ...], deque[asyncio.Future[Endpoint]]] = {}
         self._rr = 0
         self._c = {"calls": 0, "requests": 0, "cache_hits": 0, "errors": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
         self._latency = 0.0
@@ -206,7 +153,7 @@ class TeacherPool:
                 if status != 200:
                     raise TeacherError(f"{where} answered GET /models with HTTP {status}; {fix}")
                 try:
-                    served = [m.get("id") for m in _loads(body).get("data", [])]
+                    served = [m.get("id") for m in loads(body).get("data", [])]
                 except Exception:  # noqa: BLE001 - any malformed body gets the same message
                     raise TeacherError(f"{where} answered GET /models with a body that is not an OpenAI model list; {fix}") from None
                 if served and ep.cfg.model not in served:
@@ -243,8 +190,7 @@ class TeacherPool:
         fut: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            body = {"model": model, "messages": to_openai(messages, uris), **params}
-            res = await self._call(role, rc, key, model, _dumps(body))
+            res = await self._call(role, rc, key, model, _body(model, messages, uris, params))
             fut.set_result(res)
             return res
         except BaseException as err:
@@ -282,17 +228,17 @@ class TeacherPool:
                                   status="cached", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens))
         return ChatResult(hit.text, _rid(hit.key), hit.prompt_tokens, hit.completion_tokens, 0.0, True, 0, "cache", hit.model, hit.finish_reason)
 
-    async def _acquire(self, eps: list[_Endpoint]) -> _Endpoint:
+    async def _acquire(self, eps: list[Endpoint]) -> Endpoint:
         """A slot on the least-loaded endpoint with room; if all are full, wait for the first freed one
         (routing at release time, so a fast replica is not stuck behind a queue on a slow one)."""
         free = [ep for ep in eps if ep.free()]
         if free:
             self._rr += 1
             n = len(free)
-            ep = min((free[(self._rr + i) % n] for i in range(n)), key=_Endpoint.load)  # rotate: ties spread evenly
+            ep = min((free[(self._rr + i) % n] for i in range(n)), key=Endpoint.load)  # rotate: ties spread evenly
             ep.in_flight += 1
             return ep
-        fut: asyncio.Future[_Endpoint] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(tuple(id(e) for e in eps), deque()).append(fut)
         try:
             return await fut
@@ -301,7 +247,7 @@ class TeacherPool:
                 self._release(fut.result())  # a slot was handed over just as we were cancelled
             raise
 
-    def _release(self, ep: _Endpoint) -> None:
+    def _release(self, ep: Endpoint) -> None:
         ep.in_flight -= 1
         for group, queue in self._waiters.items():
             if id(ep) not in group:
@@ -319,12 +265,12 @@ class TeacherPool:
         attempt = 0
         while True:
             ep = await self._acquire(self._endpoints[role])
-            retry: _Retryable | None = None
+            retry: Retryable | None = None
             try:
-                text, pt, ct, finish = await _post(ep, body, rid, rc.timeout_s)
-            except _Retryable as err:
+                text, pt, ct, finish = await post_chat(ep, body, rid, rc.timeout_s)
+            except Retryable as err:
                 retry = err
-            except _Fatal as err:
+            except Fatal as err:
                 ep.failed += 1
                 self._give_up(role, rid, model, ep, t0, attempt, str(err))
             finally:
@@ -352,14 +298,14 @@ class TeacherPool:
         self.cache.maybe_flush_log()
         return ChatResult(text, rid, pt, ct, latency, False, attempt, ep.base_url, model, finish)
 
-    def _give_up(self, role: str, rid: str, model: str, ep: _Endpoint, t0: float, attempt: int, reason: str) -> NoReturn:
+    def _give_up(self, role: str, rid: str, model: str, ep: Endpoint, t0: float, attempt: int, reason: str) -> NoReturn:
         self._c["errors"] += 1
         msg = f"role {role} ({model} at {ep.base_url}): {reason}"
         self.cache.log(RequestLog(request_id=rid, run_id=self.run_id, role=role, model=model, endpoint=ep.base_url, status="error",
                                   error=reason, latency_s=time.perf_counter() - t0, retries=attempt))
         raise TeacherError(msg)
 
-    async def _load_images(self, messages: Sequence[Message], loader: ImageLoader | None, max_pixels: int | None) -> tuple[list[str], list[str]]:
+    async def _load_images(self, messages: Sequence[Message], loader: ImageLoader | None, max_pixels: int | None) -> tuple[list[bytes], list[str]]:
         refs = [ref for m in messages for ref in m.images]
         if not refs:
             return [], []
@@ -372,7 +318,7 @@ class TeacherPool:
             if got is None:
                 kw = {} if max_pixels is None else {"max_pixels": max_pixels}
                 data = await asyncio.to_thread(loader, ref, **kw)  # rendering + JPEG encoding is CPU work
-                got = (hashlib.sha256(data).hexdigest(), data_uri(data))
+                got = (hashlib.sha256(data).hexdigest(), data_uri(data).encode("ascii"))
                 self._images[k] = got
                 if len(self._images) > self._image_cache_size:
                     self._images.popitem(last=False)
@@ -381,6 +327,18 @@ class TeacherPool:
             hashes.append(got[0])
             uris.append(got[1])
         return uris, hashes
+
+
+def _body(model: str, messages: Sequence[Message], uris: Sequence[bytes], params: dict[str, Any]) -> bytes:
+    """The request JSON. Images are spliced in after serialising: a data URI is base64 (never needs JSON
+    escaping), and serialising ~0.4 MB of it per request would cost ~1 ms of CPU each time."""
+    if not uris:
+        return dumps({"model": model, "messages": to_openai(messages, []), **params})
+    marks = [f"@@image-{_NONCE}-{i}@@" for i in range(len(uris))]
+    raw = dumps({"model": model, "messages": to_openai(messages, marks), **params})
+    for mark, uri in zip(marks, uris, strict=True):
+        raw = raw.replace(mark.encode(), uri, 1)
+    return raw
 
 
 def _rid(key: str) -> str:
@@ -395,39 +353,3 @@ def _sampling_params(sp: SamplingConfig, sample: int) -> dict[str, Any]:
         p["stop"] = list(sp.stop)
     p.update(sp.extra_body)
     return p
-
-
-async def _post(ep: _Endpoint, body: bytes, rid: str, timeout_s: float) -> tuple[str, int, int, str]:
-    """One HTTP attempt -> (text, prompt_tokens, completion_tokens, finish_reason), or _Retryable/_Fatal."""
-    try:
-        async with ep.session().post(ep.url, data=body, headers={"X-Request-Id": rid}, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
-            raw = await r.read()
-            status = r.status
-            retry_after = r.headers.get("Retry-After")
-    except TimeoutError:
-        raise _Retryable(f"timeout after {timeout_s:g}s") from None
-    except (aiohttp.ClientError, OSError) as err:
-        raise _Retryable(f"connection error ({type(err).__name__})") from None
-    if status == 429 or status >= 500:
-        ra = None
-        try:
-            ra = float(retry_after) if retry_after else None
-        except ValueError:
-            pass
-        raise _Retryable(f"HTTP {status}", ra)
-    if status >= 400:
-        snippet = raw[:200].decode("utf-8", "replace").replace("\n", " ")
-        raise _Fatal(f"HTTP {status} (not retried): {snippet}")
-    try:
-        data = _loads(raw)
-        choices = data.get("choices") or []
-    except Exception:  # noqa: BLE001 - truncated or garbled JSON is a transient server fault
-        raise _Retryable("truncated or invalid JSON in the response") from None
-    if not choices:
-        raise _Retryable("empty response (no choices)")
-    choice = choices[0] or {}
-    text = (choice.get("message") or {}).get("content")
-    if not text:
-        raise _Retryable("empty response (no content)")
-    usage = data.get("usage") or {}
-    return text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or "")

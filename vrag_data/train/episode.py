@@ -1,82 +1,80 @@
-"""One RL episode of the policy model in the environment (the recipe decides prompts, settings, context)."""
+"""RL rollouts through the same episode loop as synthesis (`vrag_data.synth.episode.run_episode`).
+
+The recipe supplies the prompts, environment settings, context policy and hooks; only the responder changes:
+every role is answered by the policy model being trained (the VRAG-RL grounding expert is switched off, as in
+its RL stage), and each call is kept as a `TurnSample` (context tokens, response tokens, images) so the loss
+sees exactly what the model generated and nothing of the prompt or the observations.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vrag_data.env.actions import parse_action
-from vrag_data.schema.records import Message, Observation, Trajectory, Turn
+from vrag_data.schema.records import Document, Message, Provenance, Task, Trajectory
+from vrag_data.synth.episode import EpisodeDeps, Reply, Responder, run_episode
+from vrag_data.teacher.pool import TeacherError
 from vrag_data.train.rollout import ContextTooLong, PolicySampler, TurnSample
 
 
 @dataclass
 class Episode:
     trajectory: Trajectory
-    samples: list[TurnSample]  # one per assistant turn, aligned with trajectory.turns
+    samples: list[TurnSample]  # every generation of the trained roles, in order
 
 
-@dataclass
-class RecipeBits:
-    """What a rollout needs from a recipe: its grammar, env settings, first messages and context policy."""
+class PolicyResponder(Responder):
+    """Answers roles with the policy model; generations of `train_roles` are kept for the loss."""
 
-    name: str
-    grammar: str
-    settings: Any  # vrag_data.env.settings.EnvSettings
-    prompt: Callable[[Any], list[Message]]  # Task -> system + first user message
-    context: Any  # object with build(prompt, turns, state) -> list[Message]
+    def __init__(self, sampler: PolicySampler, train_roles: Sequence[str] = ("policy",)) -> None:
+        super().__init__(None, None, None)
+        self.sampler = sampler
+        self.train_roles = set(train_roles)
+        self.samples: dict[tuple[str, int], list[TurnSample]] = {}
 
+    def kind(self, role: str) -> str:
+        return "policy-model"
 
-def run_episode(
-    task: Any,
-    bits: RecipeBits,
-    make_env: Callable[[Any], Any],
-    sampler: PolicySampler,
-    max_turns: int,
-    run_id: str,
-    sample_idx: int,
-    traj_id: str,
-) -> Episode:
-    from vrag_data.schema.records import Provenance
-
-    env = make_env(task)
-    prompt = bits.prompt(task)
-    turns: list[Turn] = []
-    samples: list[TurnSample] = []
-    status, reason = "max_turns", ""
-    for idx in range(max_turns):
-        messages = bits.context.build(prompt, turns, env.state)
+    async def ask(self, role: str, messages: list[Message], ep: Any, phase: str) -> Reply:
         try:
-            sample = sampler.sample(messages)
-        except ContextTooLong as err:
-            status, reason = "error", str(err)
-            break
-        action = parse_action(sample.response_text, bits.grammar)
-        result = env.step(action)
-        obs: Observation | None = result.observation
-        turns.append(Turn(idx=idx, assistant=sample.response_text, action=action, observation=obs))
-        samples.append(sample)
-        if result.done:
-            status = "answered"
-            break
-    fields = env.state.trajectory_fields()
-    if status == "error" or fields.get("status") in (None, "no_answer") and status != "answered":
-        fields["status"] = status if status == "error" else fields.get("status") or "max_turns"
-    if reason:
-        fields["reason"] = reason
-    traj = Trajectory(
-        traj_id=traj_id,
-        run_id=run_id,
-        task_id=task.task_id,
-        sample=sample_idx,
-        recipe=bits.name,
-        prompt=prompt,
-        turns=turns,
-        provenance=Provenance(recipe=bits.name, policy="model", models={"policy": "trainer"}),
-        **fields,
+            sample = self.sampler.sample(messages)
+        except ContextTooLong as err:  # ends the episode with status "error", like a failing endpoint
+            raise TeacherError(str(err)) from None
+        if role in self.train_roles:
+            self.samples.setdefault((ep.task.task_id, ep.sample), []).append(sample)
+        return Reply(sample.response_text, prompt_tokens=len(sample.context_ids),
+                     completion_tokens=len(sample.response_ids))
+
+
+def rl_recipe(name: str, max_turns: int, max_pixels: int) -> Any:
+    """The recipe configured for RL: no grounding expert, pages at the model's pixel budget (so the boxes the
+    policy writes refer to the image it was shown)."""
+    from pipelines.registry import get_recipe
+
+    options: dict[str, Any] = {"max_pixels": max_pixels}
+    if name == "vrag_rl":
+        options["grounding"] = False
+    return get_recipe(name, options, max_turns)
+
+
+def make_deps(env: Any, recipe: Any, responder: PolicyResponder, run_id: str) -> EpisodeDeps:
+    return EpisodeDeps(
+        ws=env.ws, run_id=run_id, recipe=recipe, searcher=env.searcher, pages=env.pages, layout=env.layout,
+        documents=env.documents, responder=responder,
+        provenance=Provenance(recipe=recipe.name, policy="model", models={"policy": "trainer"}),
     )
-    return Episode(traj, samples)
+
+
+def rollout_group(deps: EpisodeDeps, responder: PolicyResponder, task: Task, group_size: int,
+                  first_sample: int = 0) -> list[Episode]:
+    """`group_size` episodes of one task, one after the other (the tiny CPU model generates sequentially)."""
+    out = []
+    for g in range(first_sample, first_sample + group_size):
+        traj = asyncio.run(run_episode(deps, task, g))
+        out.append(Episode(traj, responder.samples.pop((task.task_id, g), [])))
+    return out
 
 
 def trajectory_text(traj: Trajectory) -> str:
@@ -89,5 +87,5 @@ def trajectory_text(traj: Trajectory) -> str:
     return "\n".join(parts)
 
 
-def assistant_texts(episodes: Sequence[Episode]) -> list[str]:
-    return [t.assistant for ep in episodes for t in ep.trajectory.turns]
+def documents_by_stem(docs: Sequence[Document]) -> dict[str, Document]:
+    return {d.stem: d for d in docs}

@@ -27,10 +27,9 @@ from vrag_data.store import write_records
 from vrag_data.train import advantages as adv_fns
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.embed import load_embedder
-from vrag_data.train.episode import Episode, run_episode, trajectory_text
-from vrag_data.train.loss import policy_loss, token_logprobs
+from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rl_recipe, rollout_group, trajectory_text
+from vrag_data.train.update import training_rows, update_policy
 from vrag_data.train.model import Policy, load_policy
-from vrag_data.train.recipe_bits import recipe_bits
 from vrag_data.train.rl_env import RlEnvironment
 from vrag_data.train.rollout import PolicySampler, token_scopes
 from vrag_data.train.sft import last_checkpoint
@@ -100,50 +99,6 @@ def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list
     return out
 
 
-def _rows(episodes: list[Episode], advs: list[list[list[float]]]) -> list[dict[str, Any]]:
-    rows = []
-    for ep, per_turn in zip(episodes, advs, strict=True):
-        for s, a in zip(ep.samples, per_turn, strict=True):
-            if not s.response_ids:
-                continue
-            ids = s.context_ids + s.response_ids
-            mask = [0] * len(s.context_ids) + [1] * len(s.response_ids)
-            adv = [0.0] * len(s.context_ids) + list(a)
-            rows.append({"ids": ids, "mask": mask, "adv": adv, "pixel_values": s.pixel_values,
-                         "image_grid_thw": s.image_grid_thw})
-    return rows
-
-
-def _batch(rows: list[dict[str, Any]], policy: Policy, device: Any) -> dict[str, torch.Tensor]:
-    width = max(len(r["ids"]) for r in rows)
-    n = len(rows)
-    ids = torch.full((n, width), policy.pad_id, dtype=torch.long)
-    attn = torch.zeros((n, width), dtype=torch.long)
-    mask = torch.zeros((n, width))
-    adv = torch.zeros((n, width))
-    for i, r in enumerate(rows):
-        k = len(r["ids"])
-        ids[i, :k] = torch.tensor(r["ids"])
-        attn[i, :k] = 1
-        mask[i, :k] = torch.tensor(r["mask"], dtype=torch.float)
-        adv[i, :k] = torch.tensor(r["adv"])
-    out = {"input_ids": ids.to(device), "attention_mask": attn.to(device), "mask": mask.to(device),
-           "adv": adv.to(device), "mm_token_type_ids": ((ids == policy.image_token_id).long() * attn).to(device)}
-    pix = [r["pixel_values"] for r in rows if r["pixel_values"] is not None]
-    if pix:
-        out["pixel_values"] = torch.cat(pix).to(device)
-        out["image_grid_thw"] = torch.cat([r["image_grid_thw"] for r in rows if r["image_grid_thw"] is not None]).to(device)
-    return out
-
-
-def _logp(model: Any, b: dict[str, torch.Tensor]) -> torch.Tensor:
-    kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw") if k in b}
-    if "pixel_values" in kwargs:
-        kwargs["pixel_values"] = kwargs["pixel_values"].to(next(model.parameters()).dtype)
-    logits = model(**kwargs, use_cache=False).logits
-    return token_logprobs(logits, b["input_ids"])
-
-
 def _save(policy: Policy, optimizer: Any, step: int, out: Path, logs: list[RlStepLog]) -> None:
     ckpt = out / f"checkpoint-{step}"
     policy.save(ckpt)
@@ -157,7 +112,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
 
     rl = cfg.rl
     rank, world = _dist()
-    env = RlEnvironment.open(cfg.workspace, cfg.data.path, rl.recipe)
+    env = RlEnvironment.open(cfg.workspace, cfg.data.path)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "train_config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
@@ -170,7 +125,6 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
     policy = load_policy(model_cfg, texts)
     model = policy.model
     model.train()
-    device = next(model.parameters()).device
     ref = None
     if rl.kl_coef > 0:
         ref = copy.deepcopy(model).eval()
@@ -188,70 +142,34 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
         start = int(state["step"])
         torch.set_rng_state(state["rng"])
         random.setstate(state["py_rng"])
-        for _ in range(start):
-            sched.step()
-    bits = recipe_bits(rl.recipe, rl.max_turns)
+        sched.last_epoch = start  # continue the warm-up where it stopped
+    recipe = rl_recipe(rl.recipe, rl.max_turns, cfg.model.max_pixels)
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
-    sampler = PolicySampler(policy, env.image_loader(cfg.model.min_pixels, cfg.model.max_pixels),
+    sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,
+                                                     recipe.env.page_resize),
                             rl.max_new_tokens, rl.temperature, rl.top_p, cfg.data.default_system,
                             max_context=cfg.data.cutoff_len)
+    responder = PolicyResponder(sampler)
+    run_id = f"rl-{short_hash(str(out.resolve()))}"
+    deps = make_deps(env, recipe, responder, run_id)
     logs: list[RlStepLog] = []
     metrics = (out / "metrics.jsonl").open("a")
-    run_id = f"rl-{short_hash(str(out.resolve()))}"
     for step in range(start, rl.max_steps):
         episodes: list[Episode] = []
         breakdowns: list[Any] = []
         advs: list[list[list[float]]] = []
         for k in range(rl.tasks_per_step):
             task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
-            group = [
-                run_episode(task, bits, env.make_env(bits.settings), sampler, rl.max_turns, run_id, g,
-                            f"{run_id}-s{step + 1}-{task.task_id[:12]}-{g}")
-                for g in range(rl.group_size)
-            ]
+            # sample numbers are unique per (step, slot) so trajectory ids never collide across steps
+            group = rollout_group(deps, responder, task, rl.group_size,
+                                  first_sample=(step * rl.tasks_per_step + k) * rl.group_size)
             scores = [score_trajectory(ep.trajectory, task, rl.recipe) for ep in group]
             advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer))
             episodes.extend(group)
             breakdowns.extend(scores)
-        rows = _rows(episodes, advs)
-        n_tokens = sum(sum(r["mask"]) for r in rows)
-        stats_acc = {"loss": 0.0, "kl": 0.0, "clip": 0.0}
-        if rows:
-            with torch.no_grad():
-                for i in range(0, len(rows), rl.micro_batch_size):
-                    b = _batch(rows[i : i + rl.micro_batch_size], policy, device)
-                    old = _logp(model, b)
-                    refp = _logp(ref, b) if ref is not None else None
-                    for j, r in enumerate(rows[i : i + rl.micro_batch_size]):
-                        r["old"] = old[j, : len(r["ids"])].cpu()
-                        r["ref"] = refp[j, : len(r["ids"])].cpu() if refp is not None else None
-            for _ in range(rl.updates_per_step):
-                optimizer.zero_grad(set_to_none=True)
-                for i in range(0, len(rows), rl.micro_batch_size):
-                    chunk = rows[i : i + rl.micro_batch_size]
-                    b = _batch(chunk, policy, device)
-                    old = torch.zeros_like(b["adv"])
-                    refp = torch.zeros_like(b["adv"]) if ref is not None else None
-                    for j, r in enumerate(chunk):
-                        old[j, : len(r["ids"])] = r["old"]
-                        if refp is not None:
-                            refp[j, : len(r["ids"])] = r["ref"]
-                    logp = _logp(model, b)
-                    loss, st = policy_loss(logp, old, b["adv"], b["mask"], rl.clip_low, rl.clip_high, refp,
-                                           rl.kl_coef, n_tokens)
-                    loss.backward()
-                    stats_acc["loss"] += st.loss
-                    stats_acc["kl"] += st.kl
-                    stats_acc["clip"] += st.clip_frac * st.tokens / max(n_tokens, 1)
-                if world > 1:
-                    for p in params:
-                        if p.grad is not None:
-                            torch.distributed.all_reduce(p.grad)
-                            p.grad /= world
-                torch.nn.utils.clip_grad_norm_(params, rl.max_grad_norm)
-                optimizer.step()
-            for k in stats_acc:
-                stats_acc[k] /= rl.updates_per_step
+        rows = training_rows(episodes, advs)
+        stats_acc = update_policy(policy, ref, optimizer, params, rows, rl, world)
+        n_tokens = stats_acc["tokens"]
         sched.step()
         totals = [b.total for b in breakdowns]
         mean = sum(totals) / len(totals)

@@ -11,7 +11,7 @@ from typing import Any
 from PIL import Image
 
 from vrag_data.errors import VragError
-from vrag_data.schema.records import ImageRef, LayoutBlock, Page, Task
+from vrag_data.schema.records import Document, ImageRef, LayoutBlock, Page, Task
 from vrag_data.store import Workspace, read_records
 
 
@@ -57,9 +57,10 @@ class RlEnvironment:
     pages: dict[str, Page]
     layout: dict[str, list[LayoutBlock]] = field(default_factory=dict)
     searcher: Any = None
+    documents: dict[str, Document] = field(default_factory=dict)  # by stem
 
     @classmethod
-    def open(cls, workspace: str | None, data: str | None, recipe: str) -> RlEnvironment:
+    def open(cls, workspace: str | None, data: str | None) -> RlEnvironment:
         if not workspace:
             raise VragError("RL needs a workspace with a corpus, tasks and an index: pass -w WORKSPACE")
         ws = Workspace(workspace)
@@ -83,14 +84,12 @@ class RlEnvironment:
                 layout[b.page_id].append(b)
         from vrag_data.retrieve import load_index
 
-        return cls(ws, tasks, pages, dict(layout), load_index(ws))
+        docs = {d.stem: d for d in read_records(ws.corpus_table("documents"), Document)}
+        return cls(ws, tasks, pages, dict(layout), load_index(ws), docs)
 
-    def make_env(self, settings: Any) -> Callable[[Task], Any]:
-        from vrag_data.env.environment import Environment
-
-        return lambda task: Environment(task, self.searcher, self.pages, self.layout, settings)
-
-    def image_loader(self, min_pixels: int, max_pixels: int) -> Callable[[ImageRef], Image.Image]:
+    def image_loader(self, min_pixels: int, max_pixels: int, rule: str = "smart") -> Callable[[ImageRef], Image.Image]:
+        """Pages and crops as the policy sees them: the same renderer and pixel budget the environment uses."""
         from vrag_data.env.images import render_image_ref
 
-        return lambda ref: render_image_ref(self.ws, ref, max_pixels=max_pixels, min_pixels=min_pixels).convert("RGB")
+        return lambda ref: render_image_ref(self.ws, ref, max_pixels=max_pixels, min_pixels=min_pixels,
+                                           rule=rule).convert("RGB")

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from vrag_data.schema.records import ImageRef, Message, Turn
+from vrag_data.schema.records import ImageRef, Message
 from vrag_data.train.data import IMAGE_TAG, expand_image_tags, generation_prompt, image_inputs
 
 ImageLoader = Callable[[ImageRef], Image.Image]
@@ -148,13 +148,3 @@ def token_scopes(tokenizer: Any, response_ids: Sequence[int], scope_names: Seque
         out.append(chars[pos] if chars and cur > prev else (out[-1] if out else default))
         prev = max(prev, cur)
     return out
-
-
-@dataclass
-class EpisodeResult:
-    turns: list[Turn]
-    samples: list[TurnSample]
-    final_answer: str | None
-    status: str
-    reason: str = ""
-    state: Any = None

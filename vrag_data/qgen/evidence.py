@@ -1,0 +1,159 @@
+"""Pick the evidence a generated question must rest on: layout regions of the ingested pages.
+
+A region is one layout block (table, chart, figure, paragraph, OCR line, heading). An `Evidence` is one
+region (`single`), two regions on different pages of one document (`multi_page`) or two regions in
+different documents (`cross_doc`). Picking is deterministic for a (seed, attempt) pair.
+
+Ingest stores overlapping blocks from several extractors (text-layer lines, the layout model, find_tables,
+OCR); for each page we keep the most structured source and drop blocks that mostly overlap a kept one,
+so the writer is not shown the same table twice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
+from vrag_data.store import Workspace
+from vrag_data.store.corpus import load_layout, load_pages
+
+KINDS = ("single", "multi_page", "cross_doc")
+
+# layout class -> evidence source; classes not listed (footer, header, formula, other) are never evidence
+CLASS_SOURCE: dict[str, EvidenceSource] = {
+    "table": "table", "chart": "chart", "figure": "figure", "text": "text", "list": "text", "ocr_line": "text",
+    "title": "layout", "caption": "layout",
+}
+# Which extractor wins when two blocks cover the same region: the more structured one.
+SOURCE_RANK = {"find_tables": 0, "mineru": 1, "pymupdf": 2, "paddleocr": 3, "rapidocr": 4, "synthetic": 5,
+               "text_layer": 6}
+# Visual and tabular regions make better questions than running text; headings the least.
+WEIGHT: dict[str, float] = {"table": 3.0, "chart": 3.0, "figure": 2.0, "text": 1.0, "layout": 0.3}
+OVERLAP = 0.6  # share of the smaller block inside a kept block that makes it a duplicate
+
+
+@dataclass(frozen=True)
+class Region:
+    block: LayoutBlock
+    page: Page
+    source: EvidenceSource
+
+    @property
+    def page_id(self) -> str:
+        return self.block.page_id
+
+    @property
+    def stem(self) -> str:
+        return self.page.stem
+
+    @property
+    def text(self) -> str:
+        return self.block.text
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str  # single | multi_page | cross_doc
+    regions: tuple[Region, ...]
+
+    @property
+    def page_ids(self) -> list[str]:
+        return list(dict.fromkeys(r.page_id for r in self.regions))
+
+    @property
+    def stems(self) -> list[str]:
+        return list(dict.fromkeys(r.stem for r in self.regions))
+
+    @property
+    def sources(self) -> list[EvidenceSource]:
+        return list(dict.fromkeys(r.source for r in self.regions))
+
+
+def _inter(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return max(0.0, w) * max(0.0, h)
+
+
+def _area(a: tuple[float, ...]) -> float:
+    return max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1])
+
+
+def page_regions(blocks: list[LayoutBlock], page: Page, min_chars: int) -> list[Region]:
+    """The evidence candidates of one page, best extractor first, near-duplicates removed."""
+    cands = [b for b in blocks if b.cls in CLASS_SOURCE and len(b.text.strip()) >= min_chars]
+    cands.sort(key=lambda b: (SOURCE_RANK.get(b.source, 9), -_area(b.bbox.raw), b.block_id))
+    kept: list[LayoutBlock] = []
+    for b in cands:
+        a = _area(b.bbox.raw)
+        if a <= 0:
+            continue
+        if any(_inter(b.bbox.raw, k.bbox.raw) >= OVERLAP * min(a, _area(k.bbox.raw)) for k in kept):
+            continue
+        kept.append(b)
+    return [Region(b, page, CLASS_SOURCE[b.cls]) for b in kept]
+
+
+@dataclass
+class EvidencePool:
+    """All candidate regions of a workspace, grouped by document."""
+
+    by_doc: dict[str, list[Region]] = field(default_factory=dict)  # stem -> regions in page order
+
+    @classmethod
+    def load(cls, ws: Workspace, sources: list[str], min_chars: int = 2) -> "EvidencePool":
+        pages = {p.page_id: p for p in load_pages(ws)}
+        blocks: dict[str, list[LayoutBlock]] = defaultdict(list)
+        for b in load_layout(ws):
+            blocks[b.page_id].append(b)
+        by_doc: dict[str, list[Region]] = defaultdict(list)
+        for pid in sorted(pages, key=lambda p: (pages[p].stem, pages[p].page)):
+            for r in page_regions(blocks.get(pid, []), pages[pid], min_chars):
+                if r.source in sources:
+                    by_doc[r.stem].append(r)
+        return cls(dict(by_doc))
+
+    def restrict(self, keep: "Callable[[Region], bool]") -> "EvidencePool":
+        """Only the regions `keep` accepts (a writer that can only use some regions says which)."""
+        by_doc = {s: [r for r in rs if keep(r)] for s, rs in self.by_doc.items()}
+        return EvidencePool({s: rs for s, rs in by_doc.items() if rs})
+
+    @property
+    def n_regions(self) -> int:
+        return sum(len(v) for v in self.by_doc.values())
+
+    def possible(self, kind: str) -> bool:
+        if kind == "single":
+            return self.n_regions > 0
+        if kind == "multi_page":
+            return any(len({r.page_id for r in rs}) >= 2 for rs in self.by_doc.values())
+        return len(self.by_doc) >= 2
+
+    def pick(self, kind: str, rng: random.Random) -> Evidence | None:
+        """One evidence set of `kind`, or None when the corpus cannot provide it."""
+        if not self.possible(kind):
+            return None
+        stems = sorted(self.by_doc)
+        if kind == "single":
+            first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
+            return Evidence(kind, (first,))
+        if kind == "multi_page":
+            stem = rng.choice([s for s in stems if len({r.page_id for r in self.by_doc[s]}) >= 2])
+            first = _weighted(rng, self.by_doc[stem])
+            others = [r for r in self.by_doc[stem] if r.page_id != first.page_id]
+        else:
+            first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
+            others = [r for s in stems if s != first.stem for r in self.by_doc[s]]
+        # Half of the time the second region has the same kind of content as the first (table and table,
+        # chart and chart): such pairs support comparisons, the other half mixes modalities.
+        same = [r for r in others if r.source == first.source]
+        second = _weighted(rng, same if same and rng.random() < 0.5 else others)
+        return Evidence(kind, (first, second))
+
+
+def _weighted(rng: random.Random, regions: list[Region]) -> Region:
+    weights = [WEIGHT.get(r.source, 1.0) for r in regions]
+    return rng.choices(regions, weights=weights, k=1)[0]

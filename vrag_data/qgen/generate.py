@@ -1,0 +1,305 @@
+"""`generate_tasks`: evidence -> question writer -> checks -> verification -> `tasks/generated.parquet`.
+
+Attempts are numbered; attempt i asks for kind `kinds[i % len(kinds)]` and reasoning type
+`types[(i // len(kinds)) % len(types)]`, so the kept tasks spread over both. Work runs in batches of
+`concurrency` attempts: writers in parallel, then the cheap checks (names, near-duplicates) in attempt
+order, then verification in parallel. Every rejected attempt becomes a row of
+`tasks/generate_rejections.parquet` (this run's rows are replaced on a re-run, others kept).
+
+Re-running with the same settings is idempotent: a question whose task id is already in
+`generated.parquet` counts as kept again ("already") and nothing is duplicated; teacher calls replay from
+the run's request cache (`runs/<run_id>/requests.sqlite`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
+from vrag_data.errors import VragError
+from vrag_data.filters.setlevel import jaccard, question_tokens
+from vrag_data.ids import short_hash, task_id
+from vrag_data.qgen.evidence import KINDS, EvidencePool
+from vrag_data.qgen.known_facts import load_known_facts
+from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.verify import VerifyReport, Verifier
+from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
+from vrag_data.schema.records import Document, EvidenceBox, Task, utcnow
+from vrag_data.store import Workspace, read_records, write_records
+from vrag_data.store.corpus import load_documents, load_pages
+from vrag_data.tasks.store import load_tasks, shard_path, write_tasks
+
+SHARD = "generated"
+BENCHMARK = "generated"
+REJECTIONS_FILE = "generate_rejections.parquet"
+HOP = {"single": "single", "multi_page": "multi_page", "cross_doc": "cross_doc"}
+
+
+class Rejection(BaseModel):
+    """Why one generation attempt produced no task."""
+
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    attempt: int
+    kind: str
+    qtype: str
+    sources: list[str] = Field(default_factory=list)
+    evidence_pages: list[str] = Field(default_factory=list)
+    stage: str  # pick | writer | check | dedup | verify
+    reason: str
+    detail: str = ""
+    question: str = ""
+    answer: str = ""
+    writer: str = ""
+    requests: int = 0
+    at: datetime = Field(default_factory=utcnow)
+
+
+class GenerateSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    writer: str
+    verify_mode: str
+    attempted: int = 0
+    kept: int = 0  # new tasks written
+    already: int = 0  # tasks of an earlier identical run, found again
+    rejected: dict[str, int] = Field(default_factory=dict)  # reason -> count
+    by_kind: dict[str, int] = Field(default_factory=dict)
+    by_type: dict[str, int] = Field(default_factory=dict)
+    by_source: dict[str, int] = Field(default_factory=dict)
+    calls: int = 0  # teacher calls, cache hits included
+    requests: int = 0  # calls that went to a server
+    shard: str = ""
+    rejections_file: str = ""
+
+    @property
+    def yield_rate(self) -> float:
+        return (self.kept + self.already) / self.attempted if self.attempted else 0.0
+
+    @property
+    def calls_per_task(self) -> float:
+        done = self.kept + self.already
+        return self.calls / done if done else float("nan")
+
+
+def _numbers(tokens: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in tokens if any(c.isdigit() for c in t))
+
+
+def _schedule(i: int, kinds: list[str], types: list[str]) -> tuple[str, str]:
+    return kinds[i % len(kinds)], types[(i // len(kinds)) % len(types)]
+
+
+def _roles(cfg: RunConfig) -> dict[str, RoleConfig]:
+    """Configured roles; without a judge/student, a configured question_writer's endpoint also verifies."""
+    roles = dict(cfg.roles)
+    writer = roles.get(ROLE)
+    if writer is not None and writer.kind == "openai":
+        roles.setdefault("judge", writer.model_copy(deep=True))
+    return {r: rc for r, rc in roles.items() if rc.kind == "openai"}
+
+
+def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Document], run_id: str,
+          split: str) -> Task:
+    ev = attempt.evidence
+    doc_ids = [docs[s].doc_id for s in ev.stems]
+    boxes = [EvidenceBox(page_id=r.page_id, box=r.block.bbox, source=r.source, text=r.text[:500]) for r in ev.regions]
+    return Task(
+        task_id=task_id(doc_ids, w.question), question=w.question, answer=w.answer,
+        answer_format=w.answer_format,  # type: ignore[arg-type]  # checked by the writer parser
+        doc_ids=doc_ids, doc_stems=ev.stems, evidence_pages=ev.page_ids, evidence_boxes=boxes,
+        sources=ev.sources, hop_type=HOP[ev.kind],  # type: ignore[arg-type]
+        reasoning_type=w.reasoning_type, benchmark=BENCHMARK, split=split, source_id=f"{run_id}:{attempt.idx}",
+        extra={"generator": "vrag-data tasks generate", "writer": w.writer, "kind": ev.kind, "requested_type": attempt.qtype,
+               "verify": {"mode": report.mode, **report.checks}, "competing_pages": report.competing_pages,
+               "layout_blocks": [r.block.block_id for r in ev.regions],
+               # the printed values the answer rests on (known to the oracle; a model writer's answer itself)
+               "support": list(w.visible)},
+    )
+
+
+@dataclass
+class _Run:
+    ws: Workspace
+    gcfg: GenerateConfig
+    run_id: str
+    writer: Writer
+    verifier: Verifier
+    docs: dict[str, Document]
+    seen_tokens: list[frozenset[str]]
+    generated_ids: set[str]
+
+    def rejection(self, attempt: Attempt, r: Rejected) -> Rejection:
+        ev = attempt.evidence
+        return Rejection(run_id=self.run_id, attempt=attempt.idx, kind=ev.kind, qtype=attempt.qtype,
+                         sources=list(ev.sources), evidence_pages=ev.page_ids, stage=r.stage, reason=r.reason,
+                         detail=r.detail, question=r.question, answer=r.answer, writer=self.writer.name,
+                         requests=len(attempt.request_ids))
+
+    def near_duplicate(self, question: str) -> float:
+        """Highest question-token Jaccard with a known question that mentions the same numbers: templates
+        differ only in a year or quarter, and those are different questions, not near-duplicates."""
+        toks = question_tokens(question)
+        nums = _numbers(toks)
+        return max((jaccard(toks, t) for t in self.seen_tokens if _numbers(t) == nums), default=0.0)
+
+
+async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt, Task, bool]], list[Rejection]]:
+    written = await asyncio.gather(*(run.writer.write(a) for a in attempts))
+    rejected: list[Rejection] = []
+    todo: list[tuple[Attempt, Written]] = []
+    reused: list[tuple[Attempt, Task, bool]] = []
+    for a, w in zip(attempts, written):
+        if isinstance(w, Rejected):
+            rejected.append(run.rejection(a, w))
+            continue
+        bad = check_question(w, [run.docs[s] for s in a.evidence.stems])
+        if bad is not None:
+            rejected.append(run.rejection(a, bad))
+            continue
+        tid = task_id([run.docs[s].doc_id for s in a.evidence.stems], w.question)
+        if tid in run.generated_ids:  # the same question as an earlier run: keep the stored task
+            reused.append((a, Task(task_id=tid, question=w.question, answer=w.answer, doc_ids=[], doc_stems=[]), True))
+            continue
+        sim = run.near_duplicate(w.question)
+        if sim >= run.gcfg.dedup_threshold:
+            rejected.append(run.rejection(a, Rejected("dedup", "near_duplicate",
+                                                      f"question-token Jaccard {sim:.2f} with an existing task",
+                                                      w.question, w.answer)))
+            continue
+        run.seen_tokens.append(question_tokens(w.question))  # later attempts of this batch dedup against it
+        todo.append((a, w))
+    reports = await asyncio.gather(*(run.verifier.verify(a, w) for a, w in todo))
+    kept = list(reused)
+    for (a, w), rep in zip(todo, reports):
+        if isinstance(rep, Rejected):
+            rejected.append(run.rejection(a, rep))
+        else:
+            kept.append((a, _task(a, w, rep, run.docs, run.run_id, run.gcfg.split), False))
+    return kept, rejected
+
+
+def generate_tasks(ws: Workspace, cfg: RunConfig | None = None, n: int | None = None, kinds: list[str] | None = None,
+                   types: list[str] | None = None, sources: list[str] | None = None,
+                   writer: Literal["oracle", "model"] | Writer = "oracle",
+                   progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
+    """Generate up to `n` verified tasks into `tasks/generated.parquet` (arguments override
+    `cfg.tasks.generate`); `writer="model"` uses `cfg.roles.question_writer`."""
+    cfg = cfg or RunConfig()
+    over = {k: v for k, v in (("n", n), ("kinds", kinds), ("types", types), ("sources", sources)) if v is not None}
+    try:
+        gcfg = GenerateConfig.model_validate({**cfg.tasks.generate.model_dump(), **over})
+    except ValueError as err:
+        raise VragError(f"tasks generate: {str(err).splitlines()[-1].strip()} (kinds: {', '.join(KINDS)}; "
+                        "types: extraction, logic; sources: text, table, chart, figure, layout)") from None
+    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress))
+
+
+async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_spec: str | Writer,
+                    progress: Callable[[int, int], None] | None) -> GenerateSummary:
+    from vrag_data.retrieve import build_index, load_index
+    from vrag_data.teacher import RequestCache, TeacherPool
+
+    docs = {d.stem: d for d in load_documents(ws)}
+    if not docs:
+        raise VragError(f"workspace {ws.root} has no ingested documents; run `vrag-data ingest PATH -w {ws.root}` first")
+    pool_ev = EvidencePool.load(ws, list(gcfg.sources), gcfg.min_block_chars)
+    kinds = [k for k in gcfg.kinds if pool_ev.possible(k)]
+    if not kinds:
+        raise VragError(f"workspace {ws.root}: no layout blocks of sources {list(gcfg.sources)} for kinds "
+                        f"{list(gcfg.kinds)}; ingest with --layout pymupdf (or widen --sources/--kinds)")
+    roles = _roles(cfg)
+    if writer_spec == "model" and ROLE not in roles:
+        raise VragError("the model writer needs roles.question_writer with an endpoint (or --writer-url and --writer-model)")
+    wname = writer_spec if isinstance(writer_spec, str) else writer_spec.name
+    run_id = "qgen-" + short_hash(gcfg.model_dump(mode="json"), wname,
+                                  {r: rc.model_dump(mode="json") for r, rc in sorted(roles.items())}, n=12)
+    pages = {p.page_id: p for p in load_pages(ws)}
+    build_index(ws)  # skipped when the index is up to date; the ambiguity check searches it
+    searcher = load_index(ws)
+    pool = TeacherPool(roles, RequestCache(ws.run(run_id)), run_id, seed=gcfg.seed) if roles else None
+    loader = outlined_page_loader(ws, gcfg.max_pixels)
+    try:
+        if pool is not None:
+            await pool.check()
+        if writer_spec == "oracle":
+            writer: Writer = OracleWriter(load_known_facts(list(docs.values())))
+        elif writer_spec == "model":
+            writer = ModelWriter(pool, loader, gcfg.max_pixels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
+        else:
+            writer = writer_spec  # type: ignore[assignment]
+        accepts = getattr(writer, "accepts", None)
+        if accepts is not None:  # a writer that can only use some regions (the oracle) is only shown those
+            pool_ev = pool_ev.restrict(accepts)
+            kinds = [k for k in kinds if pool_ev.possible(k)]
+            if not kinds:
+                raise VragError(f"writer {writer.name}: no usable evidence region in {ws.root} (the oracle needs "
+                                "sample-corpus documents or extracted tables); use --writer-url/--writer-model")
+        verifier = Verifier(pages, searcher, pool, loader=loader, max_pixels=gcfg.max_pixels,
+                            top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages)
+        previous = read_records(shard_path(ws, SHARD), Task)
+        run = _Run(ws, gcfg, run_id, writer, verifier, docs,
+                   [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
+        summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode)
+        kept: dict[str, Task] = {}
+        rejections: list[Rejection] = []
+        done = 0
+        limit = gcfg.max_attempts or 6 * gcfg.n
+        rng_seed = f"qgen:{gcfg.seed}"
+        while done + summary.already < gcfg.n and summary.attempted < limit:
+            # near the target, fewer attempts per batch: each one may cost several teacher calls
+            size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - done - summary.already)))
+            attempts = []
+            for i in range(summary.attempted, summary.attempted + size):
+                kind, qtype = _schedule(i, kinds, list(gcfg.types))
+                ev = pool_ev.pick(kind, random.Random(f"{rng_seed}:{i}"))
+                assert ev is not None  # kinds were filtered by pool_ev.possible
+                attempts.append(Attempt(i, ev, qtype))
+            summary.attempted += size
+            got, rej = await _batch(run, attempts)
+            rejections += rej
+            for a, t, again in got:
+                if again:
+                    summary.already += 1
+                elif t.task_id not in kept and done < gcfg.n:
+                    kept[t.task_id] = t
+                    done += 1
+            if progress is not None:
+                progress(done + summary.already, summary.attempted)
+    finally:
+        if pool is not None:
+            stats = pool.stats()
+            await pool.close()
+    summary.kept = len(kept)
+    if pool is not None:
+        summary.calls, summary.requests = stats["calls"], stats["requests"]
+    ws.makedirs()
+    stored = {t.task_id: t for t in previous}
+    stored.update(kept)
+    summary.shard = write_tasks(ws, SHARD, list(stored.values()))
+    summary.rejections_file = _record_rejections(ws, run_id, rejections)
+    summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
+    new = list(kept.values())
+    summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
+    summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))
+    summary.by_source = dict(sorted(Counter(s for t in new for s in t.sources).items()))
+    return summary
+
+
+def _record_rejections(ws: Workspace, run_id: str, rows: list[Rejection]) -> str:
+    path = f"{ws.tasks}/{REJECTIONS_FILE}"
+    others = [r for r in read_records(path, Rejection) if r.run_id != run_id]
+    write_records(path, [*others, *rows], Rejection)
+    return path
+
+
+def load_rejections(ws: Workspace) -> list[Rejection]:
+    return read_records(f"{ws.tasks}/{REJECTIONS_FILE}", Rejection)

@@ -1,0 +1,170 @@
+"""The offline question writer (clearly labelled `oracle`): template questions, no model.
+
+For each evidence region it looks up the facts drawn inside it (sample-corpus documents, `known_facts`)
+and whose printed value is visible in the region's extracted text; it then fills a template:
+- single / extraction: the fact's own question;
+- single / logic: two comparable facts of the region ("higher in 2019 or 2020?");
+- multi_page / cross_doc, extraction: both values as a list;
+- multi_page, logic: a money figure per employee (table metric / headcount on another page);
+- cross_doc, logic: the same quantity of two companies compared, or two headcounts added.
+Regions of other documents fall back to a table-cell question from the extracted table, or are declined.
+Everything is deterministic for an attempt (seeded by its index).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+from vrag_data.qgen.evidence import Region
+from vrag_data.qgen.known_facts import Fact
+from vrag_data.qgen.writer import Attempt, Rejected, Written
+from vrag_data.rewards.answer import normalize_answer
+from vrag_data.sample.facts import fmt_int
+
+NAME = "oracle"
+
+
+def visible(value: str, text: str) -> bool:
+    """`value` appears in `text` as whole tokens (after the answer normalisation: case, punctuation)."""
+    v = normalize_answer(value)
+    return bool(v) and f" {v} " in f" {normalize_answer(text)} "
+
+
+def facts_in(region: Region, facts: list[Fact]) -> list[Fact]:
+    """Facts drawn inside the region whose value the region's text shows."""
+    x1, y1, x2, y2 = region.block.bbox.raw
+    tol = 4.0
+    out = []
+    for f in facts:
+        if f.page != region.page.page:
+            continue
+        cx, cy = f.center(region.page.dpi)
+        if x1 - tol <= cx <= x2 + tol and y1 - tol <= cy <= y2 + tol and visible(f.value, region.text):
+            out.append(f)
+    return out
+
+
+_COMPARE = {
+    "table": "In which year was {entity}'s {what} higher, {a} or {b}?",
+    "bar": "In {year}, did {entity} sell more units in {a} or in {b}?",
+    "line": "Did {entity} have more monthly active users in {a} or in {b}?",
+    "pie": "Which segment brought {entity} a larger share of its {year} revenue, {a} or {b}?",
+}
+
+
+def _compare_single(rng: random.Random, facts: list[Fact]) -> Written | None:
+    by_group: dict[str, list[Fact]] = {}
+    for f in facts:
+        if f.number is not None and f.group.split(":")[0] in _COMPARE:
+            by_group.setdefault(f.group, []).append(f)
+    groups = sorted(g for g, fs in by_group.items() if len({f.number for f in fs}) >= 2)
+    if not groups:
+        return None
+    fs = by_group[rng.choice(groups)]
+    a, b = rng.sample(fs, 2)
+    if a.number == b.number:
+        return None
+    kind, _, rest = a.group.partition(":")
+    what = rest if kind == "table" else ""
+    q = _COMPARE[kind].format(entity=a.entity, what=what, year=rest, a=a.label, b=b.label)
+    win = a if (a.number or 0) > (b.number or 0) else b
+    return Written(q, win.label, "Str", "logic", (a.value, b.value), NAME)
+
+
+def _pair_list(a: Fact, b: Fact) -> Written:
+    q = f"What was {a.phrase}, and what was {b.phrase}?"
+    return Written(q, json.dumps([a.value, b.value], ensure_ascii=False), "List", "extraction", (a.value, b.value), NAME)
+
+
+def _per_employee(a: Fact, b: Fact) -> Written | None:
+    money, people = (a, b) if a.group.startswith("table:") else (b, a)
+    if not (money.group.startswith("table:") and people.group == "headcount" and people.number):
+        return None
+    if money.label != people.label:  # the headcount is for one year: only that year's figure divides sensibly
+        return None
+    metric = money.group.split(":", 1)[1]
+    value = (money.number or 0) * 1000 / people.number
+    q = (f"Using its financial table and its headcount at the end of {people.label}, what was {money.entity}'s "
+         f"{metric} per employee in {money.label}, in thousand USD rounded to one decimal?")
+    return Written(q, f"{value:.1f}", "Float", "logic", (money.value, people.value), NAME)
+
+
+def _cross_logic(a: Fact, b: Fact) -> Written | None:
+    if a.number is None or b.number is None or a.group != b.group or a.entity == b.entity:
+        return None
+    if a.group == "headcount" and a.label == b.label:
+        q = f"How many people did {a.entity} and {b.entity} employ together at the end of {a.label}?"
+        return Written(q, fmt_int(int(a.number + b.number)), "Int", "logic", (a.value, b.value), NAME)
+    kind = a.group.split(":")[0]
+    if kind in _COMPARE and a.label == b.label and a.number != b.number:
+        what = a.phrase.replace(f"{a.entity}'s ", "").replace(a.entity, "the company")
+        q = f"Which company reported the higher figure for {what}: {a.entity} or {b.entity}?"
+        win = a if a.number > b.number else b
+        return Written(q, win.entity, "Str", "logic", (a.value, b.value), NAME)
+    return None
+
+
+def _table_cell(rng: random.Random, region: Region) -> Written | None:
+    """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in region.text.splitlines()
+            if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
+    if len(rows) < 2 or len(rows[0]) < 2:
+        return None
+    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0]) and r[0]]
+    cells = [(r[0], header[j], r[j]) for r in body for j in range(1, len(header)) if header[j] and r[j]]
+    if not cells:
+        return None
+    row, col, value = rng.choice(cells)
+    q = f"In the table whose columns are {', '.join(h for h in header if h)}, what is the {col} value of {row}?"
+    return Written(q, value, "Str", "extraction", (value,), NAME)
+
+
+class OracleWriter:
+    """Template questions from known facts; `facts` maps a document stem to its facts."""
+
+    name = NAME
+
+    def __init__(self, facts: dict[str, list[Fact]]) -> None:
+        self.facts = facts
+
+    def accepts(self, region: Region) -> bool:
+        """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
+        if facts_in(region, self.facts.get(region.stem, [])):
+            return True
+        return region.source == "table" and region.text.lstrip().startswith("|")
+
+    async def write(self, attempt: Attempt) -> Written | Rejected:
+        return self.write_sync(attempt)
+
+    def write_sync(self, attempt: Attempt) -> Written | Rejected:
+        rng = random.Random(f"oracle:{attempt.idx}")
+        ev = attempt.evidence
+        found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
+        out: Written | None = None
+        if ev.kind == "single":
+            if attempt.qtype == "logic":
+                out = _compare_single(rng, found[0])
+            elif found[0]:
+                out = rng.choice(found[0])
+                out = Written(out.question, out.value, out.fmt, "extraction", (out.value,), NAME)
+            elif ev.regions[0].source == "table":
+                out = _table_cell(rng, ev.regions[0])
+        elif all(found):
+            pairs = [(a, b) for a in found[0] for b in found[1] if a.key != b.key or a.entity != b.entity]
+            rng.shuffle(pairs)
+            for a, b in pairs:
+                if attempt.qtype == "extraction":
+                    out = _pair_list(a, b)
+                elif ev.kind == "multi_page":
+                    out = _per_employee(a, b)
+                else:
+                    out = _cross_logic(a, b)
+                if out is not None:
+                    break
+        if out is None:
+            what = "+".join(r.source for r in ev.regions)
+            why = "no known fact visible in the region(s)" if not all(found) else f"no {attempt.qtype} template fits"
+            return Rejected("writer", "writer_declined", f"oracle: {why} ({ev.kind}, {what})")
+        return out

@@ -1,0 +1,166 @@
+"""Verify a written question before it becomes a task. Cheapest check first; the first failure rejects.
+
+1. not answerable closed-book: the answerer (student role, else judge) without pages must not get it right;
+2. answerable from the evidence pages alone: the answerer shown only those pages agrees with the gold
+   answer (the judge role compares, or the rule scorers when no judge model is configured);
+3. not ambiguous across the corpus: BM25's top pages for the question that are not evidence, shown to
+   the answerer, must not also answer it (a reply that is not a decline means another page answers it,
+   with the same answer or a different one).
+
+Without an answerer model (the offline oracle setting) the same three checks run as labelled rules:
+(1) the answer must not be spelled out in the question (choice questions excepted); (2) every value
+the answer rests on must be visible in the evidence regions' extracted text; (3) no other top page may
+cover the question's content words at least as well as the evidence pages do (>= `COVERAGE`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from vrag_data.qgen.oracle_writer import visible
+from vrag_data.qgen.writer import Attempt, Rejected, Written
+from vrag_data.retrieve.base import Searcher
+from vrag_data.rewards.answer import is_unanswerable, normalize_answer
+from vrag_data.schema.records import ImageRef, Message, Page
+from vrag_data.teacher.judge import Judge, make_judge
+from vrag_data.teacher.pool import TeacherError, TeacherPool
+
+COVERAGE = 0.8
+_STOP = frozenset(
+    "a an the of in on at to for from by with and or what which who whom whose when where how many much was were "
+    "is are did do does its it their his her be been as than that this these those according using in into per "
+    "value".split())
+
+ANSWER_SYSTEM = (
+    "You answer questions about documents. Use only the page images you are given. If those pages do not "
+    "contain what the question needs, reply exactly <answer>Not answerable</answer>. Otherwise reply with the "
+    "short answer only, inside <answer></answer>."
+)
+CLOSED_BOOK_SYSTEM = (
+    "You answer questions without access to any document. Give your best short answer even if you are unsure, "
+    "inside <answer></answer>."
+)
+_ANSWER = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.S | re.I)
+
+
+def reply_answer(text: str) -> str:
+    body = re.sub(r"<think>.*?</think>", "", text or "", flags=re.S | re.I)
+    m = _ANSWER.findall(body)
+    return (m[-1] if m else body).strip()
+
+
+def content_terms(text: str) -> set[str]:
+    return {t for t in normalize_answer(text).split() if t not in _STOP and len(t) > 1}
+
+
+def coverage(terms: set[str], text: str) -> float:
+    if not terms:
+        return 0.0
+    return len(terms & set(normalize_answer(text).split())) / len(terms)
+
+
+def page_text(p: Page) -> str:
+    return "\n".join(x for x in (p.text, p.ocr_text, *p.tables_md) if x)
+
+
+def is_choice(question: str) -> bool:
+    """A question that offers its options ("... higher, 2019 or 2020?"): naming the answer is the point."""
+    return re.search(r"\bor\b", question, re.I) is not None
+
+
+@dataclass
+class VerifyReport:
+    mode: str  # model | rules
+    checks: dict[str, str] = field(default_factory=dict)  # check -> short outcome
+    competing_pages: list[str] = field(default_factory=list)  # non-evidence top pages looked at
+
+
+class Verifier:
+    def __init__(self, pages: dict[str, Page], searcher: Searcher | None, pool: TeacherPool | None, *,
+                 loader=None, max_pixels: int | None = None, top_k: int = 5, n_competing: int = 3) -> None:  # noqa: ANN001
+        self.pages, self.searcher, self.pool = pages, searcher, pool
+        self.loader, self.max_pixels, self.top_k, self.n_competing = loader, max_pixels, top_k, n_competing
+        self.answerer = next((r for r in ("student", "judge") if pool is not None and pool.kind(r) == "openai"), None)
+        self.judge: Judge = make_judge(pool, "judge")
+        self.mode = "model" if self.answerer else "rules"
+
+    def competing_pages(self, w: Written, evidence: list[str]) -> list[str]:
+        if self.searcher is None:
+            return []
+        hits = self.searcher.search([w.question], top_k=self.top_k)[0]
+        return [h.page_id for h in hits if h.page_id not in evidence and h.page_id in self.pages][: self.n_competing]
+
+    async def verify(self, attempt: Attempt, w: Written) -> VerifyReport | Rejected:
+        rep = VerifyReport(self.mode)
+        if self.answerer is None:
+            bad = self._rules(attempt, w, rep)
+        else:
+            bad = await self._model(attempt, w, rep)
+        return bad or rep
+
+    # -- offline rules -----------------------------------------------------------------------------
+    def _rules(self, attempt: Attempt, w: Written, rep: VerifyReport) -> Rejected | None:
+        if not is_choice(w.question) and visible(w.answer, w.question):
+            return Rejected("verify", "answerable_closed_book", "rules: the answer is spelled out in the question",
+                            w.question, w.answer)
+        rep.checks["closed_book"] = "answer not in question"
+        ev_text = "\n".join(r.text for r in attempt.evidence.regions)
+        missing = [v for v in (w.visible or (w.answer,)) if not visible(v, ev_text)]
+        if missing:
+            return Rejected("verify", "not_answerable_from_evidence",
+                            f"rules: {missing!r} not found in the evidence regions' text", w.question, w.answer)
+        rep.checks["answerable"] = "values visible in evidence"
+        terms = content_terms(w.question)
+        evidence = attempt.evidence.page_ids
+        own = coverage(terms, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
+        rep.competing_pages = self.competing_pages(w, evidence)
+        for pid in rep.competing_pages:
+            c = coverage(terms, page_text(self.pages[pid]))
+            if c >= max(COVERAGE, own):
+                return Rejected("verify", "ambiguous",
+                                f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {own:.0%})",
+                                w.question, w.answer)
+        rep.checks["ambiguity"] = f"{len(rep.competing_pages)} other top pages cover less (evidence {own:.0%})"
+        return None
+
+    # -- model roles ---------------------------------------------------------------------------------
+    async def _ask(self, attempt: Attempt, system: str, question: str, pages: list[str]) -> str:
+        images = [ImageRef(page_id=p) for p in pages]
+        msgs = [Message(role="system", text=system), Message(role="user", text=f"Question: {question}", images=images)]
+        res = await self.pool.chat(self.answerer, msgs, image_loader=self.loader if images else None,  # type: ignore[union-attr,arg-type]
+                                   max_pixels=self.max_pixels if images else None)
+        attempt.request_ids.append(res.request_id)
+        return reply_answer(res.text)
+
+    async def _agrees(self, attempt: Attempt, w: Written, prediction: str) -> bool:
+        j = await self.judge.judge(w.question, w.answer, prediction, w.answer_format)
+        attempt.request_ids.extend(j.request_ids)
+        return j.correct
+
+    async def _model(self, attempt: Attempt, w: Written, rep: VerifyReport) -> Rejected | None:
+        try:
+            guess = await self._ask(attempt, CLOSED_BOOK_SYSTEM, w.question, [])
+            if not is_unanswerable(guess) and await self._agrees(attempt, w, guess):
+                return Rejected("verify", "answerable_closed_book", f"answered without pages: {guess[:80]!r}",
+                                w.question, w.answer)
+            rep.checks["closed_book"] = f"guess {guess[:40]!r} is wrong"
+            evidence = attempt.evidence.page_ids
+            got = await self._ask(attempt, ANSWER_SYSTEM, w.question, evidence)
+            if is_unanswerable(got) or not await self._agrees(attempt, w, got):
+                return Rejected("verify", "not_answerable_from_evidence",
+                                f"from the evidence pages the verifier answered {got[:80]!r}", w.question, w.answer)
+            rep.checks["answerable"] = f"answered {got[:40]!r} from the evidence"
+            rep.competing_pages = self.competing_pages(w, evidence)
+            if rep.competing_pages:
+                other = await self._ask(attempt, ANSWER_SYSTEM, w.question, rep.competing_pages)
+                if not is_unanswerable(other):
+                    same = await self._agrees(attempt, w, other)
+                    how = "the same answer" if same else f"a different answer ({other[:60]!r})"
+                    return Rejected("verify", "ambiguous",
+                                    f"non-evidence pages {rep.competing_pages} also answer it with {how}",
+                                    w.question, w.answer)
+            rep.checks["ambiguity"] = f"{len(rep.competing_pages)} other top pages do not answer it"
+        except TeacherError as err:
+            return Rejected("verify", "verifier_error", str(err), w.question, w.answer)
+        return None

@@ -1,0 +1,110 @@
+"""One HTTP attempt against an OpenAI-compatible `/v1/chat/completions`, classified for the retry loop.
+
+Why plain aiohttp instead of the OpenAI SDK: measured against a local server answering after 2 s with
+256 requests in flight (DESIGN.md, bench/RESULTS.md), the SDK's transports cost 1.2-18 ms of client CPU
+per request and left the server idle; a raw aiohttp POST costs a fraction of a millisecond and keeps it
+saturated. The wire format is the same, so any vLLM / SGLang / OpenAI server works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+from vrag_data.config import EndpointConfig
+
+try:  # orjson ships with prefect; the stdlib is the fallback
+    import orjson
+
+    dumps = orjson.dumps
+    loads = orjson.loads
+except ImportError:  # pragma: no cover
+    import json
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
+    loads = json.loads
+
+
+class Retryable(Exception):
+    """429, 5xx, timeouts, dropped connections, truncated JSON, empty choices: worth another attempt."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class Fatal(Exception):
+    """A client error (4xx other than 429): retrying the same request cannot help."""
+
+
+class Endpoint:
+    """One server of a role (shared by roles naming the same base_url + model): its session and counters."""
+
+    def __init__(self, role: str, idx: int, cfg: EndpointConfig, api_key: str | None) -> None:
+        self.role, self.idx, self.cfg = role, idx, cfg
+        self.base_url = cfg.base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"  # kept in memory only, never logged
+        self.in_flight = 0  # bounded by cfg.max_in_flight (TeacherPool._acquire)
+        self.ok = 0
+        self.failed = 0
+        self._session: aiohttp.ClientSession | None = None
+
+    def load(self) -> float:
+        return self.in_flight / max(1, self.cfg.max_in_flight)
+
+    def free(self) -> bool:
+        return self.in_flight < self.cfg.max_in_flight
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            conn = aiohttp.TCPConnector(limit=self.cfg.max_in_flight, limit_per_host=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=conn, headers=self._headers, json_serialize=lambda o: dumps(o).decode())
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float) -> tuple[str, int, int, str]:
+    """One HTTP attempt -> (text, prompt_tokens, completion_tokens, finish_reason), or raises Retryable / Fatal."""
+    try:
+        async with ep.session().post(ep.url, data=body, headers={"X-Request-Id": rid}, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+            raw = await r.read()
+            status = r.status
+            retry_after = r.headers.get("Retry-After")
+    except TimeoutError:
+        raise Retryable(f"timeout after {timeout_s:g}s") from None
+    except (aiohttp.ClientError, OSError) as err:
+        raise Retryable(f"connection error ({type(err).__name__})") from None
+    if status == 429 or status >= 500:
+        ra = None
+        try:
+            ra = float(retry_after) if retry_after else None
+        except ValueError:
+            pass
+        raise Retryable(f"HTTP {status}", ra)
+    if status >= 400:
+        snippet = raw[:200].decode("utf-8", "replace").replace("\n", " ")
+        raise Fatal(f"HTTP {status} (not retried): {snippet}")
+    try:
+        data = loads(raw)
+        choices = data.get("choices") or []
+    except Exception:  # noqa: BLE001 - truncated or garbled JSON is a transient server fault
+        raise Retryable("truncated or invalid JSON in the response") from None
+    if not choices:
+        raise Retryable("empty response (no choices)")
+    choice = choices[0] or {}
+    text = (choice.get("message") or {}).get("content")
+    if not text:
+        raise Retryable("empty response (no content)")
+    usage = data.get("usage") or {}
+    return text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or "")
