@@ -57,8 +57,8 @@ def test_oracle_tasks_have_boxes_inside_their_pages_and_visible_answers(oracle_r
         assert len(t.doc_ids) == (2 if t.hop_type == "cross_doc" else 1)
         if t.hop_type != "single":
             assert len(t.evidence_pages) == 2
-        for stem in t.doc_stems:
-            assert stem.split("_")[1] not in normalize_answer(t.question)  # never names its document
+        for stem in t.doc_stems:  # never names its document (the company it is about is fine)
+            assert stem.replace("_", " ") not in t.question.lower().replace("_", " ") and "page" not in t.question
         shown = []
         for b in t.evidence_boxes:
             p = pages[b.page_id]
