@@ -173,6 +173,9 @@ def main() -> None:
         print(f"rows={args.rows:,} generate={gen:.1f}s build={res.seconds:.1f}s wall, {cpu:.1f}s CPU (all threads) "
               f"load={os.getloadavg()[0]:.1f} db={os.path.getsize(ws.report_db) / 1e6:.0f} MB "
               f"html={os.path.getsize(ws.report_html) / 1e6:.1f} MB counts={res.counts}")
+        print("| build step | wall s | CPU s |\n|---|---|---|")
+        for k, (w, c) in res.timings.items():
+            print(f"| {k} | {w:.2f} | {c:.2f} |")
         print("| view | rows | wall s | CPU s |\n|---|---|---|---|")
         worst = 0.0
         for v in VIEWS:

@@ -73,6 +73,9 @@ class EvisragRecipe(Recipe):
             shown_pages=shown, top_k=self.env.top_k, ranked_pages=list(st.searches[-1]["hits"]) if st.searches else [],
             sufficient=bool(gold) and gold <= set(shown),
         )
+        if not shown:  # nothing retrieved: there is no single turn to take
+            st.done, st.status, st.reason = True, "no_answer", "the search returned no page for the question"
+            return
         text = INSTRUCTION.format(k=len(shown), question=ep.task.question.strip())
         ep.prompt = [Message(role="user", text=text, images=list(res.observation.images))]
 

@@ -27,7 +27,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from pipelines.base import Recipe, base_env
-from vrag_data.env import EnvPrompts, parse_action
+from vrag_data.env import EnvPrompts, parse_action, sanitize_text
 from vrag_data.schema.records import ImageRef, Message, Observation, Turn
 
 if TYPE_CHECKING:
@@ -87,8 +87,9 @@ def toc_text(ep: "EpisodeRun") -> tuple[str, str]:
         doc = ep.deps.documents.get(stem)
         if doc is None:
             continue
-        toc += [f"{'  ' * max(0, e.level - 1)}- {e.title} (page {e.page})" for e in doc.toc]
-        figs += [f"- {f.kind} on page {f.page}{': ' + f.caption if f.caption else ''}" for f in doc.figures]
+        # titles and captions come from the document: untrusted text, tags defanged like any observation
+        toc += [f"{'  ' * max(0, e.level - 1)}- {sanitize_text(e.title, 300)} (page {e.page})" for e in doc.toc]
+        figs += [f"- {f.kind} on page {f.page}{': ' + sanitize_text(f.caption, 300) if f.caption else ''}" for f in doc.figures]
     return "\n".join(toc) or "(no table of contents)", "\n".join(figs) or "(no figures or tables listed)"
 
 
@@ -115,7 +116,8 @@ class MmdocRecipe(Recipe):
             msgs = [Message(role="system", text=self.extra_prompts["reader"]),
                     Message(role="user", text=READER_USER.format(question=ep.task.question.strip(), query=req.query, pages=names),
                             images=[ImageRef(page_id=p) for p in req.page_ids])]
-            summary = (await ep.ask("reader", msgs, "reader")).text.strip()
+            # the reader relays page content: a page that says "<answer>..." must not reach the seeker as markup
+            summary = sanitize_text((await ep.ask("reader", msgs, "reader")).text.strip())
             parts.append(f"Read page(s) {names} for \"{req.query}\":\n{summary}")
         action = turn.action.model_copy(update={"page_ids": [p for r in resolved for p in r.page_ids], "reads": resolved})
         ep.turns[-1] = turn.model_copy(update={"action": action, "observation": Observation(kind="read", text="\n\n".join(parts))})

@@ -27,7 +27,7 @@ import random
 from typing import TYPE_CHECKING
 
 from pipelines.base import Recipe, base_env
-from vrag_data.env import EnvPrompts, parse_action, render_action
+from vrag_data.env import EnvPrompts, parse_action, render_action, sanitize_text
 from vrag_data.env.geometry import box_to_model
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import Action, LayoutBlock, Message, Turn
@@ -79,7 +79,8 @@ def candidate_blocks(blocks: list[LayoutBlock], limit: int) -> list[LayoutBlock]
 
 
 def _listing(blocks: list[LayoutBlock]) -> str:
-    return "\n".join(f"[{i}] {b.cls}: {' '.join(b.text.split())[:60] or '(no text)'}" for i, b in enumerate(blocks, 1))
+    # block text is document text (text layer, OCR, table cells): defanged like every observation
+    return "\n".join(f"[{i}] {b.cls}: {sanitize_text(' '.join(b.text.split())[:60]) or '(no text)'}" for i, b in enumerate(blocks, 1))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pymupdf
 import pytest
 from PIL import Image
+from typer.testing import CliRunner, Result
 
+from vrag_data.cli.main import app
 from vrag_data.ingest import IngestFailed, IngestOptions, ingest_paths
 from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_documents, load_errors, load_pages
@@ -95,24 +95,27 @@ def test_image_input_becomes_a_one_page_document(tmp_path):
     assert Image.open(Path(ws.root) / page.image).size == (640, 360)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "ingest", *args], capture_output=True, text=True, env=env, timeout=300)
+def _cli(*args: str) -> Result:
+    """The real `vrag-data` app, in process (a subprocess per call costs seconds of imports)."""
+    result = CliRunner().invoke(app, ["ingest", *args], env={"COLUMNS": "200"})
+    # an expected failure ends in SystemExit with a message, never in an uncaught exception
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
 
 
 def test_cli_exit_codes(bad_dir, tmp_path):
     ws = str(tmp_path / "ws")
     ok = _cli(str(bad_dir), "-w", ws, "--layout", "off", "--ocr", "off", "--workers", "1", "-q")
-    assert ok.returncode == 0, ok.stderr
+    assert ok.exit_code == 0, ok.stderr
     assert "ingested 1 document(s)" in ok.stderr and "locked.pdf" in ok.stderr
     none = _cli(str(bad_dir / "notes.pdf"), str(bad_dir / "locked.pdf"), "-w", str(tmp_path / "ws2"), "--workers", "1", "--layout", "off", "-q")
-    assert none.returncode == 2 and "ingested 0 document(s)" in none.stderr
+    assert none.exit_code == 2 and "ingested 0 document(s)" in none.stderr
     strict = _cli(str(bad_dir), "-w", str(tmp_path / "ws3"), "--layout", "off", "--ocr", "off", "--workers", "1", "--strict", "-q")
-    assert strict.returncode == 2 and "error:" in strict.stderr and "strict" in strict.stderr
+    assert strict.exit_code == 2 and "error:" in strict.stderr and "strict" in strict.stderr
     usage = _cli(str(bad_dir), "-w", ws, "--layout", "magic", "--bogus")
-    assert usage.returncode == 2 and "Traceback" not in usage.stderr and "Usage:" in usage.stderr
+    assert usage.exit_code == 2 and "Traceback" not in usage.stderr and "No such option" in usage.stderr
     missing = _cli(str(tmp_path / "nope.pdf"), "-w", ws)
-    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr
     assert "nope.pdf: no such file" in missing.stderr
 
 
@@ -121,7 +124,7 @@ def test_cli_names_the_missing_external_tool(tmp_path, monkeypatch):
     for var in ("VRAG_MINERU_PYTHON", "VRAG_MINERU_URL"):
         monkeypatch.delenv(var, raising=False)
     r = _cli(str(good), "-w", str(tmp_path / "ws"), "--layout", "mineru")
-    assert r.returncode == 2 and "--layout pymupdf" in r.stderr and "Traceback" not in r.stderr
+    assert r.exit_code == 2 and "--layout pymupdf" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "ws" / "pages").exists() or not os.listdir(tmp_path / "ws" / "pages")  # failed before any work
 
 

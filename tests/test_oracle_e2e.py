@@ -156,3 +156,19 @@ def test_mmdoc_r1_plans_reads_and_hands_over_to_the_answer_agent(ws, tasks):
         assert reads and all(turn.observation.text and not turn.observation.images for turn in reads)
         assert all(p in pages for turn in reads for p in turn.action.page_ids)
         assert set(tasks[t.task_id].evidence_pages) <= set(t.extra["read_pages"])
+
+
+def test_synth_builds_a_missing_index_and_filter_needs_a_run(ws, tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from vrag_data.cli.main import app
+
+    copy = tmp_path / "ws"
+    shutil.copytree(ws, copy, ignore=shutil.ignore_patterns("runs", "index"))
+    cli("synth", "-w", copy, "--recipe", "visor", "--policy", "oracle", "--limit", 1, "--run", "r1", "-q")
+    assert (copy / "index" / "current.json").is_file()
+    assert read_trajectories(copy / "runs" / "r1")[0].status == "answered"
+    res = CliRunner().invoke(app, ["filter", "-w", str(copy), "--run", "nope"])
+    assert res.exit_code == 2 and res.output.startswith("error:") and "no run manifest" in res.output

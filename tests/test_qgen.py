@@ -13,7 +13,8 @@ from tests.support.qgen_workspace import qgen_workspace
 from vrag_data.cli.main import app
 from vrag_data.qgen import generate_tasks, load_rejections
 from vrag_data.qgen.evidence import EvidencePool, page_regions
-from vrag_data.qgen.verify import is_choice
+from vrag_data.filters.setlevel import question_tokens
+from vrag_data.qgen.verify import duplicate_score, is_choice
 from vrag_data.qgen.writer import Rejected, Written, check_question, parse_reply
 from vrag_data.rewards.answer import normalize_answer, parse_list
 from vrag_data.schema.geometry_types import Box
@@ -153,6 +154,14 @@ def test_parse_reply() -> None:
         assert isinstance(out, Rejected) and out.reason == reason, text
 
 
+def test_duplicate_score_ignores_questions_about_other_numbers() -> None:
+    known = [question_tokens("Did Acme have more users in Q1 2020 or in Q3 2020?")]
+    assert duplicate_score("Did Acme have more users in Q1 2020 or in Q3 2020 ?", known) == 1.0
+    assert duplicate_score("did acme have MORE users in q1 2020, or in q3 2020", known) == 1.0
+    assert duplicate_score("Did Acme have more users in Q1 2020 or in Q4 2020?", known) == 0.0  # another fact
+    assert duplicate_score("Who leads Acme?", known) == 0.0
+
+
 def test_is_choice() -> None:
     assert is_choice("In which year was revenue higher, 2019 or 2020?")
     assert not is_choice("What was the revenue in 2020?")
@@ -171,10 +180,11 @@ def test_page_regions_keep_the_structured_block_of_overlapping_ones() -> None:
         _block(2, "table", "find_tables", (95, 85, 905, 405), "|USD millions|2019|\n|---|---|\n|Revenue|9,176|"),
         _block(3, "footer", "pymupdf", (100, 950, 300, 980), "Acme - page 1"),
         _block(4, "text", "pymupdf", (100, 500, 900, 600), "A paragraph of text."),
-        _block(5, "chart", "pymupdf", (100, 650, 900, 900), ""),  # no text: nothing to check an answer against
+        _block(5, "chart", "pymupdf", (100, 650, 900, 900), ""),  # no text, still a chart a VLM can read
+        _block(6, "text", "pymupdf", (100, 910, 900, 940), " "),  # empty running text: nothing to ask about
     ]
     got = page_regions(blocks, page, min_chars=2)
-    assert [(r.block.block_id, r.source) for r in got] == [("p_1#2", "table"), ("p_1#4", "text")]
+    assert sorted((r.block.block_id, r.source) for r in got) == [("p_1#2", "table"), ("p_1#4", "text"), ("p_1#5", "chart")]
 
 
 def test_evidence_pool_picks_each_kind_deterministically() -> None:

@@ -81,3 +81,15 @@ def test_schemas_folder_matches_models(tmp_path: Path) -> None:
     bad = subprocess.run([*cli, "check", "--out", str(drift)], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "task.schema.json" in bad.stderr
+
+
+def test_folder_reads_only_shards_of_the_requested_record(tmp_path: Path) -> None:
+    """tasks/ holds task shards next to an error log: reading tasks must not choke on the log."""
+    from vrag_data.schema.records import IngestError
+
+    folder = tmp_path / "tasks"
+    task = Task(task_id="t1", question="q", answer="a", doc_ids=["d"], doc_stems=["s"])
+    write_records(str(folder / "a.parquet"), [task], Task)
+    write_records(str(folder / "import_errors.parquet"), [IngestError(path="x", stage="import", reason="r")], IngestError)
+    assert read_records(str(folder), Task) == [task]
+    assert len(read_records(str(folder), IngestError)) == 1

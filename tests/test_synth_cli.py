@@ -112,7 +112,9 @@ def _recipe_checks(recipe, trajs):
             assert any("candidate step" in r for r in t.extra["invalid_reasons"])  # the [99] reply, re-prompted
         elif recipe == "visor":
             assert t.turns[0].action.kind == "invalid" and "missing <think>" in t.turns[0].action.reason
-            assert [x.action.kind for x in t.turns[1:]] == ["search", "crop", "answer"]
+            assert [x.action.kind for x in t.turns[1:]] == ["search", "crop", "crop", "answer"]
+            assert t.turns[2].observation.kind == "error" and "outside the image" in t.turns[2].observation.text
+            assert len(t.crops) == 1
             assert t.evidence_space
         elif recipe == "evisrag":
             assert [x.action.kind for x in t.turns] == ["invalid", "answer"]
@@ -197,3 +199,23 @@ def test_bad_configuration_fails_before_any_work_with_one_line(ws, tmp_path, mon
     lines = [x for x in res.output.strip().splitlines() if x.strip()]
     assert lines[0].startswith("error:") and want in " ".join(lines), res.output
     assert not (ws / "runs" / f"bad-{case}").exists()  # nothing was started
+
+
+def test_unidoc_candidate_step_accepts_a_proposed_box_matched_by_iou(ws, tmp_path):
+    def reply(req):
+        last = req["messages"][-1]
+        text = last["content"] if isinstance(last["content"], str) else " ".join(p.get("text", "") for p in last["content"])
+        if "candidate regions outlined" in text:
+            return "<think>The figure area.</think>\n<bbox>[0, 0, 1000, 1000]</bbox>"
+        return teacher(req)
+
+    with OpenAIServer(reply=reply) as srv:
+        cfg = write_config(tmp_path / "cfg.yaml", srv.base_url)
+        cli("synth", "-w", ws, "--recipe", "unidoc_rl", "--config", cfg, "--limit", 1, "--run", "unidoc-box", "-q")
+    t = read_trajectories(ws / "runs" / "unidoc-box")[0]
+    step = t.extra["candidates"][0]
+    assert step["how"].startswith(("own box", "box matched to region"))
+    crop = next(x for x in t.turns if x.action.kind == "crop")
+    assert crop.action.thought == "The figure area." and len(t.crops) == 1
+    if step["how"].startswith("own box"):
+        assert crop.action.boxes == [[0.0, 0.0, 1000.0, 1000.0]]

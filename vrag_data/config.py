@@ -122,10 +122,13 @@ class ExportConfig(Section):
 
 
 class RunnerConfig(Section):
+    """How the Prefect flows run their shard tasks (flows/): in threads here, or on a Ray cluster."""
+
     kind: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
-    max_concurrency: int = 4
-    retries: int = 2
+    ray_address: str | None = None  # None with kind ray = a local Ray instance (loopback, temporary folder)
+    max_concurrency: int = Field(default=4, ge=1)  # shard tasks in flight at once
+    retries: int = Field(default=2, ge=0)  # per shard task, on top of the first attempt
+    retry_delay_s: float = Field(default=5.0, ge=0)  # first retry delay; doubles per attempt (with jitter)
 
 
 class RunConfig(Section):

@@ -65,12 +65,14 @@ def teacher(req: dict[str, Any]) -> str:
     if "exploring a collection" in system:  # VISOR (sliding window: decide from the last observation)
         if n == 0:
             return "<search>Zephyra net income 2020</search>"  # no <think>: invalid
+        if "lies outside the image" in last:
+            return f"<think>That box was off the page; the row is near the top left.</think>\n<bbox>{TEACHER_BOX}</bbox>"
         if "That reply was not valid" in last:
             return "<think>I need the financial table.</think>\n<search>Zephyra net income 2020</search>"
         if "zoomed-in region" in last:
             return f"<think>The crop shows {ANSWER}.</think>\n<answer>{ANSWER}</answer>"
-        if n_images(msgs[-1]):
-            return f"<think>The page has a financial table; the row is small.</think>\n<bbox>{TEACHER_BOX}</bbox>"
+        if n_images(msgs[-1]):  # first a box far outside the page (out of range: re-prompted)
+            return "<think>The page has a financial table; the row is small.</think>\n<bbox>[5000, 5000, 6000, 6000]</bbox>"
         return f"<think>Answering from the evidence.</think>\n<answer>{ANSWER}</answer>"
     if "<select>[i, j]</select>" in system:  # UniDoc-RL policy
         if n == 0:

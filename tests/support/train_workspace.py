@@ -25,6 +25,7 @@ QA = [  # question, answer, gold page, the search query the SFT demonstrations u
     ("What was Acme revenue in 2021?", "18.5 million dollars", "acme_report_2", "Acme revenue"),
     ("How many people did Acme employ at the end of 2021?", "420", "acme_report_3", "Acme workforce"),
     ("What market share does Globex hold in the widget market?", "31 percent", "globex_deck_2", "Globex market share"),
+    ("What is the topic of the Globex investor deck?", "strategy and product roadmap", "globex_deck_1", "Globex deck"),
 ]
 
 
@@ -63,6 +64,18 @@ def build_workspace(root: Path, size: tuple[int, int] = (112, 84)) -> tuple[Work
     write_records(Path(ws.tasks) / "test.parquet", tasks, Task)
     build_index(ws)
     return ws, tasks
+
+
+def oracle_export(ws: Workspace, out: Path, recipe: str = "vrag_rl") -> Path:
+    """The real path to SFT data: oracle episodes through the recipe and environment, then `export_run`."""
+    from vrag_data.config import RoleConfig, RunConfig
+    from vrag_data.export.runner import export_run
+    from vrag_data.synth.run import synth
+
+    cfg = RunConfig(workspace=str(ws.root), roles={"policy": RoleConfig(kind="oracle")})
+    run = synth(ws, cfg, recipe, progress=False)
+    export_run(ws, run.run_id, ["llamafactory", "hf"], out)
+    return out
 
 
 def write_sft_export(ws: Workspace, out: Path, n: int = 4) -> list[SftRecord]:

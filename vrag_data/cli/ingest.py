@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
         summary = ingest_paths(paths, Workspace(str(workspace)), opts, progress=not quiet)
         for err in summary.errors:
             where = f" page {err.page}" if err.page else ""
-            console.print(f"[yellow]skipped[/] {err.path}{where}: {err.reason}", highlight=False, soft_wrap=True)
+            label = "[dim]note[/]" if err.stage == "notice" else "[yellow]skipped[/]"  # notices: kept, something ignored
+            console.print(f"{label} {err.path}{where}: {err.reason}", highlight=False, soft_wrap=True)
         console.print(
             f"ingested {summary.n_docs} document(s), {summary.n_pages} page(s); {summary.n_skipped_unchanged} unchanged; "
             f"{len(summary.errors)} error(s) (see {workspace}/corpus/errors.parquet) in {summary.seconds:.1f}s",

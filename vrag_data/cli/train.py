@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
         result = run_sft(cfg, resume=resume, progress=True)
         for reason in result.skipped[:5]:
             console.print(f"skipped: {reason}", highlight=False)
-        typer.echo(json.dumps(describe(result)))
+        if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch
+            typer.echo(json.dumps(describe(result)))
 
     @train.command("rl")
     @friendly_errors
@@ -71,6 +73,8 @@ def register(app: typer.Typer) -> None:
         cfg.rl = cfg.rl.model_copy(update=upd)
         result = run_rl(cfg, resume=resume, progress=True)
         last = result.logs[-1].__dict__ if result.logs else {}
+        if os.environ.get("RANK", "0") != "0":
+            return
         typer.echo(json.dumps({"output_dir": str(result.output_dir), "global_step": result.global_step,
                                "resumed_from": result.resumed_from, "last": last}))
 

@@ -20,6 +20,7 @@ from vrag_data.ingest.options import DocStats, IngestOptions
 from vrag_data.ingest.render import (
     OpenFailed,
     PageTooLarge,
+    active_content_notices,
     encode_jpeg,
     import_pymupdf,
     open_image,
@@ -83,6 +84,7 @@ class DocumentIngester:
         self.opts = job.opts
         self.ws = Workspace(job.ws_root)
         self.errors: list[IngestError] = []
+        # onnxruntime threads for OCR and the layout model: the cores are already shared between workers
         self.ocr_threads = self.opts.ocr_threads or default_threads(self.opts.workers)
 
     def error(self, stage: str, reason: str, page: int | None = None) -> None:
@@ -102,7 +104,7 @@ class DocumentIngester:
         try:
             rendered = render_pdf_page(page, opts.dpi, opts.max_page_pixels)
         except PageTooLarge as err:
-            self.error("render", f"page {pno} {err}", pno)
+            self.error("render", f"page {pno}: {err}", pno)
             return None
         except Exception as err:  # noqa: BLE001 - one broken page must not lose the document
             self.error("render", f"page {pno} cannot be rendered: {_one_line(err)}", pno)
@@ -140,12 +142,16 @@ class DocumentIngester:
 
     # --- per document ---------------------------------------------------------------------------------
     def _pdf(self) -> tuple[list[_PageOut], Any, int]:
-        import_pymupdf(layout=self.opts.layout == "pymupdf")
+        import_pymupdf(layout=self.opts.layout == "pymupdf", layout_threads=self.ocr_threads)
         doc = open_pdf(self.job.path)
         try:
             if doc.is_repaired:
                 self.error("open", "damaged PDF, repaired on open; some pages may be missing or incomplete")
+            for note in active_content_notices(doc):
+                self.error("notice", note)
             n = min(doc.page_count, self.opts.max_pages or doc.page_count)
+            if n < doc.page_count:
+                self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n})")
             outs = [o for pno in range(1, n + 1) if (o := self._pdf_page(doc[pno - 1], pno)) is not None]
             meta = {"outline": doc.get_toc(simple=True), "title": (doc.metadata or {}).get("title") or ""}
             return outs, meta, n

@@ -15,6 +15,7 @@ from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
 from vrag_data.ingest.discover import discover_inputs, input_kind
 from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
+from vrag_data.ingest.ocr import default_threads
 from vrag_data.ingest.options import DocStats, IngestOptions, IngestSummary
 from vrag_data.schema.records import IngestError
 from vrag_data.store.corpus import append_errors, load_document
@@ -75,10 +76,10 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
     return jobs, skipped, errors
 
 
-def _init_worker(layout: bool) -> None:
+def _init_worker(layout: bool, threads: int) -> None:
     from vrag_data.ingest.render import import_pymupdf
 
-    import_pymupdf(layout)
+    import_pymupdf(layout, layout_threads=threads)
 
 
 def _progress(enabled: bool) -> Progress:
@@ -91,7 +92,7 @@ def _progress(enabled: bool) -> Progress:
 
 def _fail_fast(summary: IngestSummary, ws: Workspace) -> None:
     append_errors(ws, summary.errors)
-    first = summary.errors[0]
+    first = next((e for e in summary.errors if e.stage != "notice"), summary.errors[0])
     where = f" page {first.page}" if first.page else ""
     raise IngestFailed(f"{first.path}{where}: {first.reason} (strict mode stops at the first error)", exit_code=2)
 
@@ -133,14 +134,15 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         def done(out: DocOutcome) -> None:
             _absorb(summary, out)
             bar.update(task, advance=1, pages=summary.n_pages, last=out.stats.stem[:40])
-            if opts.strict and out.errors:
+            if opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run
                 _fail_fast(summary, ws)
         if workers <= 1:
             for job in jobs:
                 done(ingest_document(job))
         else:
             ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(opts.layout == "pymupdf",)) as pool:
+            init = (opts.layout == "pymupdf", opts.ocr_threads or default_threads(workers))
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
                 owner: dict[Future[DocOutcome], DocJob] = {pool.submit(ingest_document, j): j for j in jobs}
                 pending = set(owner)
                 try:

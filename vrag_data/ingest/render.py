@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass
@@ -29,7 +30,33 @@ class OpenFailed(Exception):
     """A document that cannot be ingested at all; the message is the one-line reason."""
 
 
-def import_pymupdf(layout: bool) -> Any:
+def _import_layout_model(threads: int | None) -> None:
+    """Import `pymupdf.layout` (which builds its ONNX sessions on import) with our thread settings.
+
+    Its sessions use onnxruntime defaults: one spinning thread per core. With documents already spread
+    over worker processes that oversubscribes the cores and burns CPU in spin-waits, so while the model
+    loads, `SessionOptions()` hands out options limited to `threads` without spinning.
+    """
+    import onnxruntime as ort
+
+    original = ort.SessionOptions
+
+    def limited() -> Any:
+        so = original()
+        if threads:
+            so.intra_op_num_threads = threads
+            so.inter_op_num_threads = 1
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return so
+
+    ort.SessionOptions = limited  # type: ignore[misc]
+    try:
+        import pymupdf.layout  # noqa: F401  # activates page.get_layout()
+    finally:
+        ort.SessionOptions = original  # type: ignore[misc]
+
+
+def import_pymupdf(layout: bool, layout_threads: int | None = None) -> Any:
     """Import PyMuPDF, loading its layout model only when asked: `import pymupdf` pulls in `pymupdf.layout`
     (an ONNX model, ~1 s) whenever that package is importable, even if no page ever uses it."""
     if "pymupdf" not in sys.modules and not layout:
@@ -41,7 +68,7 @@ def import_pymupdf(layout: bool) -> Any:
     import pymupdf
 
     if layout and not callable(getattr(pymupdf, "_get_layout", None)):
-        import pymupdf.layout  # noqa: F401  # activates page.get_layout()
+        _import_layout_model(layout_threads)
     pymupdf.TOOLS.mupdf_display_errors(False)  # damaged files are reported as IngestErrors, not stderr noise
     pymupdf.TOOLS.mupdf_display_warnings(False)
     return pymupdf
@@ -60,13 +87,44 @@ def open_pdf(path: str) -> Any:
     except Exception as err:  # noqa: BLE001 - MuPDF raises several types for damaged files
         detail = (str(err).splitlines() or [type(err).__name__])[0].replace(f"'{path}'", "it")
         raise OpenFailed(f"cannot open PDF (damaged or truncated): {detail}") from None
-    if doc.needs_pass:
+    try:  # a damaged page tree can open and then fail on first use
+        locked, n_pages = doc.needs_pass, (0 if doc.needs_pass else doc.page_count)
+    except Exception as err:  # noqa: BLE001
+        doc.close()
+        detail = (str(err).splitlines() or [type(err).__name__])[0]
+        raise OpenFailed(f"cannot open PDF (damaged or truncated): {detail}") from None
+    if locked:
         doc.close()
         raise OpenFailed("encrypted (a password is needed to open it); decrypt it first, e.g. `qpdf --decrypt`")
-    if doc.page_count == 0:
+    if n_pages == 0:
         doc.close()
         raise OpenFailed("PDF has no pages")
     return doc
+
+
+_ACTIVE = re.compile(rb"/(?:JavaScript|JS)\b")
+
+
+def active_content_notices(doc: Any) -> list[str]:
+    """One-line notices for content that ingest deliberately ignores: JavaScript (never run; pages are only
+    rasterised) and embedded files (never extracted)."""
+    notes = []
+    scripts = 0
+    for xref in range(1, doc.xref_length()):
+        try:
+            if _ACTIVE.search(doc.xref_object(xref, compressed=True).encode("latin-1", "replace")):
+                scripts += 1
+        except Exception:  # noqa: BLE001 - an unreadable object is not our concern here
+            continue
+    if scripts:
+        notes.append(f"contains JavaScript ({scripts} object(s)); it was not run: only the rendered pages are ingested")
+    try:
+        n_files = doc.embfile_count()
+    except Exception:  # noqa: BLE001
+        n_files = 0
+    if n_files:
+        notes.append(f"carries {n_files} embedded file(s); ignored (not extracted): only the pages are ingested")
+    return notes
 
 
 @dataclass
@@ -80,14 +138,19 @@ def page_pixels(width_pt: float, height_pt: float, dpi: int) -> tuple[int, int]:
     return max(1, round(width_pt * dpi / 72)), max(1, round(height_pt * dpi / 72))
 
 
-def check_pixels(w: int, h: int, max_pixels: int, what: str) -> None:
+def check_pixels(w: int, h: int, max_pixels: int, what: str, fix: str = "lower --dpi") -> None:
     if w * h > max_pixels:
-        raise PageTooLarge(f"{what} is {w}x{h} px ({w * h / 1e6:.0f} MP), above max_page_pixels={max_pixels}; lower --dpi")
+        raise PageTooLarge(f"{what} is {w}x{h} px ({w * h / 1e6:.0f} MP), above max_page_pixels={max_pixels}; {fix}")
 
 
 def render_pdf_page(page: Any, dpi: int, max_pixels: int) -> Rendered:
     w, h = page_pixels(page.rect.width, page.rect.height, dpi)
-    check_pixels(w, h, max_pixels, f"page at {dpi} dpi")
+    check_pixels(w, h, max_pixels, f"the page at {dpi} dpi")
+    # An image XObject is decoded at its own size whatever the page size: a small page can hide a
+    # gigapixel decompression bomb that costs seconds of CPU (and memory) to rasterise.
+    for img in page.get_images(full=True):
+        check_pixels(int(img[2]), int(img[3]), max_pixels, "an embedded image",
+                     "the page is skipped (a decompression bomb or a scan far above any useful resolution)")
     pix = page.get_pixmap(dpi=dpi, alpha=False)
     if pix.n != 3:  # gray/CMYK pixmaps (rare with the default RGB colorspace) are converted once here
         pymupdf = sys.modules["pymupdf"]
@@ -104,7 +167,7 @@ def open_image(path: str, max_pixels: int) -> tuple[Image.Image, int | None]:
     except Exception as err:  # noqa: BLE001 - Pillow raises many types for unreadable files
         raise OpenFailed(f"cannot open image: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
     try:
-        check_pixels(img.width, img.height, max_pixels, "image")
+        check_pixels(img.width, img.height, max_pixels, "image", "downscale it first (or a decompression bomb)")
     except PageTooLarge as err:
         raise OpenFailed(str(err)) from None
     dpi = img.info.get("dpi")

@@ -84,7 +84,10 @@ def _area(a: tuple[float, ...]) -> float:
 
 def page_regions(blocks: list[LayoutBlock], page: Page, min_chars: int) -> list[Region]:
     """The evidence candidates of one page, best extractor first, near-duplicates removed."""
-    cands = [b for b in blocks if b.cls in CLASS_SOURCE and len(b.text.strip()) >= min_chars]
+    # A chart or figure may hold no extracted text and still be good evidence for a VLM writer; running
+    # text and headings without text are nothing.
+    cands = [b for b in blocks if b.cls in CLASS_SOURCE
+             and (len(b.text.strip()) >= min_chars or CLASS_SOURCE[b.cls] in ("chart", "figure"))]
     cands.sort(key=lambda b: (SOURCE_RANK.get(b.source, 9), -_area(b.bbox.raw), b.block_id))
     kept: list[LayoutBlock] = []
     for b in cands:

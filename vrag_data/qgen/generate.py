@@ -25,12 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
-from vrag_data.filters.setlevel import jaccard, question_tokens
+from vrag_data.filters.setlevel import question_tokens
 from vrag_data.ids import short_hash, task_id
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
-from vrag_data.qgen.verify import VerifyReport, Verifier
+from vrag_data.qgen.verify import Verifier, VerifyReport, duplicate_score
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
 from vrag_data.schema.records import Document, EvidenceBox, Task, utcnow
 from vrag_data.store import Workspace, read_records, write_records
@@ -90,10 +90,6 @@ class GenerateSummary(BaseModel):
         return self.calls / done if done else float("nan")
 
 
-def _numbers(tokens: frozenset[str]) -> frozenset[str]:
-    return frozenset(t for t in tokens if any(c.isdigit() for c in t))
-
-
 def _schedule(i: int, kinds: list[str], types: list[str]) -> tuple[str, str]:
     return kinds[i % len(kinds)], types[(i // len(kinds)) % len(types)]
 
@@ -145,11 +141,7 @@ class _Run:
                          requests=len(attempt.request_ids))
 
     def near_duplicate(self, question: str) -> float:
-        """Highest question-token Jaccard with a known question that mentions the same numbers: templates
-        differ only in a year or quarter, and those are different questions, not near-duplicates."""
-        toks = question_tokens(question)
-        nums = _numbers(toks)
-        return max((jaccard(toks, t) for t in self.seen_tokens if _numbers(t) == nums), default=0.0)
+        return duplicate_score(question, self.seen_tokens)
 
 
 async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt, Task, bool]], list[Rejection]]:
@@ -161,7 +153,7 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
         if isinstance(w, Rejected):
             rejected.append(run.rejection(a, w))
             continue
-        bad = check_question(w, [run.docs[s] for s in a.evidence.stems])
+        bad = check_question(w, [run.docs[s] for s in a.evidence.stems], list(run.docs.values()))
         if bad is not None:
             rejected.append(run.rejection(a, bad))
             continue

@@ -11,6 +11,8 @@ Without an answerer model (the offline oracle setting) the same three checks run
 (1) the answer must not be spelled out in the question (choice questions excepted); (2) every value
 the answer rests on must be visible in the evidence regions' extracted text; (3) no other top page may
 cover the question's content words at least as well as the evidence pages do (>= `COVERAGE`).
+
+`duplicate_score` is the near-duplicate check that `generate` runs before these, against stored tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.oracle_writer import visible
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
@@ -67,6 +70,18 @@ def page_text(p: Page) -> str:
 def is_choice(question: str) -> bool:
     """A question that offers its options ("... higher, 2019 or 2020?"): naming the answer is the point."""
     return re.search(r"\bor\b", question, re.I) is not None
+
+
+def _numbers(tokens: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in tokens if any(c.isdigit() for c in t))
+
+
+def duplicate_score(question: str, known: list[frozenset[str]]) -> float:
+    """Highest question-token Jaccard (the filters' near-duplicate measure) with a known question that
+    mentions the same numbers: questions differing only in a year or quarter ask for different facts."""
+    toks = question_tokens(question)
+    nums = _numbers(toks)
+    return max((jaccard(toks, t) for t in known if _numbers(t) == nums), default=0.0)
 
 
 @dataclass

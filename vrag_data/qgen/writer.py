@@ -74,19 +74,22 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
 
 
-def document_names(doc: Document) -> list[str]:
+def document_names(doc: Document, title: bool = True) -> list[str]:
     """How a question could name a document: its stem, file name (without extension) and title."""
     names = {doc.stem, PurePosixPath(doc.source_path.replace("\\", "/")).stem}
-    if len(doc.title.split()) >= 2:  # a one-word title is too likely to be an ordinary word
+    if title and len(doc.title.split()) >= 2:  # a one-word title is too likely to be an ordinary word
         names.add(doc.title)
     return sorted(n for n in (_norm(x) for x in names) if len(n) >= 4)
 
 
-def check_question(w: Written, docs: list[Document]) -> Rejected | None:
-    """Reject questions that name their document or page, or point at what the writer was shown."""
+def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()) -> Rejected | None:  # type: ignore[assignment]
+    """Reject questions that name a document (their own by stem, file name or title; any other by file
+    name) or a page, or that point at what the writer was shown."""
     q = f" {_norm(w.question)} "
-    for d in docs:
-        for name in document_names(d):
+    own = {d.doc_id for d in docs}
+    named = [(d, document_names(d)) for d in docs] + [(d, document_names(d, title=False)) for d in corpus if d.doc_id not in own]
+    for d, names in named:
+        for name in names:
             if f" {name} " in q:
                 return Rejected("check", "names_document", f"the question names document {d.stem!r}", w.question, w.answer)
     m = _PAGE_REF.search(w.question)

@@ -7,11 +7,13 @@ an fsspec URL is built in a local temporary folder and uploaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,11 +35,13 @@ class ReportResult:
     runs: list[str]
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    timings: dict[str, tuple[float, float]] = field(default_factory=dict)  # step -> (wall s, CPU s)
 
 
-def populate(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None) -> list[str]:
+def populate(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None,
+             timings: dict[str, tuple[float, float]] | None = None) -> list[str]:
     """Tables, table comments and views in an open connection; returns the run ids reported on."""
-    runs = build_tables(con, ws, run)
+    runs = build_tables(con, ws, run, timings)
     for name, desc in TABLE_DESCRIPTIONS.items():
         con.execute(f"COMMENT ON TABLE {name} IS '" + desc.replace("'", "''") + "'")
     create_views(con)
@@ -61,6 +65,7 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
     else:
         work_dir = Path(tempfile.mkdtemp(prefix="vrag-report-"))
     tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
+    timings: dict[str, tuple[float, float]] = {}
     # the 1.x `duckdb` command-line client (what `pip install duckdb-cli` gives) must open the file
     config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
     if threads:
@@ -69,13 +74,16 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
         con = duckdb.connect(str(tmp), config=config)
         try:
             con.execute("BEGIN TRANSACTION")  # one commit: a commit per statement costs an fsync each
-            runs = populate(con, ws, run)
-            con.execute("COMMIT")
+            runs = populate(con, ws, run, timings)
+            with _timed(timings, "commit"):
+                con.execute("COMMIT")
             counts = table_counts(con)
             html_path = ws.report_html
             if html:
-                write_html(con, ws, html_path, viewer_limit=viewer_limit, runs=runs)
-            con.execute("CHECKPOINT")
+                with _timed(timings, "html"):
+                    write_html(con, ws, html_path, viewer_limit=viewer_limit, runs=runs)
+            with _timed(timings, "checkpoint"):
+                con.execute("CHECKPOINT")
         finally:
             con.close()
         _replace(tmp, ws.report_db, ws)
@@ -84,7 +92,14 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
         Path(str(tmp) + ".wal").unlink(missing_ok=True)
         if not ws.is_local:
             shutil.rmtree(work_dir, ignore_errors=True)
-    return ReportResult(ws.report_db, ws.report_html, runs, counts, time.perf_counter() - t0)
+    return ReportResult(ws.report_db, ws.report_html, runs, counts, time.perf_counter() - t0, timings)
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, tuple[float, float]], name: str) -> Iterator[None]:
+    w, c = time.perf_counter(), time.process_time()
+    yield
+    timings[name] = (time.perf_counter() - w, time.process_time() - c)
 
 
 def view_names() -> list[str]:

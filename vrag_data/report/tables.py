@@ -8,6 +8,8 @@ verdicts, exports, export_counts. A missing input gives an empty table, never an
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Sequence
 
 import duckdb
@@ -18,6 +20,7 @@ from vrag_data.store import Workspace
 
 # Filters whose verdict is a judgement of the answer (the judge pass rate view reads these).
 JUDGE_FILTERS = ("correctness", "judge", "answer_judge")
+_JUDGE = ", ".join(f"'{f}'" for f in JUDGE_FILTERS)
 
 # A reason without its variable details ("gold pages never retrieved: [..]" -> "gold pages never retrieved",
 # "bucket 3 over cap 10" -> "bucket # over cap #"), so rejection and error tables group like with like.
@@ -78,7 +81,9 @@ SEMI JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.s
 LEFT JOIN tasks k USING (task_id);
 
 CREATE OR REPLACE TABLE verdicts AS
-SELECT * EXCLUDE (filename), {reason_code('reason')} AS reason_code, filename AS verdict_file FROM raw_verdicts;
+SELECT v.* EXCLUDE (filename), {reason_code('v.reason')} AS reason_code, v.filter IN ({_JUDGE}) AS is_judge,
+       b.recipe, v.filename AS verdict_file
+FROM raw_verdicts v LEFT JOIN (SELECT run_id, traj_id, any_value(recipe) AS recipe FROM traj_base GROUP BY ALL) b USING (run_id, traj_id);
 
 CREATE OR REPLACE TABLE turns AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.role, u.assistant,
@@ -114,7 +119,8 @@ FROM raw_requests;
 _SQL_TRAJ = f"""
 CREATE OR REPLACE TEMP TABLE traj_verdicts AS
 SELECT run_id, traj_id, bool_and(passed) AS all_passed, count(*) AS n_verdicts,
-       string_agg(filter, ',' ORDER BY filter) FILTER (WHERE NOT passed) AS failed_filters
+       string_agg(filter, ',' ORDER BY filter) FILTER (WHERE NOT passed) AS failed_filters,
+       bool_and(passed) FILTER (WHERE is_judge) AS judge_passed, avg(score) FILTER (WHERE is_judge) AS judge_score
 FROM verdicts GROUP BY run_id, traj_id;
 
 CREATE OR REPLACE TEMP TABLE traj_turn_stats AS
@@ -152,7 +158,7 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
        CASE WHEN coalesce(len(m.gold), 0) = 0 THEN NULL
             ELSE least(1.0, coalesce(list_sum(list_transform(m.ret_dedup, lambda x, i: CASE WHEN list_contains(m.gold, x) THEN 1.0 / log2(i + 1) ELSE 0.0 END)), 0.0)
                  / list_sum(list_transform(range(1, len(m.gold) + 1), lambda i: 1.0 / log2(i + 1)))) END AS ndcg,
-       coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters,
+       coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters, v.judge_passed, v.judge_score,
        CASE WHEN rv.run_id IS NULL THEN m.status = 'answered'
             ELSE coalesce(v.all_passed, s1.all_passed, s2.all_passed, false) END AS kept,
        CASE WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) IS NULL THEN 'none'
@@ -227,13 +233,27 @@ def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
     con.execute(f"DROP {'VIEW' if is_view else 'TABLE'} IF EXISTS {name}")
 
 
-def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None) -> list[RunDir]:
-    """Load the workspace (all runs, or one) into `con`; returns the runs reported on."""
+def _statements(sql: str) -> list[tuple[str, str]]:
+    """(table name, statement) for each `CREATE ... TABLE name AS` statement of a script."""
+    out = []
+    for stmt in (s.strip() for s in sql.split(";\n")):
+        if stmt:
+            m = re.match(r"CREATE OR REPLACE (?:TEMP )?TABLE (\w+)", stmt)
+            out.append((m.group(1) if m else stmt[:30], stmt))
+    return out
+
+
+def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None,
+                 timings: dict[str, tuple[float, float]] | None = None) -> list[RunDir]:
+    """Load the workspace (all runs, or one) into `con`; returns the runs reported on. `timings`, when
+    given, receives (wall s, CPU s) per derived table (the benchmark prints them)."""
     runs = run_dirs(ws, run)
     load_raw(con, ws, runs)
-    con.execute(_SQL_CORPUS)
-    con.execute(_SQL_RUNS)
-    con.execute(_SQL_TRAJ)
+    for name, stmt in _statements(_SQL_CORPUS + ";\n" + _SQL_RUNS + ";\n" + _SQL_TRAJ):
+        w, c = time.perf_counter(), time.process_time()
+        con.execute(stmt)
+        if timings is not None:
+            timings[name] = (time.perf_counter() - w, time.process_time() - c)
     _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)
     _exports(con, export_summaries(ws, {r.run_id for r in runs} if run is not None else None))
     for t in ("raw_documents", "raw_pages", "raw_layout", "raw_ingest_errors", "raw_tasks", "raw_trajectories", "raw_verdicts",
@@ -253,7 +273,7 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "turns": "One row per turn: assistant text, parsed action (kind, JSON), observation (kind, text, images JSON).",
     "crops": "One row per crop of a trajectory: page, raw-pixel box, 0-1000 box, share of the page area.",
     "requests": "Teacher/judge request log (runs/<run>/requests): status ok/error/cached, tokens, latency, retries, error code.",
-    "verdicts": "Filter verdicts (runs/<run>/verdicts): pass/fail, reason, reason code, score.",
+    "verdicts": "Filter verdicts (runs/<run>/verdicts): pass/fail, reason, reason code, score, is_judge, the trajectory's recipe.",
     "exports": "One row per export summary (exports/**/summary.json); `latest` = newest export of its run.",
     "export_counts": "SFT records written per (export, recipe), from the export summaries.",
 }

@@ -41,8 +41,6 @@ def _order(sql: str, extra: str = "") -> str:
     return f"SELECT * FROM ({sql}) ORDER BY recipe = '(all)' DESC, recipe, dimension = 'all' DESC, dimension, value{extra}"
 
 
-_JUDGE = ", ".join(f"'{f}'" for f in JUDGE_FILTERS)
-
 VIEWS: list[View] = [
     View(
         "stage_funnel",
@@ -77,8 +75,7 @@ FROM stages ORDER BY recipe = '(all)' DESC, recipe, stage_order""",
         "Failed filter verdicts per recipe, filter and reason code (the reason without numbers and details); "
         "share = n / all failed verdicts of the recipe; example = one full reason.",
         """
-WITH f AS (SELECT t.recipe, v.filter, v.reason_code, v.reason FROM verdicts v
-           JOIN trajectories t ON t.traj_id = v.traj_id AND t.run_id = v.run_id WHERE NOT v.passed)
+WITH f AS (SELECT coalesce(recipe, '(unknown)') AS recipe, filter, reason_code, reason FROM verdicts WHERE NOT passed)
 SELECT recipe, filter, reason_code, count(*) AS n,
        count(*) / sum(count(*)) OVER (PARTITION BY recipe) AS share, any_value(reason) AS example
 FROM f GROUP BY recipe, filter, reason_code ORDER BY recipe, n DESC, filter, reason_code""",
@@ -162,12 +159,11 @@ FROM turns WHERE action_kind = 'invalid' GROUP BY ALL ORDER BY recipe, n DESC, r
     ),
     View(
         "judge_pass_rate",
-        f"Answer-judge verdicts (filters {', '.join(JUDGE_FILTERS)}): judged trajectories, passed, pass rate and "
-        "mean score, by recipe and dimension.",
-        _order(by_dims("count(*) AS judged, count(*) FILTER (WHERE passed) AS passed, "
-                       "count(*) FILTER (WHERE passed) / count(*) AS pass_rate, avg(score) AS mean_score",
-                       f"(SELECT t.*, v.passed, v.score FROM verdicts v JOIN trajectories t "
-                       f"ON t.traj_id = v.traj_id AND t.run_id = v.run_id WHERE v.filter IN ({_JUDGE}))")),
+        f"Answer-judge verdicts (filters {', '.join(JUDGE_FILTERS)}): trajectories judged, passed (every judge verdict "
+        "passed), pass rate and mean judge score, by recipe and dimension.",
+        _order(by_dims("count(*) FILTER (WHERE judge_passed IS NOT NULL) AS judged, count(*) FILTER (WHERE judge_passed) AS passed, "
+                       "count(*) FILTER (WHERE judge_passed) / nullif(count(*) FILTER (WHERE judge_passed IS NOT NULL), 0) AS pass_rate, "
+                       "avg(judge_score) AS mean_score")),
     ),
     View(
         "cost_per_kept",

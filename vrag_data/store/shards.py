@@ -86,10 +86,20 @@ def write_records(path: str, records: Iterable[BaseModel], model: type[BaseModel
     return table.num_rows
 
 
-def read_table(path: str) -> pa.Table:
+def _shard_model(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
+    meta = pq.read_schema(path, filesystem=fs).metadata or {}
+    name = meta.get(b"vrag_model")
+    return name.decode() if name else None
+
+
+def read_table(path: str, model: type[BaseModel] | None = None) -> pa.Table:
+    """A shard, or every shard of a folder. With `model`, a folder's shards of other record types (an error
+    log beside the tasks, say) are left out, so mixed folders read cleanly."""
     fs, p = url_to_fs(path)
     if fs.isdir(p):
         files = sorted(f for f in fs.find(p) if f.endswith(".parquet") and "/.tmp-" not in f)
+        if model is not None:
+            files = [f for f in files if _shard_model(fs, f) in (model.__name__, None)]
         if not files:
             return pa.table({})
         return pa.concat_tables([pq.read_table(f, filesystem=fs) for f in files], promote_options="default")
@@ -98,7 +108,7 @@ def read_table(path: str) -> pa.Table:
 
 def iter_records(path: str, model: type[M]) -> Iterator[M]:
     js = _json_columns(model)
-    table = read_table(path)
+    table = read_table(path, model)
     for row in table.to_pylist():
         for n in js:
             if n in row and isinstance(row[n], str):

@@ -21,7 +21,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from vrag_data.env import render_action
+from vrag_data.env import render_action, sanitize_text
 from vrag_data.env.geometry import box_to_model
 from vrag_data.rewards.answer import INSUFFICIENT, normalize_answer
 from vrag_data.schema.geometry_types import Box
@@ -103,7 +103,8 @@ def best_candidate(target: Box, boxes: list[Box]) -> int | None:
 
 def evidence_text(ep: "EpisodeRun", page_id: str) -> str:
     texts = [b.text.strip() for b in ep.task.evidence_boxes if b.page_id == page_id and b.text.strip()]
-    return "; ".join(dict.fromkeys(texts))
+    # document text goes into the oracle's own (trained-on) replies: tags defanged so it cannot act
+    return sanitize_text("; ".join(dict.fromkeys(texts)))
 
 
 def _page_head(ep: "EpisodeRun", page_id: str, words: int = 14) -> str:
@@ -111,7 +112,7 @@ def _page_head(ep: "EpisodeRun", page_id: str, words: int = 14) -> str:
     if page is None:
         return ""
     text = page.text if page.text.strip() else page.ocr_text
-    return " ".join(text.split()[:words])
+    return sanitize_text(" ".join(text.split()[:words]))  # becomes a <search> query: no tags from the page
 
 
 def keywords(question: str, n: int = 4) -> list[str]:
@@ -178,8 +179,7 @@ class OraclePolicy:
             if not gold:  # nothing to find: keep the top candidate (UniDoc-RL's pseudo-positive)
                 idx = [base]
             if idx:
-                pages = ", ".join(st.candidates[i - base] for i in idx)
-                act = Action(kind="select", thought=f"Among the candidates, {pages} relate to the question.", indices=idx)
+                act = Action(kind="select", thought=f"Candidate(s) {idx} relate to the question.", indices=idx)
                 return render_action(act, g)
         if g in ("vrag_rl", "visor") and shown_now and st.current_page in gold:
             pid = st.current_page
@@ -189,16 +189,15 @@ class OraclePolicy:
             if pid not in cropped and tb is not None:
                 what = evidence_text(ep, pid)
                 note = f" It should read '{what}'." if what else ""
-                thought = f"Page {pid} holds the information the question asks for; I will zoom into that region to read it.{note}"
+                thought = f"This page holds the information the question asks for; I will zoom into that region to read it.{note}"
                 act = Action(kind="crop", thought=thought, boxes=[[float(v) for v in model_box(ep, pid, tb[0])]])
                 ep.note("oracle", {"turn": st.turn + 1, "crop": tb[1], "page_id": pid})
                 return render_action(act, g)
         seen = set(st.selected_pages) if g == "unidoc_rl" else set(st.retrieved_pages) | set(st.selected_pages)
         missing = [p for p in gold if p not in seen]
         if st.n_searches and not missing:
-            if gold:
-                where = ", ".join(gold)
-                return self._answer(ep, f"The evidence on {where} answers the question: {task.answer}.")
+            if gold:  # page ids stay out of the text: the student never sees them in these recipes
+                return self._answer(ep, f"The evidence I found answers the question: {task.answer}.")
             return self._answer(ep, "The pages found do not contain what the question asks for.")
         query, how = self._next_query(ep, missing[0] if missing else None)
         if query is None:
@@ -222,7 +221,7 @@ class OraclePolicy:
             if how == "question":
                 q = ep.task.question.strip()
             elif how == "gold_text":
-                q = " ".join(x for x in (_page_head(ep, target or ""), evidence_text(ep, target or "")) if x)
+                q = _page_head(ep, target or "")
             else:
                 page = ep.pages[target or ""]
                 q = f"{page.stem.replace('_', ' ').replace('-', ' ')} page {page.page}"

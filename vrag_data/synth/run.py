@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from vrag_data.config import RoleConfig, RunConfig, dump_resolved
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.build import build_index, load_index
-from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest
+from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
 from vrag_data.store.corpus import load_documents, load_layout, page_index
 from vrag_data.store.workspace import Workspace
 from vrag_data.synth.annotate import labelled_loader
@@ -81,9 +81,11 @@ def default_run_id(recipe: str, cfg: RunConfig) -> str:
 def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
     try:
         return load_index(ws), False
-    except VragError:
+    except VragError:  # no index yet
         build_index(ws, cfg.index.retriever, cfg.index.model_path)
-        return load_index(ws), True
+    except (ValueError, KeyError):  # an index written by an older format: rebuild it
+        build_index(ws, cfg.index.retriever, cfg.index.model_path, force=True)
+    return load_index(ws), True
 
 
 def synth(
@@ -95,8 +97,9 @@ def synth(
     limit: int | None = None,
     progress: bool = True,
     on_ready: Callable[[str], None] | None = None,
+    tasks: Sequence[Task] | None = None,
 ) -> RunResult:
-    return asyncio.run(synth_async(ws, cfg, recipe, run_id, samples, limit, progress, on_ready))
+    return asyncio.run(synth_async(ws, cfg, recipe, run_id, samples, limit, progress, on_ready, tasks))
 
 
 async def synth_async(
@@ -108,7 +111,10 @@ async def synth_async(
     limit: int | None = None,
     progress: bool = True,
     on_ready: Callable[[str], None] | None = None,
+    tasks: Sequence[Task] | None = None,
 ) -> RunResult:
+    """`tasks`: roll out only these (one shard of the workspace's tasks, as the Prefect flows do); default:
+    every task of the workspace (up to `limit`)."""
     from pipelines.registry import get_recipe  # recipes sit above the stages; loaded at call time
 
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
@@ -119,7 +125,7 @@ async def synth_async(
     roles = resolved_roles(cfg)
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples
-    tasks = load_tasks(ws, limit if limit is not None else cfg.synth.limit)
+    tasks = list(tasks) if tasks is not None else load_tasks(ws, limit if limit is not None else cfg.synth.limit)
     if not tasks:
         raise VragError(f"{ws.tasks}: no tasks; run `vrag-data tasks import FILE -w {ws.root}` first")
     pages = page_index(ws)

@@ -9,6 +9,7 @@ the user turns (question and every observation) and the role headers are never t
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ class SftExample:
     """One conversation with absolute image paths; `source` names the file + row for error messages."""
 
     messages: list[tuple[str, str]]
-    images: list[Path]
+    images: list[Path | bytes]
     source: str = ""
 
 
@@ -57,34 +58,39 @@ def _rows_from_json(path: Path) -> list[dict[str, Any]]:
     return data
 
 
+def _llamafactory_files(info: Path) -> list[Path]:
+    entries = json.loads(info.read_text())
+    files: list[Path] = []
+    for e in entries.values():
+        if not isinstance(e, dict) or "file_name" not in e:
+            continue
+        target = info.parent / e["file_name"]  # a file, or a folder of json parts
+        files.extend(sorted(p for p in target.rglob("*") if p.suffix in (".json", ".jsonl")) if target.is_dir() else [target])
+    return files
+
+
 def _files_in(folder: Path) -> list[Path]:
-    """The data files of an export folder: LLaMA-Factory's dataset_info.json entries, else json/parquet files."""
-    info = folder / "dataset_info.json"
-    if info.is_file():
-        entries = json.loads(info.read_text())
-        files = [folder / e["file_name"] for e in entries.values() if isinstance(e, dict) and "file_name" in e]
+    """The SFT files of an export: the root written by `vrag-data export` (its LLaMA-Factory part, else the
+    HF `sft` split), a LLaMA-Factory folder (dataset_info.json), an HF folder (data/sft-*.parquet), or plain
+    json/jsonl/parquet files."""
+    for info in (folder / "dataset_info.json", folder / "llamafactory" / "dataset_info.json"):
+        if info.is_file():
+            return _llamafactory_files(info)
+    for pattern in ("hf/data/sft-*.parquet", "data/sft-*.parquet"):
+        files = sorted(folder.glob(pattern))
         if files:
             return files
-    files = sorted(p for p in folder.rglob("*") if p.suffix in (".json", ".jsonl", ".parquet"))
-    files = [p for p in files if p.name not in ("dataset_info.json", "dataset_dict.json", "state.json")]
-    files = [p for p in files if "dataset_info" not in p.name]
-    arrow = sorted(folder.rglob("*.arrow"))
-    return files or arrow
+    skip = {"summary.json", "dataset_dict.json", "state.json", "dataset_info.json"}
+    return sorted(p for p in folder.iterdir() if p.suffix in (".json", ".jsonl", ".parquet") and p.name not in skip)
 
 
 def _rows_from_file(path: Path) -> list[dict[str, Any]]:
     if path.suffix in (".json", ".jsonl"):
         return _rows_from_json(path)
-    if path.suffix in (".parquet", ".arrow"):
-        import pyarrow as pa
+    if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        if path.suffix == ".parquet":
-            table = pq.read_table(path)
-        else:
-            with pa.memory_map(str(path)) as src:
-                table = pa.ipc.open_stream(src).read_all()
-        return table.to_pylist()
+        return pq.read_table(path).to_pylist()
     raise VragError(f"{path}: unsupported SFT data file; pass a .json/.jsonl/.parquet export or its folder")
 
 
@@ -98,16 +104,23 @@ def _maybe_json(value: Any) -> Any:
     return value
 
 
-def _image_path(item: Any, base: Path) -> Path:
-    if isinstance(item, dict):  # HF Image feature / verl style {"path": ...} or {"image": ...}
+def _image_path(item: Any, bases: Sequence[Path]) -> Path | bytes:
+    """An image entry -> a path (relative ones tried against each base: the data file's folder, then the
+    export root, where LLaMA-Factory's media_dir points) or the encoded bytes of an HF Image feature."""
+    if isinstance(item, dict):  # HF Image feature {"bytes", "path"} / verl style {"image": ...}
+        if item.get("bytes"):
+            return bytes(item["bytes"])
         item = item.get("path") or item.get("image")
     if not isinstance(item, str) or not item:
-        raise VragError(f"image entry {item!r} is not a path")
+        raise VragError(f"image entry {str(item)[:60]!r} is neither a path nor image bytes")
     p = Path(item)
-    return p if p.is_absolute() else base / p
+    if p.is_absolute():
+        return p
+    candidates = [b / p for b in bases]
+    return next((c for c in candidates if c.is_file()), candidates[0])
 
 
-def row_to_example(row: dict[str, Any], base: Path, source: str) -> SftExample:
+def row_to_example(row: dict[str, Any], bases: Sequence[Path], source: str) -> SftExample:
     """Accepts `messages` [{role, content}] (SftRecord / sharegpt "messages") or `conversations` [{from, value}]."""
     turns = _maybe_json(row.get("messages") or row.get("conversations"))
     if not isinstance(turns, list) or not turns:
@@ -123,7 +136,7 @@ def row_to_example(row: dict[str, Any], base: Path, source: str) -> SftExample:
         if role not in ("system", "user", "assistant") or not isinstance(text, str):
             raise VragError(f"{source}: bad turn {str(t)[:80]!r}; roles must be system/user/assistant with text")
         messages.append((role, text))
-    images = [_image_path(i, base) for i in (_maybe_json(row.get("images")) or [])]
+    images = [_image_path(i, bases) for i in (_maybe_json(row.get("images")) or [])]
     n_tags = sum(text.count(IMAGE_TAG) for _, text in messages)
     if n_tags != len(images):
         raise VragError(f"{source}: {n_tags} <image> tags but {len(images)} images; each image needs one tag")
@@ -146,8 +159,8 @@ def load_sft_examples(path: str | Path, max_samples: int | None = None) -> tuple
         for i, row in enumerate(_rows_from_file(f)):
             src = f"{f.name}#{i}"
             try:
-                ex = row_to_example(row, f.parent, src)
-                missing = [str(x) for x in ex.images if not x.is_file()]
+                ex = row_to_example(row, [f.parent, *f.parent.parents[:3], p if p.is_dir() else p.parent], src)
+                missing = [str(x) for x in ex.images if isinstance(x, Path) and not x.is_file()]
                 if missing:
                     raise VragError(f"{src}: image file(s) missing: {missing[:2]}")
                 examples.append(ex)
@@ -161,8 +174,14 @@ def load_sft_examples(path: str | Path, max_samples: int | None = None) -> tuple
 # ---------------------------------------------------------------- encoding
 
 
-def image_inputs(images: Sequence[Image.Image | Path], image_processor: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    pil = [im if isinstance(im, Image.Image) else Image.open(im).convert("RGB") for im in images]
+def _open(im: Image.Image | Path | bytes) -> Image.Image:
+    if isinstance(im, Image.Image):
+        return im.convert("RGB")
+    return Image.open(io.BytesIO(im) if isinstance(im, bytes) else im).convert("RGB")
+
+
+def image_inputs(images: Sequence[Image.Image | Path | bytes], image_processor: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    pil = [_open(im) for im in images]
     out = image_processor(images=pil, return_tensors="pt")
     return out["pixel_values"], out["image_grid_thw"]
 

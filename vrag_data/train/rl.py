@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import math
 import random
 from collections import defaultdict
@@ -58,10 +59,20 @@ class RlResult:
     resumed_from: str | None = None
 
 
-def _dist() -> tuple[int, int]:
+def _dist() -> tuple[int, int, torch.device]:
+    """(rank, world size, device). Under torchrun / accelerate launch (WORLD_SIZE > 1) the process group is
+    started here: NCCL with one GPU per process, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    if world > 1 and torch.distributed.is_available() and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(backend="nccl" if cuda else "gloo")
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
+        return torch.distributed.get_rank(), torch.distributed.get_world_size(), device
+    return 0, 1, device
 
 
 def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list[Any], embedder: Any,
@@ -111,7 +122,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
     from vrag_data.rewards.recipes import score_trajectory
 
     rl = cfg.rl
-    rank, world = _dist()
+    rank, world, device = _dist()
     env = RlEnvironment.open(cfg.workspace, cfg.data.path)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -120,28 +131,32 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
     ckpt = last_checkpoint(out) if resume else None
     model_cfg = cfg.model.model_copy(update={"path": str(ckpt)}) if ckpt else cfg.model
     texts = [f"{t.question} {t.answer}" for t in env.tasks]
-    random.seed(rl.seed)
-    torch.manual_seed(rl.seed + rank)
     policy = load_policy(model_cfg, texts)
-    model = policy.model
+    model = policy.model.to(device)
     model.train()
     ref = None
     if rl.kl_coef > 0:
         ref = copy.deepcopy(model).eval()
         ref.requires_grad_(False)
         if ckpt:  # the reference is the starting policy, not the resumed one (tiny models rebuild identically)
-            ref = load_policy(cfg.model, texts).model.eval().requires_grad_(False)
+            ref = load_policy(cfg.model, texts).model.to(device).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
     warmup = math.ceil(rl.warmup_ratio * rl.max_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    # seeded after the model is built (building a tiny model reseeds); each rank samples differently
+    random.seed(rl.seed + rank)
+    torch.manual_seed(rl.seed + rank)
     start = 0
     if ckpt:
         state = torch.load(ckpt / "rl_state.pt", weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["step"])
-        torch.set_rng_state(state["rng"])
-        random.setstate(state["py_rng"])
+        if rank == 0:  # the saved generator state is rank 0's; other ranks reseed per resumed step
+            torch.set_rng_state(state["rng"])
+            random.setstate(state["py_rng"])
+        else:
+            torch.manual_seed(rl.seed + rank + 7919 * start)
         sched.last_epoch = start  # continue the warm-up where it stopped
     recipe = rl_recipe(rl.recipe, rl.max_turns, cfg.model.max_pixels)
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
@@ -160,9 +175,9 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
         advs: list[list[list[float]]] = []
         for k in range(rl.tasks_per_step):
             task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
-            # sample numbers are unique per (step, slot) so trajectory ids never collide across steps
+            # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
             group = rollout_group(deps, responder, task, rl.group_size,
-                                  first_sample=(step * rl.tasks_per_step + k) * rl.group_size)
+                                  first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
             scores = [score_trajectory(ep.trajectory, task, rl.recipe) for ep in group]
             advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer))
             episodes.extend(group)
@@ -191,12 +206,14 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
             statuses=dict(statuses),
         )
         logs.append(log)
+        # every rank keeps its own rollouts (with their reward breakdown); metrics are rank 0's share
+        trajs = [ep.trajectory.model_copy(update={"extra": {**ep.trajectory.extra, "reward": b.as_dict()}})
+                 for ep, b in zip(episodes, breakdowns, strict=True)]
+        shard = f"step-{step + 1:06d}" + (f"-rank{rank}" if world > 1 else "") + ".parquet"
+        write_records(out / "rollouts" / shard, trajs, Trajectory)
         if rank == 0:
             metrics.write(json.dumps(log.__dict__) + "\n")
             metrics.flush()
-            trajs = [ep.trajectory.model_copy(update={"extra": {**ep.trajectory.extra,
-                     "reward": b.as_dict()}}) for ep, b in zip(episodes, breakdowns, strict=True)]
-            write_records(out / "rollouts" / f"step-{step + 1:06d}.parquet", trajs, Trajectory)
             if rl.save_steps and (step + 1) % rl.save_steps == 0:
                 _save(policy, optimizer, step + 1, out, logs)
         if progress:

@@ -86,6 +86,7 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         data_seed=s.seed,
         dataloader_num_workers=s.dataloader_workers,
         remove_unused_columns=False,
+        ddp_find_unused_parameters=False,
         report_to=[],
         disable_tqdm=not progress,
         use_cpu=not _has_accelerator(),

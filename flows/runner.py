@@ -1,0 +1,82 @@
+"""Where shard tasks run: threads in this process (`local`), or prefect-ray's `RayTaskRunner` (`ray`).
+
+With `runner.kind: ray` and no `ray_address`, a private local Ray instance is started: its state lives in a
+fresh temporary folder, it listens on the loopback interface only, without dashboard or usage statistics,
+and it is shut down when the flow ends. With an address (`ray://head:10001` or `auto`), the flow connects to
+that cluster; the workers get the Prefect API address and the offline settings through the job's
+runtime environment, so their task states land in the same Prefect server. The workspace must then be a
+path or URL (fsspec) that every node reads and writes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+
+from vrag_data.config import RunnerConfig
+from vrag_data.errors import VragError
+
+# passed on to Ray workers: no telemetry, no downloads, no cluster sign-up
+OFFLINE_ENV = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "disabled",
+}
+
+
+def resolve_runner(cfg: RunnerConfig, override: str | None = None) -> RunnerConfig:
+    """`--runner local|ray` wins over the config's `runner.kind`."""
+    if override is None:
+        return cfg
+    if override not in ("local", "ray"):
+        raise VragError(f"--runner {override!r}: use local or ray")
+    return cfg.model_copy(update={"kind": override})
+
+
+def worker_env() -> dict[str, str]:
+    from prefect.settings import get_current_settings
+
+    env = {k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()}
+    api = get_current_settings().api.url
+    if api:  # a test harness sets it in a settings context, not in os.environ: hand it over explicitly
+        env["PREFECT_API_URL"] = str(api)
+    for k in ("PREFECT_HOME", "HF_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
+        if os.environ.get(k):
+            env[k] = os.environ[k]
+    return env
+
+
+def ray_init_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": worker_env()}, "log_to_driver": True}
+    if cfg.ray_address is None:
+        os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
+        kwargs.update(
+            _temp_dir=tempfile.mkdtemp(prefix="vrag-ray-"),  # short path: Ray's unix sockets live there
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            num_cpus=cfg.max_concurrency,
+            object_store_memory=256 * 1024 * 1024,  # shards exchange small summaries, not data
+        )
+    return kwargs
+
+
+def make_task_runner(cfg: RunnerConfig) -> TaskRunner:
+    if cfg.kind == "local":
+        return ThreadPoolTaskRunner(max_workers=cfg.max_concurrency)
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError:
+        raise VragError("runner.kind ray needs the scale extra: pip install -e '.[scale]' (ray, prefect-ray)") from None
+    return RayTaskRunner(address=cfg.ray_address, init_kwargs=ray_init_kwargs(cfg))
+
+
+def describe_runner(cfg: RunnerConfig) -> str:
+    if cfg.kind == "local":
+        return f"local threads (max {cfg.max_concurrency} shards at once)"
+    return f"Ray at {cfg.ray_address}" if cfg.ray_address else "a local Ray instance (loopback)"

@@ -1,0 +1,299 @@
+"""The pipeline's stages as shard submissions, called inside a flow (flows.flows).
+
+Each stage plans its shards from the workspace, binds the run-time options (retries with exponential
+backoff, result storage under the workspace, and `refresh_cache` when a shard's outputs are gone so a
+cached result never hides deleted data) and submits them under the concurrency limit. Every shard's final
+state is recorded in `Ctx.states`; a failed shard (after its retries) is reported, the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect.states import State
+from prefect.tasks import Task, exponential_backoff
+
+from flows import tasks as T
+from flows.keys import files_digest, stage_key, tree_fingerprint
+from flows.scheduling import run_bounded, run_lanes
+from vrag_data.config import RunConfig
+from vrag_data.errors import VragError
+from vrag_data.ids import short_hash
+from vrag_data.schema.records import Task as VTask
+from vrag_data.store.workspace import Workspace
+
+
+@dataclass
+class ShardState:
+    stage: str
+    label: str
+    state: str  # Completed, Cached, Failed, Crashed, ...
+    message: str = ""
+    result: Any = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state not in ("Completed", "Cached")
+
+
+@dataclass
+class Ctx:
+    ws: Workspace
+    cfg: RunConfig
+    states: list[ShardState] = field(default_factory=list)
+
+    def record(self, stage: str, label: str, state: State | None) -> ShardState | None:
+        if state is None:
+            return None
+        result = state.result(raise_on_failure=False) if state.is_completed() else None
+        message = "" if state.is_completed() else " ".join(str(state.message or state.name).split())[:300]
+        s = ShardState(stage, label, state.name, message, result)
+        self.states.append(s)
+        return s
+
+
+def result_storage(ws: Workspace) -> Any:
+    """Shard results and cache records live in the workspace, so they go when the workspace goes."""
+    if ws.is_local:
+        return Path(ws.root.removeprefix("file://")) / ".prefect" / "results"
+    from prefect.filesystems import RemoteFileSystem
+
+    block = RemoteFileSystem(basepath=ws.path(".prefect", "results"))
+    block.save(f"vrag-results-{short_hash(ws.root, n=10)}", overwrite=True)  # Ray workers load it by id
+    return block
+
+
+def bind(ctx: Ctx, task: Task[..., Any], refresh: bool = False) -> Task[..., Any]:
+    rc = ctx.cfg.runner
+    return task.with_options(
+        retries=rc.retries,
+        retry_delay_seconds=exponential_backoff(rc.retry_delay_s) if rc.retries else 0,
+        retry_jitter_factor=0.5 if rc.retry_delay_s else None,
+        result_storage=result_storage(ctx.ws),
+        refresh_cache=refresh,
+    )
+
+
+def submitter(ctx: Ctx, stage: str, label: str, task: Task[..., Any], outputs: list[str] | Callable[[], bool],
+              *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """A deferred submission. `outputs`: the paths the shard writes, or a callable saying whether they are
+    complete; checked at submission time (after the shards before it in its lane)."""
+    def submit() -> Any:
+        complete = outputs() if callable(outputs) else _exists(ctx.ws, *outputs)
+        return bind(ctx, task, refresh=not complete).submit(*args, **kwargs)
+    submit.stage, submit.label = stage, label  # type: ignore[attr-defined]
+    return submit
+
+
+def run_one(ctx: Ctx, sub: Callable[[], Any]) -> ShardState:
+    state = run_bounded([sub], 1)[0]
+    return ctx.record(sub.stage, sub.label, state)  # type: ignore[attr-defined, return-value]
+
+
+def run_all(ctx: Ctx, lanes: list[list[Callable[[], Any]]]) -> list[list[ShardState | None]]:
+    states = run_lanes(lanes, ctx.cfg.runner.max_concurrency)
+    return [[ctx.record(sub.stage, sub.label, st) for sub, st in zip(lane, lane_states, strict=True)]  # type: ignore[attr-defined]
+            for lane, lane_states in zip(lanes, states, strict=True)]
+
+
+def _exists(ws: Workspace, *paths: str) -> bool:
+    return all(ws.fs.exists(p) for p in paths)
+
+
+def _abs(path: str) -> str:
+    return path if "://" in path else str(Path(path).expanduser().resolve())
+
+
+def _stem(path: str) -> str:
+    return Path(path.rsplit("/", 1)[-1]).stem
+
+
+def sources(ctx: Ctx) -> tuple[list[str], str | None]:
+    """Input paths and the QA file; a configured sample corpus is generated into `<workspace>/sources/`."""
+    paths = [_abs(p) for p in ctx.cfg.ingest.paths]
+    qa = _abs(ctx.cfg.tasks.file) if ctx.cfg.tasks.file else None
+    n = ctx.cfg.ingest.sample_corpus
+    if n:
+        if not ctx.ws.is_local:
+            raise VragError(f"{ctx.ws.root}: ingest.sample_corpus writes local files; run `vrag-data sample-corpus OUT` "
+                            "and list OUT under ingest.paths instead")
+        seed = ctx.cfg.ingest.sample_seed
+        out = ctx.ws.path("sources", f"sample-{n}docs-seed{seed}")
+        s = run_one(ctx, submitter(ctx, "sample", out, T.sample_corpus, [f"{out}/qa.jsonl", f"{out}/MANIFEST.json"],
+                                   out, n, seed, key=stage_key("sample", [n, seed], [])))
+        if s.failed:
+            raise VragError(f"sample corpus: {s.message}")
+        paths.append(s.result["dir"])
+        qa = qa or s.result["qa"]
+    if not paths:
+        raise VragError("nothing to ingest: set ingest.paths (PDFs, images or folders) or ingest.sample_corpus in the config")
+    return paths, qa
+
+
+def doc_shards(files: list[str], per_shard: int) -> list[list[str]]:
+    """Shards of at most `per_shard` documents; files with the same stem share a shard, so the ingest
+    stage's own check catches the clash of page ids instead of two shards overwriting each other."""
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        groups.setdefault(_stem(f), []).append(f)
+    shards: list[list[str]] = [[]]
+    for stem in sorted(groups):
+        if shards[-1] and len(shards[-1]) + len(groups[stem]) > max(1, per_shard):
+            shards.append([])
+        shards[-1].extend(groups[stem])
+    return [s for s in shards if s]
+
+
+def ingest(ctx: Ctx, paths: list[str]) -> None:
+    from vrag_data.ingest import IngestOptions, discover_inputs
+
+    c = ctx.cfg.ingest
+    files = discover_inputs(paths)
+    opts_hash = IngestOptions(dpi=c.dpi, layout=c.layout, ocr=c.ocr, max_pages=c.max_pages).output_hash()
+    lanes = []
+    for i, shard in enumerate(doc_shards(files, c.docs_per_shard)):
+        outputs = [f"{ctx.ws.corpus_table('documents')}/{_stem(f)}.parquet" for f in shard]
+        key = stage_key("ingest", files_digest(shard), opts_hash)
+        label = f"shard {i}: {len(shard)} document(s) {_stem(shard[0])}..{_stem(shard[-1])}"
+        lanes.append([submitter(ctx, "ingest", label, T.ingest_shard, outputs, ctx.ws.root, shard, c, i, key=key)])
+    run_all(ctx, lanes)
+
+
+def index(ctx: Ctx) -> None:
+    c = ctx.cfg.index
+    key = stage_key("index", tree_fingerprint(ctx.ws.corpus_table("pages")), c.model_dump(mode="json"))
+    s = run_one(ctx, submitter(ctx, "index", c.retriever, T.build_index, [ctx.ws.path("index", c.retriever, "manifest.json")],
+                               ctx.ws.root, c, key=key))
+    if s.failed:
+        raise VragError(f"index: {s.message}")
+
+
+def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
+    from vrag_data.tasks import load_tasks
+
+    if qa is not None:
+        fmt = ctx.cfg.tasks.format
+        key = stage_key("tasks", [files_digest([qa]), tree_fingerprint(ctx.ws.corpus_table("documents"))], fmt)
+        shard = f"{ctx.ws.tasks}/{_stem(qa)}.parquet"
+        s = run_one(ctx, submitter(ctx, "tasks", Path(qa).name, T.import_tasks, [shard], ctx.ws.root, qa, fmt, key=key))
+        if s.failed:
+            raise VragError(f"tasks import: {s.message}")
+    limit = ctx.cfg.synth.limit if ctx.cfg.synth.limit is not None else ctx.cfg.tasks.limit
+    found = load_tasks(ctx.ws, limit)
+    if not found:
+        raise VragError(f"{ctx.ws.tasks}: no tasks; set tasks.file (a QA file) or ingest.sample_corpus in the config")
+    return found
+
+
+def _synth_done(run_dir: str, task_ids: list[str], samples: int) -> bool:
+    from vrag_data.synth.ledger import done_keys
+
+    done = done_keys(run_dir) if os.path.isdir(run_dir) else set()
+    return all((t, s) in done for t in task_ids for s in range(samples))
+
+
+def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
+    """Episodes per recipe and task shard; the shards of one recipe run one after the other (one run folder,
+    one writer), recipes side by side. Returns recipe -> run id."""
+    from vrag_data.synth.run import default_run_id
+
+    c = ctx.cfg.synth
+    per = max(1, c.tasks_per_shard)
+    shards = [found[i:i + per] for i in range(0, len(found), per)]
+    runs: dict[str, str] = {}
+    lanes = []
+    for recipe in c.recipes:
+        run_id = runs[recipe] = default_run_id(recipe, ctx.cfg)
+        run_dir = ctx.ws.run(run_id)
+        lane = []
+        for i, shard in enumerate(shards):
+            ids = [t.task_id for t in shard]
+            key = stage_key("synth", [run_id, short_hash([t.model_dump(mode="json") for t in shard]), c.samples],
+                            [c.model_dump(mode="json"), {k: v.model_dump(mode="json") for k, v in sorted(ctx.cfg.roles.items())}])
+            done = (lambda d=run_dir, ids=ids: _synth_done(d, ids, c.samples))
+            lane.append(submitter(ctx, "synth", f"{recipe} shard {i}: {len(ids)} task(s)", T.synth_shard, done,
+                                  ctx.ws.root, ctx.cfg, recipe, run_id, ids, i, key=key))
+        lanes.append(lane)
+    run_all(ctx, lanes)
+    for recipe, run_id in runs.items():
+        _close_manifest(ctx, recipe, run_id, len(found))
+    return runs
+
+
+def _close_manifest(ctx: Ctx, recipe: str, run_id: str, n_tasks: int) -> None:
+    """Each shard rewrites the run manifest with its own counts; the run's manifest should describe the run."""
+    from vrag_data.synth.ledger import read_manifest, write_manifest
+
+    run_dir = ctx.ws.run(run_id)
+    manifest = read_manifest(run_dir) if os.path.isdir(run_dir) else None
+    if manifest is None:
+        return
+    mine = [s for s in ctx.states if s.stage == "synth" and s.label.startswith(f"{recipe} shard ")]
+    totals: dict[str, Any] = {}
+    for s in mine:
+        for k, v in ((s.result or {}).get("stats") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("episodes_per_s", "finish_rate", "invalid_rate"):
+                totals[k] = totals.get(k, 0) + v
+            elif isinstance(v, dict):
+                agg = totals.setdefault(k, {})
+                for kk, vv in v.items():
+                    agg[kk] = agg.get(kk, 0) + vv
+    failed = any(s.failed for s in mine)
+    write_manifest(run_dir, manifest.model_copy(update={"n_tasks": n_tasks, "stats": totals or manifest.stats,
+                                                        "status": "failed" if failed else "finished"}))
+
+
+def postprocess(ctx: Ctx, runs: dict[str, str]) -> dict[str, str]:
+    """Judge + filters + augmentations, then exports, per run (one lane each). Returns run id -> export dir
+    for the runs that were exported."""
+    ws, cfg = ctx.ws, ctx.cfg
+    out_dirs: dict[str, str] = {}
+    lanes = []
+    for recipe, run_id in runs.items():
+        run_dir = ws.run(run_id)
+        if not ws.fs.exists(f"{run_dir}/manifest.json"):
+            continue  # every shard of this recipe failed: nothing to filter
+        roles = {k: v.model_dump(mode="json") for k, v in sorted(cfg.roles.items())}
+        fkey = stage_key("filter", tree_fingerprint(f"{run_dir}/trajectories", pattern="part-*.parquet"),
+                         [cfg.filters.model_dump(mode="json"), roles])
+        verdicts = f"{run_dir}/verdicts/filters.parquet"
+        filt = submitter(ctx, "filter", recipe, T.judge_and_filter, [verdicts], ws.root, run_id, cfg, key=fkey)
+        out = ws.path("exports", run_id)
+
+        def export(run_id: str = run_id, run_dir: str = run_dir, out: str = out, recipe: str = recipe) -> Any:
+            ok = [s for s in ctx.states if s.stage == "filter" and s.label == recipe and not s.failed]
+            if not ok:
+                return None  # unfiltered trajectories are not exported
+            ekey = stage_key("export", [tree_fingerprint(f"{run_dir}/trajectories", f"{run_dir}/verdicts"),
+                                        tree_fingerprint(ws.tasks)], cfg.export.model_dump(mode="json"))
+            out_dirs[run_id] = out
+            return submitter(ctx, "export", recipe, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=ekey)()
+
+        export.stage, export.label = "export", recipe  # type: ignore[attr-defined]
+        lanes.append([filt, export])
+    run_all(ctx, lanes)
+    return {r: d for r, d in out_dirs.items() if any(s.stage == "export" and s.result and s.result.get("run_id") == r for s in ctx.states)}
+
+
+def report(ctx: Ctx) -> dict[str, Any]:
+    s = run_one(ctx, submitter(ctx, "report", "report", T.build_report, [], ctx.ws.root))
+    return s.result if not s.failed else {"error": s.message}
+
+
+def export_runs(ctx: Ctx, run_ids: list[str]) -> dict[str, str]:
+    """Exports only (the runs' verdicts as they are), one task per run. Returns run id -> export dir."""
+    ws, cfg = ctx.ws, ctx.cfg
+    subs = []
+    for run_id in run_ids:
+        run_dir, out = ws.run(run_id), ws.path("exports", run_id)
+        if not ws.fs.exists(run_dir):
+            raise VragError(f"{run_dir}: run not found; list runs under {ws.runs}")
+        key = stage_key("export", [tree_fingerprint(f"{run_dir}/trajectories", f"{run_dir}/verdicts"), tree_fingerprint(ws.tasks)],
+                        cfg.export.model_dump(mode="json"))
+        subs.append(submitter(ctx, "export", run_id, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=key))
+    run_all(ctx, [[s] for s in subs])
+    return {s.label: ws.path("exports", s.label) for s in ctx.states if s.stage == "export" and not s.failed}

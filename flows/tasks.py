@@ -1,0 +1,143 @@
+"""Prefect tasks: each runs ONE library stage on ONE shard (a set of documents, a set of tasks, one run).
+
+The functions take plain, picklable arguments (paths, pydantic sections, ids) so they run the same in a thread
+here or in a Ray worker on another node (the workspace is then a URL every node can reach). Each takes a `key`
+argument built by the flow (`flows.keys.stage_key`): the `ShardKey` cache policy uses it, so a finished shard
+is not run again. Retries, result storage and the cache policy are bound at run time (`flows.flows`), because
+they come from the run config. Results are small summaries (counts, paths), never the data itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from flows.keys import ShardKey
+from vrag_data.config import ExportConfig, IndexConfig, IngestConfig, RunConfig
+from vrag_data.errors import VragError
+from vrag_data.store.workspace import Workspace
+
+SHARD_CACHE = ShardKey()
+
+
+@task(name="sample-corpus", cache_policy=SHARD_CACHE, persist_result=True)
+def sample_corpus(out_dir: str, docs: int, seed: int, key: str) -> dict[str, Any]:
+    from vrag_data.sample import make_sample_corpus
+
+    made = make_sample_corpus(Path(out_dir), docs=docs, seed=seed)
+    return {"dir": out_dir, "qa": str(made.qa_path), "files": [str(p) for p in made.paths], "questions": made.n_questions}
+
+
+@task(name="ingest-shard", cache_policy=SHARD_CACHE, persist_result=True)
+def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, key: str) -> dict[str, Any]:
+    from vrag_data.ingest import IngestOptions, ingest_paths
+
+    opts = IngestOptions(dpi=cfg.dpi, layout=cfg.layout, ocr=cfg.ocr, max_pages=cfg.max_pages, workers=cfg.workers)
+    summary = ingest_paths(files, Workspace(ws_root), opts, progress=False)
+    if not summary.ok:
+        reasons = "; ".join(f"{Path(e.path).name}: {e.reason}" for e in summary.errors[:3])
+        raise VragError(f"ingest shard {shard}: no usable document ({reasons})")
+    return {"shard": shard, "files": len(files), "docs": summary.n_docs, "pages": summary.n_pages,
+            "unchanged": summary.n_skipped_unchanged, "errors": [f"{Path(e.path).name}: {e.reason}" for e in summary.errors],
+            "seconds": summary.seconds}
+
+
+@task(name="build-index", cache_policy=SHARD_CACHE, persist_result=True)
+def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
+    from vrag_data.retrieve import build_index as build
+
+    res = build(Workspace(ws_root), cfg.retriever, cfg.model_path)
+    return {"message": res.message, "pages": res.n_pages, "docs": res.n_docs}
+
+
+@task(name="import-tasks", cache_policy=SHARD_CACHE, persist_result=True)
+def import_tasks(ws_root: str, file: str, fmt: str, key: str) -> dict[str, Any]:
+    from vrag_data.tasks import import_tasks as run_import
+
+    res = run_import(file, Workspace(ws_root), fmt)
+    return {"file": file, "imported": res.imported, "skipped": res.skipped, "errors": res.errors[:20]}
+
+
+@task(name="synth-shard", cache_policy=SHARD_CACHE, persist_result=True)
+def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids: list[str], shard: int, key: str) -> dict[str, Any]:
+    """Episodes for one shard of tasks, appended to the recipe's run folder (resumable through its ledger)."""
+    from vrag_data.synth.run import synth
+    from vrag_data.tasks import load_tasks
+
+    ws = Workspace(ws_root)
+    wanted = set(task_ids)
+    tasks = [t for t in load_tasks(ws) if t.task_id in wanted]
+    if len(tasks) != len(wanted):
+        raise VragError(f"synth shard {shard} of {recipe}: {len(wanted) - len(tasks)} task(s) no longer in {ws.tasks}; re-run the flow")
+    res = synth(ws, cfg, recipe, run_id=run_id, progress=False, tasks=tasks)
+    return {"recipe": recipe, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats}
+
+
+@task(name="judge-filter-augment", cache_policy=SHARD_CACHE, persist_result=True)
+def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, key: str) -> dict[str, Any]:
+    from vrag_data.synth.postprocess import judge_and_filter as run_filters
+
+    res = run_filters(Workspace(ws_root), run_id, cfg)
+    return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
+            "n_augmented": res.n_augmented, "judge": res.judge}
+
+
+@task(name="export-run", cache_policy=SHARD_CACHE, persist_result=True)
+def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[str, Any]:
+    from vrag_data.export import export_run as run_export
+
+    s = run_export(Workspace(ws_root), run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg)
+    return {"run_id": run_id, "out_dir": s.out_dir, "n_trajectories": s.n_trajectories, "n_kept": s.n_kept,
+            "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings}
+
+
+@task(name="build-report", cache_policy=NO_CACHE)
+def build_report(ws_root: str, run: str | None = None) -> dict[str, Any]:
+    """Always rebuilt: the report reads the whole workspace and must show its newest state."""
+    import duckdb
+
+    from vrag_data.report import build_report as build, summary_rows
+
+    ws = Workspace(ws_root)
+    res = build(ws, run)
+    rows: list[dict[str, Any]] = []
+    if ws.is_local:
+        con = duckdb.connect(res.db_path.removeprefix("file://"), read_only=True)
+        try:
+            rows = summary_rows(con)
+        finally:
+            con.close()
+    return {"db": res.db_path, "html": res.html_path, "runs": res.runs, "counts": res.counts, "summary": rows}
+
+
+@task(name="train", cache_policy=NO_CACHE)
+def train(config: str, mode: str, data: str | None, workspace: str | None, output: str | None, max_steps: int | None) -> dict[str, Any]:
+    from vrag_data.train.config import load_train_config
+
+    cfg = load_train_config(config)
+    if data is not None:
+        cfg.data = cfg.data.model_copy(update={"path": data})
+    upd: dict[str, Any] = {}
+    if workspace is not None:
+        upd["workspace"] = workspace
+    if output is not None:
+        upd["output_dir"] = output
+    cfg = cfg.model_copy(update=upd)
+    if mode == "sft":
+        from vrag_data.train.sft import describe, run_sft
+
+        if max_steps is not None:
+            cfg.sft = cfg.sft.model_copy(update={"max_steps": max_steps})
+        return describe(run_sft(cfg))
+    if mode == "rl":
+        from vrag_data.train.rl import run_rl
+
+        if max_steps is not None:
+            cfg.rl = cfg.rl.model_copy(update={"max_steps": max_steps})
+        res = run_rl(cfg)
+        return {"output_dir": str(res.output_dir), "global_step": res.global_step,
+                "last": res.logs[-1].__dict__ if res.logs else {}}
+    raise VragError(f"train mode {mode!r}: use sft or rl")
