@@ -19,7 +19,10 @@ from prefect.states import State
 Submit = Callable[[], "PrefectFuture[Any] | None"]
 
 
-def run_lanes(lanes: Sequence[Sequence[Submit]], limit: int) -> list[list[State | None]]:
+def run_lanes(lanes: Sequence[Sequence[Submit]], limit: int,
+              on_done: Callable[[int, int, State | None], None] | None = None) -> list[list[State | None]]:
+    """`on_done(lane, item, state)` is called as each item ends (None = skipped), before the lane's next item
+    is submitted, so a later item can look at the outcome of an earlier one."""
     states: list[list[State | None]] = [[None] * len(lane) for lane in lanes]
     cursor = [0] * len(lanes)
     ready = deque(i for i, lane in enumerate(lanes) if lane)
@@ -29,6 +32,8 @@ def run_lanes(lanes: Sequence[Sequence[Submit]], limit: int) -> list[list[State 
             i = ready.popleft()
             submitted = lanes[i][cursor[i]]()
             if submitted is None:  # skipped: move on in this lane
+                if on_done is not None:
+                    on_done(i, cursor[i], None)
                 cursor[i] += 1
                 if cursor[i] < len(lanes[i]):
                     ready.append(i)
@@ -40,6 +45,8 @@ def run_lanes(lanes: Sequence[Sequence[Submit]], limit: int) -> list[list[State 
         i, j = in_flight.pop(fut)
         fut.wait()
         states[i][j] = fut.state
+        if on_done is not None:
+            on_done(i, j, fut.state)
         cursor[i] += 1
         if cursor[i] < len(lanes[i]):
             ready.append(i)

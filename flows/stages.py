@@ -94,10 +94,12 @@ def run_one(ctx: Ctx, sub: Callable[[], Any]) -> ShardState:
     return ctx.record(sub.stage, sub.label, state)  # type: ignore[attr-defined, return-value]
 
 
-def run_all(ctx: Ctx, lanes: list[list[Callable[[], Any]]]) -> list[list[ShardState | None]]:
-    states = run_lanes(lanes, ctx.cfg.runner.max_concurrency)
-    return [[ctx.record(sub.stage, sub.label, st) for sub, st in zip(lane, lane_states, strict=True)]  # type: ignore[attr-defined]
-            for lane, lane_states in zip(lanes, states, strict=True)]
+def run_all(ctx: Ctx, lanes: list[list[Callable[[], Any]]]) -> None:
+    def done(i: int, j: int, state: State | None) -> None:
+        sub = lanes[i][j]
+        ctx.record(sub.stage, sub.label, state)  # type: ignore[attr-defined]
+
+    run_lanes(lanes, ctx.cfg.runner.max_concurrency, on_done=done)
 
 
 def _exists(ws: Workspace, *paths: str) -> bool:

@@ -217,6 +217,12 @@ def _export_state(out: Path) -> dict[str, object]:
     return state
 
 
+def _n_shards(out: Path) -> int:
+    """Finished shards so far (os.walk: folders the exporter replaces while we look are skipped, not errors)."""
+    return sum(1 for d, dirs, files in os.walk(out) if ".tmp" not in Path(d).parts
+               for f in files if f.endswith((".parquet", ".jsonl")))
+
+
 def test_export_kill_9_then_rerun_equals_an_uninterrupted_export(ws, tmp_path):
     rng = random.Random(29)
     cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--samples", 3, "--run", "fault-export", "-q")
@@ -231,8 +237,7 @@ def test_export_kill_9_then_rerun_equals_an_uninterrupted_export(ws, tmp_path):
     out = tmp_path / "crash"
     for target in sorted(rng.sample(range(1, n_shards // 2), 2)):
         proc = _spawn(*args, "--out", out)
-        count = lambda: sum(1 for p in out.rglob("*") if p.suffix in (".parquet", ".jsonl") and ".tmp" not in p.parts)  # noqa: E731
-        if not _wait_until(proc, lambda t=target: out.is_dir() and count() >= t, f"{target} shards"):
+        if not _wait_until(proc, lambda t=target: _n_shards(out) >= t, f"{target} shards"):
             break  # finished before this kill point: the rerun below still has to match
         _kill9(proc)
         # no half-written file under a final name: every parquet shard outside .tmp reads whole
