@@ -201,19 +201,21 @@ def test_ingest_kill_9_then_resume_equals_an_uninterrupted_ingest(tmp_path):
 
 
 def _export_state(out: Path) -> dict[str, object]:
-    """Every data file under `out` (hidden temp folders excluded) -> its rows (parquet) or bytes hash."""
+    """Every data file under `out` (hidden temp folders excluded) -> its rows (parquet) or text, with the
+    output folder's own path replaced (configs and verl rows name absolute image paths)."""
     state: dict[str, object] = {}
     for p in sorted(out.rglob("*")):
         rel = p.relative_to(out)
         if not p.is_file() or any(part.startswith(".") for part in rel.parts):
             continue
         if p.suffix == ".parquet":
-            state[str(rel)] = pq.read_table(p).to_pylist()
-        elif p.suffix in (".json", ".jsonl", ".md") and p.name not in ("summary.json",):
+            text = json.dumps(pq.read_table(p).to_pylist(), default=repr, sort_keys=True)
+        elif p.suffix in (".json", ".jsonl", ".md", ".yaml", ".txt"):
             text = p.read_text()
-            state[str(rel)] = hashlib.sha256(text.encode()).hexdigest()
         else:
-            state[str(rel)] = p.stat().st_size
+            state[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            continue
+        state[str(rel)] = hashlib.sha256(text.replace(str(out), "<out>").encode()).hexdigest()
     return state
 
 

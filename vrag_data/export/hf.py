@@ -63,6 +63,21 @@ def extra_info_row(extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def rl_row(rec: RlRecord) -> dict[str, Any]:
+    """One RL record as a row of the HF `rl` split and of verl's parquet (the same columns)."""
+    return {
+        "id": rec.id,
+        "data_source": rec.data_source,
+        "prompt": rec.prompt,
+        "images": list(rec.images),
+        "ability": rec.ability,
+        "reward_model": rec.reward_model.model_dump(),
+        "extra_info": extra_info_row(rec.extra_info),
+        "file_name": rec.file_name,
+        "reference_page": rec.reference_page,
+    }
+
+
 SHARD_BYTES = 128 << 20  # image bytes per parquet shard
 
 
@@ -105,19 +120,7 @@ class HfWriter:
         )
 
     def add_rl(self, rec: RlRecord) -> None:
-        self.rl.add(
-            {
-                "id": rec.id,
-                "data_source": rec.data_source,
-                "prompt": rec.prompt,
-                "images": list(rec.images),
-                "ability": rec.ability,
-                "reward_model": rec.reward_model.model_dump(),
-                "extra_info": extra_info_row(rec.extra_info),
-                "file_name": rec.file_name,
-                "reference_page": rec.reference_page,
-            }
-        )
+        self.rl.add(rl_row(rec))
 
     def close(self) -> dict[str, int]:
         sft_files = self.sft.close()

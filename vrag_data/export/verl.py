@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from vrag_data.export.hf import extra_info_row
+from vrag_data.export.hf import rl_row
 from vrag_data.export.io import ShardWriter
 from vrag_data.schema.records import RlRecord
 
@@ -82,19 +82,7 @@ class VerlWriter:
         w = self.writers.get(split)
         if w is None:
             w = self.writers[split] = ShardWriter(self.out_root, self.dir, split, "parquet", self.shard_size, self.schema, self._images)
-        w.add(
-            {
-                "id": rec.id,
-                "data_source": rec.data_source,
-                "prompt": rec.prompt,
-                "images": list(rec.images),
-                "ability": rec.ability,
-                "reward_model": rec.reward_model.model_dump(),
-                "extra_info": extra_info_row(rec.extra_info),
-                "file_name": rec.file_name,
-                "reference_page": rec.reference_page,
-            }
-        )
+        w.add(rl_row(rec))
 
     def close(self) -> dict[str, int]:
         if not self.writers:  # an empty train split: counted, no shard written

@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vrag_data.filters.base import JudgeFn
+from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.schema.records import Task, Trajectory
+
+
+def reference_for(traj: Trajectory, task: Task) -> str:
+    """What the answer is judged against: EVisRAG's insufficient contexts expect "insufficient to answer"."""
+    return INSUFFICIENT if traj.extra.get("sufficient") is False else task.answer
 
 
 async def judge_trajectories(
@@ -23,11 +29,16 @@ async def judge_trajectories(
     async def one(t: Trajectory) -> None:
         task = tasks.get(t.task_id)
         if task is None:
-            errors[t.traj_id] = f"task {t.task_id} not found"
+            errors[t.traj_id] = f"task {t.task_id} not found in the workspace"
             return
+        if t.final_answer is None:  # nothing to judge: wrong, at no cost
+            scores[t.traj_id] = 0.0
+            return
+        ref = reference_for(t, task)
+        fmt = None if ref == INSUFFICIENT else task.answer_format
         async with sem:
             try:
-                j = await judge.judge(task.question, task.answer, t.final_answer, task.answer_format, sample=t.sample)
+                j = await judge.judge(task.question, ref, t.final_answer, fmt, sample=t.sample)
             except Exception as err:  # an endpoint that keeps failing must not stop the batch
                 errors[t.traj_id] = f"{type(err).__name__}: {err}"
                 return

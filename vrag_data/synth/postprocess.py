@@ -22,9 +22,8 @@ from vrag_data.augment import AugmentError, context_variants, visor_augment
 from vrag_data.config import RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.filters.base import FilterChain, FilterContext, apply_chain
-from vrag_data.filters.judging import judge_lookup
+from vrag_data.filters.judging import judge_lookup, judge_trajectories
 from vrag_data.filters.registry import DEFAULT_OPTIONS
-from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
 from vrag_data.store.shards import write_records
@@ -81,38 +80,6 @@ def _chain(recipe: str, recipe_filters: list[str], cfg: RunConfig | None) -> Fil
         raise VragError(f"filters: {err}") from None
 
 
-def reference_for(traj: Trajectory, task: Task) -> str:
-    """What the answer is judged against: EVisRAG's insufficient contexts expect "insufficient to answer"."""
-    return INSUFFICIENT if traj.extra.get("sufficient") is False else task.answer
-
-
-async def _judge_all(judge: Any, trajs: list[Trajectory], tasks: dict[str, Task], concurrency: int = 64) -> tuple[dict[str, float], dict[str, str]]:
-    sem = asyncio.Semaphore(concurrency)
-    scores: dict[str, float] = {}
-    errors: dict[str, str] = {}
-
-    async def one(t: Trajectory) -> None:
-        task = tasks.get(t.task_id)
-        if task is None:
-            errors[t.traj_id] = f"task {t.task_id} not found in the workspace"
-            return
-        if t.final_answer is None:
-            scores[t.traj_id] = 0.0
-            return
-        ref = reference_for(t, task)
-        fmt = None if ref == INSUFFICIENT else task.answer_format
-        async with sem:
-            try:
-                j = await judge.judge(task.question, ref, t.final_answer, fmt, sample=t.sample)
-            except Exception as err:  # noqa: BLE001 - a failing judge marks the item, never stops the batch
-                errors[t.traj_id] = f"{type(err).__name__}: {err}"
-                return
-        scores[t.traj_id] = float(j.score)
-
-    await asyncio.gather(*(one(t) for t in trajs))
-    return scores, errors
-
-
 def _augment(recipe: str, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
     out: list[Trajectory] = []
     skipped: list[str] = []
@@ -162,7 +129,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
             await pool.check()
         judge = make_judge(pool)
         kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
-        scores, errors = await _judge_all(judge, trajs, tasks)
+        scores, errors = await judge_trajectories(trajs, tasks, judge)
     finally:
         if pool is not None:
             await pool.close()
