@@ -42,7 +42,7 @@ def load(config: str | None, workspace: str | None = None, runner: str | None = 
 
 
 def _summary(ctx: stages.Ctx, config: str | None, **extra: Any) -> dict[str, Any]:
-    shards = [{**asdict(s), "failed": s.failed, "result": None} for s in ctx.states]
+    shards = [{**asdict(s), "failed": s.failed} for s in ctx.states]
     return {"workspace": ctx.ws.root, "config": config and str(Path(config).resolve()), "runner": describe_runner(ctx.cfg.runner),
             "shards": shards, **extra}
 

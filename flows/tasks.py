@@ -9,6 +9,8 @@ they come from the run config. Results are small summaries (counts, paths), neve
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,11 @@ from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
 SHARD_CACHE = ShardKey()
+
+
+def worker() -> str:
+    """Where a shard ran (host:pid): a Ray cluster spreads them over nodes and worker processes."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @task(name="sample-corpus", cache_policy=SHARD_CACHE, persist_result=True)
@@ -42,7 +49,7 @@ def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, 
         raise VragError(f"ingest shard {shard}: no usable document ({reasons})")
     return {"shard": shard, "files": len(files), "docs": summary.n_docs, "pages": summary.n_pages,
             "unchanged": summary.n_skipped_unchanged, "errors": [f"{Path(e.path).name}: {e.reason}" for e in summary.errors],
-            "seconds": summary.seconds}
+            "seconds": summary.seconds, "worker": worker()}
 
 
 @task(name="build-index", cache_policy=SHARD_CACHE, persist_result=True)
@@ -73,7 +80,7 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids
     if len(tasks) != len(wanted):
         raise VragError(f"synth shard {shard} of {recipe}: {len(wanted) - len(tasks)} task(s) no longer in {ws.tasks}; re-run the flow")
     res = synth(ws, cfg, recipe, run_id=run_id, progress=False, tasks=tasks)
-    return {"recipe": recipe, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats}
+    return {"recipe": recipe, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats, "worker": worker()}
 
 
 @task(name="judge-filter-augment", cache_policy=SHARD_CACHE, persist_result=True)

@@ -8,6 +8,7 @@ expected numbers from the records themselves (independently of the SQL).
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,5 @@ def build_report_workspace(root: Path, seed: int = 7) -> Built:
         (out / "summary.json").write_text(json.dumps({"run_id": "r1", "out_dir": str(out), "formats": ["hf"], "model_family": "qwen2.5-vl",
                                                       "n_trajectories": 55, "n_kept": 11, "counts": {"hf": {"train": 11}},
                                                       "skipped": {}, "warnings": [], "stats": {"per_recipe": per_recipe, "rl_records": 5}}))
-        import os
-
         os.utime(out / "summary.json", (mtime, mtime))
     return b

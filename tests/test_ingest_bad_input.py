@@ -136,7 +136,7 @@ def test_mineru_flash_end_to_end(shared_corpus, tmp_path):
     ws = Workspace(str(tmp_path / "ws"))
     opts = IngestOptions(layout="mineru", ocr="off", max_pages=6, workers=1)
     s = ingest_paths([str(shared_corpus / "docs" / "Independents-Report.pdf")], ws, opts, progress=False)
-    assert s.errors == [] and s.n_pages == 6
+    assert [e for e in s.errors if e.stage != "notice"] == [] and s.n_pages == 6
     from vrag_data.store.corpus import load_layout
 
     blocks = [b for b in load_layout(ws) if b.source == "mineru"]

@@ -105,7 +105,7 @@ def test_html_renders_in_headless_chromium(built: Built, tmp_path: Path) -> None
             "--virtual-time-budget=3000"]
     dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
     # the viewer ran: the chosen trajectory's turns and its crop box are in the DOM, the injected text did not run
-    assert f"verdict" in dom and crop_traj.traj_id in dom
+    assert "turn 0 · " in dom and crop_traj.traj_id in dom
     box = crop_traj.crops[0].box.raw
     assert re.search(rf'<rect x="{box[0]:g}" y="{box[1]:g}" width="{box[2] - box[0]:g}" height="{box[3] - box[1]:g}" class="crop"', dom)
     assert 'data-pwned="1"' not in dom and "<title>pwned</title>" not in dom

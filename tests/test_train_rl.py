@@ -203,3 +203,23 @@ def test_sampler_keeps_images_and_the_stop_token(policy, workspace):
     assert 1 <= len(s.response_ids) <= 8
     eos = policy.tokenizer.eos_token_id
     assert eos not in s.response_ids[:-1]  # generation stops at <|im_end|>, which is kept to be trained on
+
+
+def test_rl_export_selects_tasks(workspace, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.support.train_workspace import oracle_export
+    from vrag_data.errors import VragError
+    from vrag_data.train.rl_env import RlEnvironment
+
+    ws, tasks = workspace
+    export = oracle_export(ws, tmp_path / "export")
+    env = RlEnvironment.open(str(ws.root), str(export / "hf"))  # the HF `rl` split names every task
+    assert sorted(t.task_id for t in env.tasks) == sorted(t.task_id for t in tasks)
+    one = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"extra_info": [json.dumps({"task_id": tasks[1].task_id})]}), one)
+    assert [t.task_id for t in RlEnvironment.open(str(ws.root), str(one)).tasks] == [tasks[1].task_id]
+    pq.write_table(pa.table({"extra_info": [json.dumps({"task_id": "elsewhere"})]}), one)
+    with pytest.raises(VragError, match="none of its 1 task ids"):
+        RlEnvironment.open(str(ws.root), str(one))

@@ -1,7 +1,144 @@
-"""CLI commands (not yet implemented)."""
+"""`vrag-data up | down | run | demo`: the Prefect layer (flows/) from the command line.
+
+`up` starts a local Prefect server and serves the deployments in the background; `down` stops them; `run`
+runs the synth flow in this process; `demo` = up -> `prefect deployment run synth/default --watch` -> the
+output locations -> down. Prefect is imported inside the commands only (the library stays free of it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import typer
 
+from vrag_data.cli.common import console, fail, friendly_errors
 
-def register(app: typer.Typer) -> None:  # filled in by the stage that owns this command
-    return None
+OFFLINE = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
+           "PREFECT_SERVER_API_HOST": "127.0.0.1"}
+
+
+def _workspace(config: Path | None, workspace: Path | None) -> Path:
+    from vrag_data.config import load_config
+
+    root = str(workspace) if workspace is not None else load_config(config).workspace
+    if "://" in root:
+        fail(f"{root}: the local Prefect server keeps its state in a local workspace folder; pass -w with a local path")
+    return Path(root).expanduser().resolve()
+
+
+def print_outputs(summary: dict[str, Any]) -> None:
+    """Where the demo's products are, one line each."""
+    rep = summary.get("report") or {}
+    for e in (summary.get("exports") or {}).values():
+        console.print(f"[bold]{e['recipe']}[/] (run {e['run_id']}):", highlight=False)
+        d = Path(e["dir"])
+        lines = [("HF dataset", d / "hf" / "dataset"), ("LLaMA-Factory", d / "llamafactory"), ("verl parquet", d / "verl")]
+        if (d / "easyr1").is_dir():
+            lines.append(("EasyR1 jsonl", d / "easyr1"))
+        for name, path in lines:
+            console.print(f"  {name + ':':<15} {path}", highlight=False, soft_wrap=True)
+    if rep.get("db"):
+        console.print(f"report.duckdb:   {rep['db']}", highlight=False, soft_wrap=True)
+        console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
+
+
+def _up(ws: Path) -> dict[str, Any]:
+    from flows.local import up
+
+    with console.status("starting the Prefect server and the deployments"):
+        state = up(ws)
+    again = " (already running)" if state.get("already_running") else ""
+    console.print(f"Prefect UI: {state['ui_url']}{again}", highlight=False)
+    console.print(f"API: {state['api_url']}  (export PREFECT_API_URL={state['api_url']})", highlight=False)
+    console.print(f"state and logs: {state['prefect_home']}", highlight=False)
+    return state
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("up")
+    @friendly_errors
+    def up_cmd(
+        config: Path | None = typer.Option(None, "--config", help="Run config; its workspace holds the server state."),
+        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+    ) -> None:
+        """Start a local Prefect server (SQLite under <workspace>/.prefect, 127.0.0.1) and serve the deployments."""
+        state = _up(_workspace(config, workspace))
+        typer.echo(state["api_url"])
+
+    @app.command("down")
+    @friendly_errors
+    def down_cmd(
+        config: Path | None = typer.Option(None, "--config", help="Run config (its workspace)."),
+        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace given to `vrag-data up`."),
+    ) -> None:
+        """Stop the server and the deployments that `vrag-data up` started (by PID)."""
+        from flows.local import down
+
+        ws = _workspace(config, workspace)
+        stopped = down(ws)
+        console.print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(map(str, stopped))}" if stopped else " (nothing was running)"),
+                      highlight=False)
+
+    @app.command("run")
+    @friendly_errors
+    def run_cmd(
+        config: Path = typer.Option(..., "--config", help="Run config (YAML), e.g. configs/demo.yaml."),
+        runner: str | None = typer.Option(None, "--runner", help="local | ray (default: the config's runner.kind)."),
+        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+    ) -> None:
+        """Run the synth flow (the whole pipeline) in this process; shards on threads or on Ray."""
+        from flows.local import healthy, read_state
+
+        if runner is not None and runner not in ("local", "ray"):
+            fail(f"--runner {runner!r}: use local or ray")
+        ws = _workspace(config, workspace)
+        for k, v in OFFLINE.items():
+            os.environ.setdefault(k, v)
+        state = read_state(ws)
+        if state and healthy(state["api_url"]):  # report into the server `vrag-data up` started
+            os.environ["PREFECT_API_URL"] = state["api_url"]
+        elif not os.environ.get("PREFECT_API_URL"):  # a temporary server with its database in the workspace
+            os.environ.setdefault("PREFECT_HOME", str(ws / ".prefect"))
+            Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+            os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+        from flows.flows import synth
+
+        summary = synth(str(config.resolve()), workspace=str(ws), runner=runner)
+        print_outputs(summary)
+
+    @app.command("demo")
+    @friendly_errors
+    def demo_cmd(
+        config: Path = typer.Option(Path("configs/demo.yaml"), "--config", help="Run config of the demo."),
+        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+        keep_up: bool = typer.Option(False, "--keep-up", help="Leave the server running afterwards (stop it with `vrag-data down`)."),
+    ) -> None:
+        """up -> `prefect deployment run synth/default --param config=... --watch` -> where the outputs are -> down."""
+        from flows.local import down
+        from vrag_data.config import load_config
+
+        load_config(config)  # a bad config fails here, before any server starts
+        ws = _workspace(config, workspace)
+        state = _up(ws)
+        code = 1
+        try:
+            cmd = [sys.executable, "-m", "prefect", "deployment", "run", "synth/default", "--param", f"config={config.resolve()}",
+                   "--param", f"workspace={ws}", "--watch", "--watch-interval", "2"]
+            console.print("$ prefect deployment run 'synth/default' --param config=... --watch", highlight=False)
+            env = {**os.environ, **OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}
+            code = subprocess.run(cmd, env=env, check=False).returncode
+            summary_path = ws / "pipeline.json"
+            if summary_path.is_file():
+                print_outputs(json.loads(summary_path.read_text()))
+        finally:
+            if not keep_up:
+                stopped = down(ws)
+                console.print(f"stopped {len(stopped)} process(es)", highlight=False)
+        if code != 0:
+            fail(f"the synth flow run did not complete (exit {code}); see the Prefect logs under {ws / '.prefect'}", code)

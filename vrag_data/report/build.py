@@ -67,7 +67,8 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
     tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
     timings: dict[str, tuple[float, float]] = {}
     # the 1.x `duckdb` command-line client (what `pip install duckdb-cli` gives) must open the file
-    config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    # rows of a table have no meaningful order here: let DuckDB write them in parallel, in any order
+    config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY, "preserve_insertion_order": False}
     if threads:
         config["threads"] = threads
     try:

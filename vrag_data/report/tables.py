@@ -31,7 +31,12 @@ def reason_code(col: str) -> str:
     return _REASON_CODE.format(col=col)
 
 
-_TURN_TYPE = '[{"idx":"BIGINT","assistant":"VARCHAR","action":"JSON","observation":"JSON","role":"VARCHAR","request_ids":"VARCHAR[]","latency_s":"DOUBLE"}]'
+# Turns are parsed once into typed structs (a second JSON pass per field would double the cost at 1M rows);
+# observation images stay JSON (ImageRef: page_id, box, stacked) for the viewer.
+_ACTION_TYPE = ('{"kind":"VARCHAR","thought":"VARCHAR","query":"VARCHAR","keywords":"VARCHAR[]","indices":"BIGINT[]",'
+                '"boxes":"DOUBLE[][]","page_ids":"VARCHAR[]","answer":"VARCHAR","evidence":"VARCHAR[]","reason":"VARCHAR"}')
+_TURN_TYPE = ('[{"idx":"BIGINT","assistant":"VARCHAR","action":' + _ACTION_TYPE + ',"observation":{"kind":"VARCHAR","text":"VARCHAR",'
+              '"images":"JSON[]"},"role":"VARCHAR","request_ids":"VARCHAR[]","latency_s":"DOUBLE"}]')
 _CROP_TYPE = '[{"turn":"BIGINT","page_id":"VARCHAR","box":{"raw":"DOUBLE[]","norm":"DOUBLE[]"}}]'
 _USAGE_TYPE = '{"requests":"BIGINT","prompt_tokens":"BIGINT","completion_tokens":"BIGINT","cache_hits":"BIGINT","retries":"BIGINT"}'
 _BOX_TYPE = '{"raw":"DOUBLE[]","norm":"DOUBLE[]"}'
@@ -87,16 +92,13 @@ FROM raw_verdicts v LEFT JOIN (SELECT run_id, traj_id, any_value(recipe) AS reci
 
 CREATE OR REPLACE TABLE turns AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.role, u.assistant,
-       a[1] AS action_kind, nullif(a[2], '') AS invalid_reason, u.action::VARCHAR AS action,
-       o[1] AS observation_kind, o[2] AS observation_text,
-       coalesce(json_array_length(u.observation, '$.images'), 0) AS n_images,
-       u.observation::VARCHAR AS observation,
+       u.action.kind AS action_kind, nullif(u.action.reason, '') AS invalid_reason, u.action AS action,
+       u.observation.kind AS observation_kind, u.observation.text AS observation_text,
+       coalesce(len(u.observation.images), 0) AS n_images, u.observation.images AS observation_images,
        coalesce(len(u.request_ids), 0) AS n_requests, u.latency_s
-FROM (SELECT *, json_extract_string(u.action, ['$.kind', '$.reason']) AS a,
-             json_extract_string(u.observation, ['$.kind', '$.text']) AS o
-      FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source,
-                   unnest(from_json(r.turns, '{_TURN_TYPE}')) AS u
-            FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename)));
+FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source,
+             unnest(from_json(r.turns, '{_TURN_TYPE}')) AS u
+      FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename));
 
 CREATE OR REPLACE TABLE crops AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.page_id,
@@ -141,6 +143,11 @@ WITH b AS (
   FROM traj_base
 ), m AS (
   SELECT *, list_filter(ret, lambda x, i: list_position(ret, x) = i) AS ret_dedup FROM b
+), aug AS (  -- few rows: joining the verdicts for these alone keeps two 1M-row hash joins off the main query
+  SELECT a.run_id, a.traj_id, coalesce(s1.all_passed, s2.all_passed) AS inherited
+  FROM (SELECT run_id, traj_id, ex FROM b WHERE coalesce(ex[1], '') <> '') a
+  LEFT JOIN traj_verdicts s1 ON s1.traj_id = a.ex[2] AND s1.run_id = a.run_id
+  LEFT JOIN traj_verdicts s2 ON s2.traj_id = a.ex[3] AND s2.run_id = a.run_id
 )
 SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_type, m.evidence_source,
        json_extract_string(m.provenance, '$.policy') AS policy,
@@ -160,17 +167,16 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
                  / list_sum(list_transform(range(1, len(m.gold) + 1), lambda i: 1.0 / log2(i + 1)))) END AS ndcg,
        coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters, v.judge_passed, v.judge_score,
        CASE WHEN rv.run_id IS NULL THEN m.status = 'answered'
-            ELSE coalesce(v.all_passed, s1.all_passed, s2.all_passed, false) END AS kept,
-       CASE WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) IS NULL THEN 'none'
-            WHEN coalesce(v.all_passed, s1.all_passed, s2.all_passed) THEN 'pass' ELSE 'fail' END AS verdict,
+            ELSE coalesce(v.all_passed, g.inherited, false) END AS kept,
+       CASE WHEN coalesce(v.all_passed, g.inherited) IS NULL THEN 'none'
+            WHEN coalesce(v.all_passed, g.inherited) THEN 'pass' ELSE 'fail' END AS verdict,
        nullif(m.ex[1], '') AS augmentation,
        m.started_at, m.finished_at, m.filename AS shard
 FROM m
 LEFT JOIN traj_turn_stats ts ON ts.traj_id = m.traj_id AND ts.run_id = m.run_id
 LEFT JOIN traj_crop_stats cs ON cs.traj_id = m.traj_id AND cs.run_id = m.run_id
 LEFT JOIN traj_verdicts v ON v.traj_id = m.traj_id AND v.run_id = m.run_id
-LEFT JOIN traj_verdicts s1 ON s1.traj_id = CASE WHEN coalesce(m.ex[1], '') <> '' THEN m.ex[2] END AND s1.run_id = m.run_id
-LEFT JOIN traj_verdicts s2 ON s2.traj_id = CASE WHEN coalesce(m.ex[1], '') <> '' THEN m.ex[3] END AND s2.run_id = m.run_id
+LEFT JOIN aug g ON g.traj_id = m.traj_id AND g.run_id = m.run_id
 LEFT JOIN (SELECT DISTINCT run_id FROM verdicts) rv ON rv.run_id = m.run_id;
 """
 
@@ -270,7 +276,7 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "tasks": "Tasks (tasks/*.parquet, each task_id once) with doc_type (from extra), evidence_source (sorted sources joined by '+').",
     "runs": "One row per run folder: its manifest (recipe, status, config hash, stats); status 'unknown' without a manifest.",
     "trajectories": "One row per (run, task, sample), newest shard wins; dimensions, turn/crop counts, usage, NDCG, completeness, verdict, kept.",
-    "turns": "One row per turn: assistant text, parsed action (kind, JSON), observation (kind, text, images JSON).",
+    "turns": "One row per turn: assistant text, parsed action (kind, invalid reason, `action` struct: query, boxes, answer, ...), observation (kind, text, images as JSON ImageRefs).",
     "crops": "One row per crop of a trajectory: page, raw-pixel box, 0-1000 box, share of the page area.",
     "requests": "Teacher/judge request log (runs/<run>/requests): status ok/error/cached, tokens, latency, retries, error code.",
     "verdicts": "Filter verdicts (runs/<run>/verdicts): pass/fail, reason, reason code, score, is_judge, the trajectory's recipe.",

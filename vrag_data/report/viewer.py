@@ -38,7 +38,7 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
     con.register("_viewer_ids", pa.table({"traj_id": [i["traj_id"] for i in items],
                                                              "run_id": [i["run_id"] for i in items]}))
     turns = con.execute(
-        """SELECT u.traj_id, u.run_id, u.idx, u.role, u.assistant, u.action, u.observation_kind, u.observation_text, u.observation
+        """SELECT u.traj_id, u.run_id, u.idx, u.role, u.assistant, u.action, u.observation_kind, u.observation_text, u.observation_images
            FROM turns u JOIN _viewer_ids USING (traj_id, run_id) ORDER BY u.traj_id, u.idx""").fetchall()
     crops = con.execute(
         """SELECT c.traj_id, c.run_id, c.turn, c.page_id, c.x1, c.y1, c.x2, c.y2
@@ -48,14 +48,15 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
     for i in items:
         i["turns"], i["crops"] = [], []
     pages: set[str] = set()
-    for traj, run, idx, role, text, action, okind, otext, obs in turns:
+    for traj, run, idx, role, text, action, okind, otext, obs_images in turns:
         images = []
-        for im in (json.loads(obs).get("images") or []) if obs else []:
+        for raw in obs_images or []:
+            im = json.loads(raw) if isinstance(raw, str) else {}
             box = (im.get("box") or {}).get("raw")
             stacked = [b.get("raw") for b in im.get("stacked") or [] if b.get("raw")]
             images.append({"page_id": im.get("page_id"), "box": box, "stacked": stacked})
             pages.add(str(im.get("page_id")))
-        by_key[(traj, run)]["turns"].append({"idx": idx, "role": role, "assistant": text, "action": json.loads(action) if action else None,
+        by_key[(traj, run)]["turns"].append({"idx": idx, "role": role, "assistant": text, "action": action,
                                              "obs_kind": okind, "obs_text": otext, "images": images})
     for traj, run, turn, page_id, x1, y1, x2, y2 in crops:
         by_key[(traj, run)]["crops"].append({"turn": turn, "page_id": page_id, "box": [x1, y1, x2, y2]})

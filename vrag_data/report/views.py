@@ -229,3 +229,34 @@ def describe() -> str:
     lines.append("Views (dimension = all | benchmark | doc_type | evidence_source; recipe '(all)' = every recipe):")
     lines += [f"  {v.name}: {v.description}" for v in VIEWS]
     return "\n".join(lines)
+
+
+_README_INTRO = """# The data-quality report
+
+`vrag-data report -w WORKSPACE [--run RUN]` writes `WORKSPACE/report.duckdb` (tables and the views below; open it with
+`duckdb WORKSPACE/report.duckdb`) and `WORKSPACE/report.html` (one offline page: funnel, histograms, tables and a
+trajectory viewer that draws crop boxes over `pages/<id>.jpg`). Re-running rebuilds both and swaps them in
+atomically. `vrag-data report --describe` prints this list.
+
+Most views have one row per `recipe` x `dimension` x `value`: `dimension` is `all`, `benchmark`, `doc_type`
+(the task's `extra.doc_type`) or `evidence_source` (the task's sources, sorted and joined by `+`); recipe `(all)`
+aggregates every recipe. Kept = what `vrag-data export` keeps (all verdicts passed; without verdict files, status
+`answered`). NDCG and completeness are NULL for tasks without gold pages.
+
+"""
+
+
+def readme_text() -> str:
+    """vrag_data/report/README.md (regenerate with `python -m vrag_data.report.views > vrag_data/report/README.md`)."""
+    from vrag_data.report.tables import TABLE_DESCRIPTIONS
+
+    lines = [_README_INTRO + "## Tables", ""]
+    lines += [f"- `{n}`: {d}" for n, d in TABLE_DESCRIPTIONS.items()]
+    lines += ["", "## Views", ""]
+    lines += [f"- `{v.name}`: {v.description}" for v in VIEWS]
+    lines += ["", "Example: `duckdb -readonly ws/report.duckdb \"SELECT * FROM finish_rate WHERE dimension = 'benchmark'\"`.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(readme_text(), end="")

@@ -143,7 +143,6 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=rl.learning_rate, weight_decay=rl.weight_decay)
     warmup = math.ceil(rl.warmup_ratio * rl.max_steps)
-    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     # seeded after the model is built (building a tiny model reseeds); each rank samples differently
     random.seed(rl.seed + rank)
     torch.manual_seed(rl.seed + rank)
@@ -157,7 +156,9 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
             random.setstate(state["py_rng"])
         else:
             torch.manual_seed(rl.seed + rank + 7919 * start)
-        sched.last_epoch = start  # continue the warm-up where it stopped
+    # linear warm-up, then constant; a resumed run continues the schedule at its step
+    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0,
+                                              last_epoch=start - 1 if start else -1)
     recipe = rl_recipe(rl.recipe, rl.max_turns, cfg.model.max_pixels)
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
     sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,

@@ -1,0 +1,105 @@
+"""`vrag-data up` -> `prefect deployment run 'synth/default' --watch` -> outputs -> `vrag-data down`, all as
+subprocesses the way a user types them, on a one-document sample corpus; plus the cheap checks of the
+deployment definitions (serve.py and prefect.yaml agree) and of `down` with nothing running."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from vrag_data.cli.main import app
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.is_file() and "State:\tZ" in status.read_text())
+
+
+def test_prefect_yaml_matches_the_served_deployments():
+    from flows.serve import DEPLOYMENT_NAMES, deployments
+
+    served = {f"{d.flow_name}/{d.name}" for d in deployments()}
+    assert served == set(DEPLOYMENT_NAMES)
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    declared = set()
+    for d in spec["deployments"]:
+        path, name = d["entrypoint"].split(":")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        flow = getattr(module, name)
+        declared.add(f"{flow.name}/{d['name']}")
+        assert d["work_pool"]["name"] == "vrag-process"
+        assert (REPO / d["parameters"]["config"]).is_file()
+    assert declared == served
+
+
+def test_down_without_up_says_nothing_was_running(tmp_path):
+    res = CliRunner().invoke(app, ["down", "-w", str(tmp_path)])
+    assert res.exit_code == 0 and "nothing was running" in res.output
+
+
+def test_demo_config_is_valid_and_covers_every_recipe():
+    from vrag_data.config import RECIPES, load_config
+
+    cfg = load_config(REPO / "configs" / "demo.yaml")
+    assert set(cfg.synth.recipes) == set(RECIPES)
+    assert cfg.roles["policy"].kind == "oracle" and cfg.ingest.sample_corpus
+
+
+@pytest.mark.slow
+def test_up_deployment_run_watch_then_down(tmp_path):
+    ws = tmp_path / "ws"
+    cfg = tmp_path / "one.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "workspace": str(ws),
+        "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1},
+        "synth": {"recipes": ["evisrag"]},
+        "roles": {"policy": {"kind": "oracle"}},
+        "runner": {"max_concurrency": 2, "retries": 0},
+    }))
+    vrag = str(BIN / "vrag-data")
+    up = subprocess.run([vrag, "up", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=400)
+    state_file = ws / ".prefect" / "up.json"
+    try:
+        assert up.returncode == 0, up.stderr
+        state = json.loads(state_file.read_text())
+        api = state["api_url"]
+        assert up.stdout.strip() == api and api.startswith("http://127.0.0.1:")
+        assert "Prefect UI: http://127.0.0.1:" in up.stderr
+        assert (ws / ".prefect" / "prefect.db").is_file()  # SQLite under the workspace
+        pids = [state["server_pid"], state["serve_pid"]]
+        assert all(_alive(p) for p in pids)
+
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "synth/default", "--param", f"config={cfg}", "--watch", "--watch-interval", "2"],
+            cwd=REPO, env={**CLEAN_ENV, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=600,
+        )
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "Completed" in run.stdout + run.stderr
+        summary = json.loads((ws / "pipeline.json").read_text())
+        out = Path(summary["exports"]["evisrag"]["dir"])
+        assert (out / "hf" / "dataset" / "dataset_dict.json").is_file()
+        assert (out / "llamafactory" / "dataset_info.json").is_file()
+        assert list((out / "verl").rglob("*.parquet")) and list((out / "easyr1").rglob("*.jsonl"))
+        assert (ws / "report.duckdb").is_file() and (ws / "report.html").is_file()
+    finally:
+        down = subprocess.run([vrag, "down", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert "stopped 2 process(es)" in down.stderr
+    assert not any(_alive(p) for p in pids)
+    assert not state_file.exists()
