@@ -27,6 +27,7 @@ demo: setup
 	$(BIN)/vrag-data demo --config configs/demo.yaml
 
 test: setup
+	$(BIN)/ruff check --select F,E9 --quiet vrag_data pipelines flows tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 bench: setup

@@ -91,7 +91,8 @@ async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float) -> tu
             ra = float(retry_after) if retry_after else None
         except ValueError:
             pass
-        raise Retryable(f"HTTP {status}", ra)
+        # the kind leads the reason: the report groups failures by the text before any number
+        raise Retryable("rate limited (HTTP 429)" if status == 429 else f"server error (HTTP {status})", ra)
     if status >= 400:
         snippet = raw[:200].decode("utf-8", "replace").replace("\n", " ")
         raise Fatal(f"HTTP {status} (not retried): {snippet}")

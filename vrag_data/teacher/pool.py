@@ -279,7 +279,7 @@ class TeacherPool:
                 break
             ep.failed += 1
             if attempt >= rc.max_retries:
-                self._give_up(role, rid, model, ep, t0, attempt, f"gave up after {attempt + 1} attempts, last: {retry.reason}")
+                self._give_up(role, rid, model, ep, t0, attempt, f"{retry.reason} (gave up after {attempt + 1} attempts)")
             delay = self._rng.uniform(0, min(rc.backoff_max_s, rc.backoff_s * 2**attempt))  # full jitter
             if retry.retry_after is not None:
                 delay = max(delay, min(retry.retry_after, rc.backoff_max_s))

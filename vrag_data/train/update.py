@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from vrag_data.train.loss import policy_loss, token_logprobs
+
+if TYPE_CHECKING:  # annotations only; importing them here would be circular
+    from vrag_data.train.episode import Episode
+    from vrag_data.train.model import Policy
 
 
 def training_rows(episodes: list[Episode], advs: list[list[list[float]]]) -> list[dict[str, Any]]:
