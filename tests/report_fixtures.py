@@ -171,11 +171,13 @@ def build_report_workspace(root: Path, seed: int = 7) -> Built:
             b.verdicts.append(Verdict(run_id="r1", traj_id=t.traj_id, task_id=t.task_id, filter="structure", passed=good,
                                       reason="2 crop(s) ok" if good else f"gold pages never retrieved: ['{t.task_id}']"))
     write_records(ws.path("runs", "r1", "verdicts", "filters.parquet"), b.verdicts, Verdict)
-    # an augmented copy of a trajectory without verdicts of its own inherits its source's
+    # augmented copies (as `vrag-data filter` writes them: aug-<recipe>.parquet, the source's task and sample, a
+    # new traj_id, no verdicts of their own) inherit their source's verdicts and are not de-duplicated away
     src = r1[0]
-    aug = src.model_copy(update={"traj_id": "r1-aug-0", "sample": 99, "extra": {"augmentation": "visor_crop", "source_traj_id": src.traj_id}})
-    write_records(ws.path("runs", "r1", "trajectories", "part-000003.parquet"), [aug], Trajectory)
-    b.trajectories.append(aug)
+    augs = [src.model_copy(update={"traj_id": f"r1-aug-{i}", "extra": {"augmentation": f"variant{i}", "source_traj_id": src.traj_id}})
+            for i in range(2)]
+    write_records(ws.path("runs", "r1", "trajectories", "aug-vrag_rl.parquet"), augs, Trajectory)
+    b.trajectories += augs
 
     b.exported = {"vrag_rl": 11}
     for name, per_recipe, mtime in (("old", {"vrag_rl": 3}, 1000), ("r1", b.exported, 2000)):

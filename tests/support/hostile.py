@@ -168,15 +168,17 @@ def image_bomb_pdf(path: Path, side: int = 40_000) -> Path:
     return path
 
 
-def injection_pdf(path: Path) -> Path:
-    """A text layer, an outline entry and a table cell that carry our action tags (prompt injection)."""
+def injection_pdf(path: Path, pages: int = 2) -> Path:
+    """Pages whose text layer carries our action tags and chat-control tokens (prompt injection) next to an
+    ordinary fact, and an outline entry that carries a tag too."""
     doc = pymupdf.open()
-    page = doc.new_page(width=400, height=300)
-    page.insert_text((10, 30), "Zephyra net income 2020 was 673 million.", fontsize=8)
-    page.insert_text((10, 50), INJECTION[:95], fontsize=5)
-    page.insert_text((10, 60), INJECTION[95:], fontsize=5)
-    page.insert_text((10, 80), INJECTION_TOC, fontsize=14)
-    doc.set_toc([[1, INJECTION_TOC, 1]])
+    for _ in range(pages):
+        page = doc.new_page(width=400, height=300)
+        page.insert_text((10, 30), "Zephyra net income 2020 was 673 million.", fontsize=8)
+        page.insert_text((10, 50), INJECTION[:95], fontsize=5)
+        page.insert_text((10, 60), INJECTION[95:], fontsize=5)
+        page.insert_text((10, 80), INJECTION_TOC, fontsize=14)
+    doc.set_toc([[1, INJECTION_TOC, 1], [1, "Table " + INJECTION_TABLE, pages]])
     doc.save(path)
     doc.close()
     return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -49,22 +50,24 @@ def _cell(v: Any, key: str) -> str:
     if key in ("requests", "tokens", "tokens_per_kept") and v >= 10_000:
         return f"{v / 1e6:.1f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
     if isinstance(v, float):
-        return f"{v:,.2f}" if v < 1000 else f"{v:,.0f}"
+        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
 
 
-HEADERS = {"recipe": "recipe", "trajectories": "traj", "finish_rate": "finish", "invalid_rate": "invalid", "mean_turns": "turns",
-           "mean_ndcg": "ndcg", "kept": "kept", "exported": "exported", "requests": "reqs", "tokens": "tokens", "tokens_per_kept": "tok/kept"}
+PRINTED = tuple(c for c in COLUMNS if c != "tokens")  # fits 80 columns; tokens per kept sample says more
+HEADERS = {"recipe": "recipe", "trajectories": "traj", "finish_rate": "fin", "invalid_rate": "inv", "mean_turns": "turns",
+           "mean_ndcg": "ndcg", "kept": "kept", "exported": "exp", "requests": "reqs", "tokens": "tokens", "tokens_per_kept": "tok/kept"}
 
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for c in COLUMNS:
-        table.add_column(HEADERS[c], justify="left" if c == "recipe" else "right", no_wrap=c == "recipe")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left",
+                  caption="fin = answered share, inv = invalid turns share, exp = SFT records exported, tok/kept = all tokens / kept")
+    for c in PRINTED:
+        table.add_column(HEADERS[c], justify="left" if c == "recipe" else "right", no_wrap=True, min_width=len(HEADERS[c]))
     for r in rows:
-        table.add_row(*(_cell(r[c], c) for c in COLUMNS))
+        table.add_row(*(_cell(r[c], c) for c in PRINTED))
     return table
 
 

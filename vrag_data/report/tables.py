@@ -69,12 +69,15 @@ FROM (SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY filename) AS _r
 WHERE _rn = 1;
 """
 
-# Newest shard wins for a (run, task, sample), exactly as the synth ledger reads a run (shard names sort
-# in write order). A semi-join on the newest shard per key avoids sorting the wide rows; traj_base keeps the
-# small columns only, and turns/crops join it back to the shards, so the turns JSON is read once.
+# Synth shards `part-*.parquet`: the newest shard wins for a (run, task, sample), exactly as the synth ledger
+# reads a run (shard names sort in write order); a semi-join on the newest shard per key avoids sorting the
+# wide rows. Other files in trajectories/ (`aug-<recipe>.parquet` from `vrag-data filter`) hold augmented
+# copies that share their source's (task, sample) under a new traj_id: every row of them counts, as in the
+# exporter. traj_base keeps the small columns only; turns/crops join it back to the shards (turns JSON read once).
 _SQL_RUNS = f"""
 CREATE OR REPLACE TEMP TABLE traj_latest AS
-SELECT run_id, task_id, sample, max(filename) AS filename FROM raw_trajectories GROUP BY ALL;
+SELECT run_id, task_id, sample, max(filename) AS filename FROM raw_trajectories
+WHERE regexp_matches(filename, '(^|/)part-[^/]*$') GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE traj_base AS
 SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.selected_pages,
@@ -82,8 +85,9 @@ SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.
        t.finished_at, t.filename, coalesce(k.benchmark_name, 'unknown') AS benchmark, coalesce(k.doc_type, 'unknown') AS doc_type,
        coalesce(k.evidence_source, 'none') AS evidence_source, k.evidence_pages AS gold_pages
 FROM raw_trajectories t
-SEMI JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.sample = t.sample AND l.filename = t.filename
-LEFT JOIN tasks k USING (task_id);
+LEFT JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.sample = t.sample
+LEFT JOIN tasks k ON k.task_id = t.task_id
+WHERE l.filename = t.filename OR NOT regexp_matches(t.filename, '(^|/)part-[^/]*$');
 
 CREATE OR REPLACE TABLE verdicts AS
 SELECT v.* EXCLUDE (filename), {reason_code('v.reason')} AS reason_code, v.filter IN ({_JUDGE}) AS is_judge,
@@ -98,7 +102,7 @@ SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.r
        coalesce(len(u.request_ids), 0) AS n_requests, u.latency_s
 FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source,
              unnest(from_json(r.turns, '{_TURN_TYPE}')) AS u
-      FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename));
+      FROM raw_trajectories r JOIN traj_base b USING (run_id, traj_id, filename));
 
 CREATE OR REPLACE TABLE crops AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.page_id,
@@ -106,7 +110,7 @@ SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.
        c.box.norm[1] AS nx1, c.box.norm[2] AS ny1, c.box.norm[3] AS nx2, c.box.norm[4] AS ny2,
        greatest(c.box.norm[3] - c.box.norm[1], 0) * greatest(c.box.norm[4] - c.box.norm[2], 0) / 1e6 AS area_frac
 FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source, unnest(from_json(r.crops, '{_CROP_TYPE}')) AS c
-      FROM raw_trajectories r JOIN traj_base b USING (run_id, task_id, sample, filename));
+      FROM raw_trajectories r JOIN traj_base b USING (run_id, traj_id, filename));
 
 CREATE OR REPLACE TABLE requests AS
 SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS is_error,
