@@ -11,7 +11,6 @@ path or URL (fsspec) that every node reads and writes.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -57,7 +56,6 @@ def ray_init_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
     if cfg.ray_address is None:
         os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
         kwargs.update(
-            _temp_dir=tempfile.mkdtemp(prefix="vrag-ray-"),  # short path: Ray's unix sockets live there
             include_dashboard=False,
             _node_ip_address="127.0.0.1",
             num_cpus=cfg.max_concurrency,
@@ -70,10 +68,10 @@ def make_task_runner(cfg: RunnerConfig) -> TaskRunner:
     if cfg.kind == "local":
         return ThreadPoolTaskRunner(max_workers=cfg.max_concurrency)
     try:
-        from prefect_ray import RayTaskRunner
+        from flows.ray_runner import PrivateRayTaskRunner
     except ImportError:
         raise VragError("runner.kind ray needs the scale extra: pip install -e '.[scale]' (ray, prefect-ray)") from None
-    return RayTaskRunner(address=cfg.ray_address, init_kwargs=ray_init_kwargs(cfg))
+    return PrivateRayTaskRunner(address=cfg.ray_address, init_kwargs=ray_init_kwargs(cfg))
 
 
 def describe_runner(cfg: RunnerConfig) -> str:

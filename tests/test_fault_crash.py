@@ -106,7 +106,7 @@ def test_synth_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(w
 
         run_dir = ws / "runs" / "fault-crash"
         # kill points: one during start-up (before any request), then at random request counts, increasing
-        points = [0, *sorted(rng.sample(range(total // 8, total * 7 // 8), 3))]
+        points = [0, *sorted(rng.sample(range(total // 8, total * 7 // 8), 2))]
         before: list[tuple[set[str], int]] = []  # (cached ids at the kill, requests seen before it)
         for n in points:
             proc = _spawn(*common, "--run", "fault-crash")
@@ -144,7 +144,7 @@ def test_synth_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(w
 # ------------------------------------------------------------------------------------------------ ingest
 
 
-def _ingest_inputs(folder: Path, n_docs: int = 5, pages: int = 30) -> Path:
+def _ingest_inputs(folder: Path, n_docs: int = 4, pages: int = 20) -> Path:
     import pymupdf
 
     folder.mkdir()

@@ -168,3 +168,40 @@ def test_planted_api_key_is_used_but_never_written(ws, tmp_path):
     hits = find_secret(tmp_path, KEY)  # the workspace (runs, exports, report) and the config next to it
     assert not hits, hits
     assert not [o for o in outputs if KEY in o]  # console output
+
+
+@pytest.mark.slow  # starts a temporary Prefect server (~30-60 s on 2 cores); still part of the suite
+def test_planted_api_key_stays_out_of_a_prefect_run(tmp_path):
+    """The whole pipeline as `vrag-data run` (Prefect flows, artifacts, results and the server's database
+    under the workspace) with the teacher behind a key: the key is in none of it."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    ws = tmp_path / "ws"
+    with OpenAIServer(reply=teacher, api_key=KEY) as srv:
+        policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher", "api_key_env": KEY_ENV}], "max_retries": 2,
+                  "backoff_s": 0.01, "timeout_s": 20, "sampling": {"temperature": 0.0}}
+        cfg = tmp_path / "cfg.yaml"
+        cfg.write_text(yaml.safe_dump({
+            "workspace": str(ws),
+            "ingest": {"sample_corpus": 1, "layout": "off", "ocr": "off", "workers": 1},
+            "tasks": {"format": "corpus", "limit": 3},
+            "synth": {"recipes": ["vrag_rl"], "samples": 1},
+            "roles": {"policy": policy},
+            "export": {"formats": ["hf", "llamafactory", "verl"]},
+            "runner": {"kind": "local", "max_concurrency": 2, "retries": 0},
+        }))
+        env = {**os.environ, KEY_ENV: KEY, "COLUMNS": "200", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+               "PREFECT_SERVER_API_HOST": "127.0.0.1"}
+        env.pop("PREFECT_API_URL", None)
+        env.pop("PREFECT_HOME", None)  # the run keeps Prefect's database in the workspace (ws/.prefect)
+        proc = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "run", "--config", str(cfg), "-w", str(ws)],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        outcomes = [r.outcome for r in srv.requests]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert outcomes and "401" not in outcomes
+    assert (ws / ".prefect").is_dir() and list((ws / ".prefect").glob("*.db")), "no Prefect database in the workspace"
+    assert (ws / "report.html").is_file() and list((ws / "exports").iterdir())
+    assert not find_secret(tmp_path, KEY)
+    assert KEY not in proc.stdout and KEY not in proc.stderr

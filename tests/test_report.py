@@ -265,3 +265,15 @@ def test_report_over_an_fsspec_workspace(built: Built) -> None:
     assert res.counts["trajectories"] == len(built.trajectories) and res.counts["exports"] == 2
     assert fs.exists(f"{root}/report.duckdb") and fs.exists(f"{root}/report.html")
     fs.rm(root, recursive=True)
+
+
+def test_foreign_shards_in_a_run_folder_are_left_out(tmp_path: Path) -> None:
+    """A parquet file of another record type beside the verdicts (a stray log) does not break the tables."""
+    from vrag_data.schema.records import RequestLog
+    from vrag_data.store import write_records
+
+    b = build_report_workspace(tmp_path / "ws")
+    write_records(b.ws.path("runs", "r1", "verdicts", "stray-requests.parquet"),
+                  [RequestLog(request_id="x", run_id="r1", role="judge", model="m", endpoint="e", status="ok")], RequestLog)
+    res = build_report(b.ws)
+    assert res.counts["verdicts"] == len(b.verdicts) and res.counts["requests"] == len(b.requests)

@@ -33,8 +33,12 @@ def _workspace(config: Path | None, workspace: Path | None) -> Path:
 
 
 def print_outputs(summary: dict[str, Any]) -> None:
-    """Where the demo's products are, one line each."""
+    """The summary table, then where the products are, one line each."""
+    from vrag_data.report.summary import summary_table
+
     rep = summary.get("report") or {}
+    if rep.get("summary"):
+        console.print(summary_table(rep["summary"], f"summary of {summary.get('workspace')}"))
     for e in (summary.get("exports") or {}).values():
         console.print(f"[bold]{e['recipe']}[/] (run {e['run_id']}):", highlight=False)
         d = Path(e["dir"])
@@ -55,8 +59,8 @@ def _up(ws: Path) -> dict[str, Any]:
         state = up(ws)
     again = " (already running)" if state.get("already_running") else ""
     console.print(f"Prefect UI: {state['ui_url']}{again}", highlight=False)
-    console.print(f"API: {state['api_url']}  (export PREFECT_API_URL={state['api_url']})", highlight=False)
-    console.print(f"state and logs: {state['prefect_home']}", highlight=False)
+    console.print(f"API: {state['api_url']}  (export PREFECT_API_URL={state['api_url']})", highlight=False, soft_wrap=True)
+    console.print(f"state and logs: {state['prefect_home']}", highlight=False, soft_wrap=True)
     return state
 
 

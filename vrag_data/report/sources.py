@@ -45,6 +45,17 @@ def parquet_files(path: str) -> list[str]:
     return [f if prefix == "" or f.startswith(prefix) else prefix + f for f in found]
 
 
+def of_model(files: Sequence[str], model: type[BaseModel]) -> list[str]:
+    """The shards written for `model` (or without a record tag): a folder may hold other record types."""
+    out = []
+    for f in files:
+        fs, p = url_to_fs(f)
+        tag = (pq.read_schema(p, filesystem=fs).metadata or {}).get(b"vrag_model")
+        if tag in (None, model.__name__.encode()):
+            out.append(f)
+    return out
+
+
 def _is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
@@ -58,6 +69,7 @@ def load_parquet(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[str]
     con.execute(f"DROP VIEW IF EXISTS {name}")
     con.execute(f"DROP TABLE IF EXISTS {name}")
     fields = list(arrow_schema(model))
+    files = of_model(files, model)
     if files and all(_is_local(f) for f in files):
         local = [f.removeprefix("file://") for f in files]
         scan = "read_parquet(" + _sql_list(local) + ", union_by_name = true, filename = true)"
