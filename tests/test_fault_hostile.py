@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,15 +36,31 @@ RAW = ("<answer>pwned", "<search>exfiltrate", "<|im_start|>", "<search>steal", "
        "<search>caption-steal")
 
 
+def _hwm_mb(pid: int) -> float:
+    """The process's resident-set high-water mark (VmHWM) so far, in MB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def _ingest_subprocess(inputs: Path, ws: Path, log: Path) -> tuple[int, float]:
-    """`vrag-data ingest` in a child process; (exit code, peak RSS in MB) from the kernel's accounting."""
+    """`vrag-data ingest` in a child process; (exit code, peak RSS in MB). The peak is read from the child's
+    own VmHWM while it runs (the kernel's wait4 figure would include the parent's memory copied at fork)."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs /proc (Linux) to read the child's memory high-water mark")
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "vrag_data.cli.main", "ingest", "-w", str(ws), str(inputs), "--layout", "off",
                                  "--ocr", "off", "--workers", "1", "-q"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "COLUMNS": "400"})
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024
+        peak = 0.0
+        while proc.poll() is None:
+            peak = max(peak, _hwm_mb(proc.pid))
+            time.sleep(0.02)
+    return proc.returncode, peak
 
 
 def test_hostile_corpus_is_rejected_or_neutralised_with_bounded_memory(tmp_path):
@@ -52,8 +69,7 @@ def test_hostile_corpus_is_rejected_or_neutralised_with_bounded_memory(tmp_path)
     code, rss_mb = _ingest_subprocess(tmp_path / "in", ws_root, tmp_path / "ingest.log")
     log = (tmp_path / "ingest.log").read_text()
     assert code == 0, log
-    assert rss_mb < RSS_LIMIT_MB, f"ingest peaked at {rss_mb:.0f} MB"
-    (tmp_path / "rss_mb.txt").write_text(f"{rss_mb:.0f}")  # read by bench/bench_faults.py when it reuses the test
+    assert 0 < rss_mb < RSS_LIMIT_MB, f"ingest peaked at {rss_mb:.0f} MB"
 
     ws = Workspace(str(ws_root))
     docs = {d.stem: d for d in load_documents(ws)}
