@@ -1,7 +1,7 @@
 """Fault injection at a larger scale than the tests: how many faults, whether every run survived, how many
 records were lost (must be 0), plus ingest memory on hostile documents and the search server under load.
 
-`.venv/bin/python bench/bench_faults.py [--kills 8] [--samples 4] [--episodes-flaky 4] [--search 10000]`
+`.venv/bin/python bench/bench_faults.py [--kills 8] [--samples 4] [--search 10000] [--only hostile,search-load]`
 
 Scenarios (all on 127.0.0.1, the real CLI in subprocesses):
   synth-kill   `vrag-data synth` (vrag_rl, scripted teacher, 20 ms latency) killed with SIGKILL at random
@@ -192,6 +192,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--search", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     with tempfile.TemporaryDirectory() as t:
@@ -203,6 +204,8 @@ def main() -> None:
                          ("flaky", lambda: flaky(ws, tmp, a.samples)),
                          ("hostile", lambda: hostile(tmp)),
                          ("search-load", lambda: search_load(ws, a.search))):
+            if a.only and name not in a.only.split(","):
+                continue
             t0 = time.perf_counter()
             fn()
             print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -38,21 +38,22 @@ def resolve_runner(cfg: RunnerConfig, override: str | None = None) -> RunnerConf
     return cfg.model_copy(update={"kind": override})
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(local: bool) -> dict[str, str]:
     from prefect.settings import get_current_settings
 
     env = {k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()}
     api = get_current_settings().api.url
     if api:  # a test harness sets it in a settings context, not in os.environ: hand it over explicitly
         env["PREFECT_API_URL"] = str(api)
-    for k in ("PREFECT_HOME", "HF_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
-        if os.environ.get(k):
-            env[k] = os.environ[k]
+    if local:  # folders of this machine mean nothing on other nodes
+        for k in ("PREFECT_HOME", "HF_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
+            if os.environ.get(k):
+                env[k] = os.environ[k]
     return env
 
 
 def ray_init_kwargs(cfg: RunnerConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": worker_env()}, "log_to_driver": True}
+    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": worker_env(cfg.ray_address is None)}, "log_to_driver": True}
     if cfg.ray_address is None:
         os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
         kwargs.update(

@@ -8,6 +8,7 @@ state is recorded in `Ctx.states`; a failed shard (after its retries) is reporte
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,13 @@ class Ctx:
     ws: Workspace
     cfg: RunConfig
     states: list[ShardState] = field(default_factory=list)
+    _storage: Any = None
+
+    @property
+    def storage(self) -> Any:
+        if self._storage is None:
+            self._storage = result_storage(self.ws)
+        return self._storage
 
     def record(self, stage: str, label: str, state: State | None) -> ShardState | None:
         if state is None:
@@ -73,7 +81,7 @@ def bind(ctx: Ctx, task: Task[..., Any], refresh: bool = False) -> Task[..., Any
         retries=rc.retries,
         retry_delay_seconds=exponential_backoff(rc.retry_delay_s) if rc.retries else 0,
         retry_jitter_factor=0.5 if rc.retry_delay_s else None,
-        result_storage=result_storage(ctx.ws),
+        result_storage=ctx.storage,
         refresh_cache=refresh,
     )
 
@@ -131,9 +139,7 @@ def sources(ctx: Ctx) -> tuple[list[str], str | None]:
             raise VragError(f"sample corpus: {s.message}")
         paths.append(s.result["dir"])
         qa = qa or s.result["qa"]
-    if not paths:
-        raise VragError("nothing to ingest: set ingest.paths (PDFs, images or folders) or ingest.sample_corpus in the config")
-    return paths, qa
+    return paths, qa  # no paths: the flow works on what the workspace already holds
 
 
 def doc_shards(files: list[str], per_shard: int) -> list[list[str]]:
@@ -154,6 +160,11 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
     from vrag_data.ingest import IngestOptions, discover_inputs
 
     c = ctx.cfg.ingest
+    if not paths:
+        if not ctx.ws.fs.exists(ctx.ws.corpus_table("pages")):
+            raise VragError(f"{ctx.ws.root}: nothing ingested and nothing to ingest; set ingest.paths (PDFs, images or "
+                            "folders) or ingest.sample_corpus in the config")
+        return
     files = discover_inputs(paths)
     opts_hash = IngestOptions(dpi=c.dpi, layout=c.layout, ocr=c.ocr, max_pages=c.max_pages).output_hash()
     lanes = []
@@ -214,9 +225,10 @@ def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
         lane = []
         for i, shard in enumerate(shards):
             ids = [t.task_id for t in shard]
-            key = stage_key("synth", [run_id, short_hash([t.model_dump(mode="json") for t in shard]), c.samples],
-                            [c.model_dump(mode="json"), {k: v.model_dump(mode="json") for k, v in sorted(ctx.cfg.roles.items())}])
-            done = (lambda d=run_dir, ids=ids: _synth_done(d, ids, c.samples))
+            # the run id already hashes what shapes an episode (recipe, options, roles, max turns, seed); the rest
+            # of the synth section (other recipes, shard size, concurrency) must not invalidate this shard
+            key = stage_key("synth", [run_id, short_hash([t.model_dump(mode="json") for t in shard]), c.samples], [])
+            done = functools.partial(_synth_done, run_dir, ids, c.samples)  # every (task, sample) in the ledger
             lane.append(submitter(ctx, "synth", f"{recipe} shard {i}: {len(ids)} task(s)", T.synth_shard, done,
                                   ctx.ws.root, ctx.cfg, recipe, run_id, ids, i, key=key))
         lanes.append(lane)

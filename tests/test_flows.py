@@ -146,13 +146,28 @@ def test_failing_shard_is_retried_reported_and_the_others_are_kept(harness, ws, 
                                     "limit": 200})
     assert len(runs) == len(failed) and all(t["run_count"] == 2 for t in runs)  # retries: 1 -> two attempts each
 
-    # the lock is gone: a re-run finishes visor and skips everything that was done
+    # adding a recipe did not invalidate the finished ones; the lock is gone: a re-run finishes visor only
+    assert {r["state"] for r in rows if r["stage"] == "synth" and not r["label"].startswith("visor ")} == {"Cached"}
     synth(str(cfg_path))
     rows = shards(ws)
     assert not [r for r in rows if r["failed"]]
     visor = {r["state"] for r in rows if r["stage"] == "synth" and r["label"].startswith("visor ")}
     others = {r["state"] for r in rows if r["stage"] == "synth" and not r["label"].startswith("visor ")}
     assert visor == {"Completed"} and others == {"Cached"}
+
+
+def test_train_flow_on_an_export(harness, ws, tmp_path):
+    pytest.importorskip("torch")
+    from flows.flows import train
+    from vrag_data.synth.run import default_run_id
+
+    cfg = load_config(write_config(tmp_path / "t.yaml", ws, ["evisrag"]))
+    data = ws / "exports" / default_run_id("evisrag", cfg) / "llamafactory"
+    repo = Path(__file__).resolve().parents[1]
+    res = train(str(repo / "configs" / "train" / "tiny-sft.yaml"), mode="sft", data=str(data), output=str(tmp_path / "out"), max_steps=2)
+    assert res["global_step"] == 2 and res["examples"] > 0 and res["last_loss"] is not None
+    arts = api("artifacts/filter", {"artifacts": {"key": {"any_": ["train-sft-summary"]}}, "sort": "CREATED_DESC", "limit": 1})
+    assert arts and "global_step | 2" in arts[0]["data"]
 
 
 @pytest.mark.slow

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from vrag_data.cli.common import console, fail, friendly_errors
 from vrag_data.config import load_config
@@ -46,7 +53,7 @@ def register(app: typer.Typer) -> None:
                 on_trajectory=lambda: bar.advance(task),
             )
         for w in summary.warnings:
-            console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         for fmt, counts in summary.counts.items():
             console.print(f"{fmt}: " + ", ".join(f"{k}={v}" for k, v in counts.items()), highlight=False)
         if summary.skipped:
@@ -55,3 +62,7 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
             )
         console.print(f"kept {summary.n_kept}/{summary.n_trajectories} trajectories -> {summary.out_dir}", highlight=False)
+        if ws.is_local:
+            from vrag_data.report import print_run_summary
+
+            print_run_summary(ws, run, console)

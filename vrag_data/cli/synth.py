@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors
 from vrag_data.config import RECIPES, EndpointConfig, RoleConfig, RunConfig, load_config
@@ -33,6 +34,16 @@ def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, mode
         role = (old or RoleConfig()).model_copy(update={"kind": "openai", "endpoints": [EndpointConfig(base_url=url, model=model, api_key_env=key_env)]})
         return cfg.model_copy(update={"roles": {**cfg.roles, "policy": role}})
     return cfg
+
+
+def _summary(workspace: Path, run_id: str) -> None:
+    """The run's summary table (trajectories, verdicts, newest export) at the end of synth and filter."""
+    from vrag_data.report import print_run_summary
+    from vrag_data.store import Workspace
+
+    ws = Workspace(str(workspace))
+    if ws.is_local:
+        print_run_summary(ws, run_id, console)
 
 
 def register(app: typer.Typer) -> None:
@@ -63,7 +74,8 @@ def register(app: typer.Typer) -> None:
         console.print(res.message, highlight=False, soft_wrap=True)
         if res.stats.get("error_reasons"):
             for reason, n in sorted(res.stats["error_reasons"].items(), key=lambda kv: -kv[1])[:5]:
-                console.print(f"[yellow]{n} episode(s) ended in error:[/] {reason}", highlight=False, soft_wrap=True)
+                console.print(f"[yellow]{n} episode(s) ended in error:[/] {escape(reason)}", highlight=False, soft_wrap=True)
+        _summary(workspace, res.run_id)
         typer.echo(res.run_id)
 
     @app.command("filter")
@@ -83,4 +95,5 @@ def register(app: typer.Typer) -> None:
         if res.judge_errors:
             console.print(f"[yellow]{res.judge_errors} trajectory(ies) could not be judged[/] (see the correctness verdicts)")
         for line in res.augment_skipped[:10]:
-            console.print(f"[dim]augmentation skipped:[/] {line}", highlight=False, soft_wrap=True)
+            console.print(f"[dim]augmentation skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        _summary(workspace, run)
