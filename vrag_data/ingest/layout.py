@@ -116,11 +116,15 @@ def _table_from_group(group: dict[str, Any], words: list[tuple[Rect, str]], m: A
     own line strings join PDF spans with spaces ("O p en"), the words do not."""
     boxes = group.get("bboxes") or []
     grid = []
+    used: set[int] = set()  # a word whose centre lies in two overlapping line boxes goes to the first only
     for cell in group.get("table_cells") or []:
         idx = getattr(cell, "bbox_idx", -1)
         text = ""
         if 0 <= idx < len(boxes):
-            text = text_in_rect(words, to_page_rect(tuple(boxes[idx][:4]), m))
+            rect = to_page_rect(tuple(boxes[idx][:4]), m)
+            hits = [k for k, (r, _) in enumerate(words) if k not in used and center_in(r, rect)]
+            used.update(hits)
+            text = " ".join(words[k][1] for k in hits)
         grid.append((cell.row_start, cell.row_end, cell.col_start, cell.col_end, text or str(getattr(cell, "text", ""))))
     return grid_markdown(grid)
 
