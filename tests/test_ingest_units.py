@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from vrag_data.errors import MissingComponent, VragError
 from vrag_data.ingest import IngestOptions, discover_inputs
-from vrag_data.ingest.layout import MODEL_CLASS_MAP, RawBlock, find_charts, map_model_class, text_in_rect
+from vrag_data.ingest.layout import MODEL_CLASS_MAP, RawBlock, find_charts, grid_markdown, map_model_class, text_in_rect
 from vrag_data.ingest.mineru import check_mineru, mineru_page_blocks, norm_box
 from vrag_data.ingest.options import MinerUSettings, PaddleOcrSettings
 from vrag_data.ingest.paddleocr import check_paddleocr, paddle_result_lines
@@ -156,3 +156,20 @@ def test_discover_inputs(tmp_path):
         discover_inputs([str(tmp_path / "missing.pdf")])
     with pytest.raises(VragError, match="no PDFs or images"):
         discover_inputs([str(tmp_path / "empty")])
+
+
+def test_grid_markdown_spans_repeat_and_empty_columns_drop():
+    # a header cell spanning two columns, a row label spanning two rows, a column nobody fills, a pipe
+    cells = [
+        (0, 1, 1, 3, "HOVER"), (1, 2, 1, 2, "Gold"), (1, 2, 2, 3, "Open"),
+        (2, 4, 0, 1, "I"), (2, 3, 1, 2, "53.4"), (2, 3, 2, 3, "50.7"), (3, 4, 1, 2, "a|b"), (3, 4, 4, 5, "x"),
+        (4, 5, 0, 1, "   "),  # blank text: the row it alone would fill is dropped
+    ]
+    assert grid_markdown(cells).splitlines() == [  # column 3 is empty everywhere and dropped
+        "|  | HOVER | HOVER |  |",
+        "| --- | --- | --- | --- |",
+        "|  | Gold | Open |  |",
+        "| I | 53.4 | 50.7 |  |",
+        "| I | a\\|b |  | x |",
+    ]
+    assert grid_markdown([]) == "" and grid_markdown([(0, 1, 0, 1, "  ")]) == ""

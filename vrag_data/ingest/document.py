@@ -45,6 +45,7 @@ class DocJob:
     kind: str  # pdf / image / other
     ws_root: str
     opts: IngestOptions
+    threads: int | None = None  # onnxruntime threads; set by the pool from the workers actually running
 
 
 @dataclass
@@ -85,7 +86,7 @@ class DocumentIngester:
         self.ws = Workspace(job.ws_root)
         self.errors: list[IngestError] = []
         # onnxruntime threads for OCR and the layout model: the cores are already shared between workers
-        self.ocr_threads = self.opts.ocr_threads or default_threads(self.opts.workers)
+        self.ocr_threads = job.threads or self.opts.ocr_threads or default_threads(self.opts.workers)
 
     def error(self, stage: str, reason: str, page: int | None = None) -> None:
         self.errors.append(IngestError(path=self.job.path, stage=stage, reason=reason, page=page))
@@ -109,8 +110,8 @@ class DocumentIngester:
         except Exception as err:  # noqa: BLE001 - one broken page must not lose the document
             self.error("render", f"page {pno} cannot be rendered: {_one_line(err)}", pno)
             return None
-        w, h = rendered.image.size
-        self._save_image(pid, rendered.image)
+        w, h = rendered.size
+        self._save_image(pid, rendered.pixels)
         tl = extract_text_layer(page, want_words=opts.layout == "pymupdf")
         raw: list[RawBlock] = [RawBlock(rect=r, cls="text", source="text_layer", text=t) for r, t in tl.blocks]
         tables_md: list[str] = []
@@ -131,7 +132,7 @@ class DocumentIngester:
         ocr_text = ""
         if opts.ocr != "paddleocr" and self._needs_ocr(tl.text):
             try:
-                lines = rapidocr_lines(rendered.image, self.ocr_threads)
+                lines = rapidocr_lines(rendered.pixels, self.ocr_threads)
                 blocks += _ocr_blocks(lines, pid, job.doc_id, pno, w, h, "rapidocr")
                 ocr_text = "\n".join(ln.text for ln in lines)
             except Exception as err:  # noqa: BLE001

@@ -145,7 +145,10 @@ def analyse_layout(page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
             RawBlock(rect=rect, cls=map_model_class(name), source="pymupdf", text=text_in_rect(words, rect), model_cls=name)
         )
         if name == "table":
-            md = _table_from_group(group, words, m)
+            try:
+                md = _table_from_group(group, words, m)
+            except Exception:  # noqa: BLE001 - a malformed grid must not lose the page's other blocks
+                md = ""
             # kept as the "find_tables" source: downstream ranks the markdown table block by that name
             result.blocks.append(RawBlock(rect=rect, cls="table", source="find_tables", text=md, model_cls="table"))
             if md:

@@ -54,9 +54,35 @@ def rapidocr_engine(threads: int | None = None) -> Any:
         n = threads or 0
         params["EngineConfig.onnxruntime.intra_op_num_threads"] = n if n > 0 else -1
         params["EngineConfig.onnxruntime.inter_op_num_threads"] = 1 if n > 0 else -1
+        # Reusing the memory arena between pages saves ~15% of the CPU per page (page faults otherwise).
+        params["EngineConfig.onnxruntime.enable_cpu_mem_arena"] = True
+        _no_spinning()
         _ENGINE = RapidOCR(params=params)
         _ENGINE_THREADS = threads
     return _ENGINE
+
+
+def _no_spinning() -> None:
+    """onnxruntime's worker threads spin-wait between operators by default: on cores shared with other
+    workers that burns CPU without doing work. RapidOCR has no setting for it (and builds its sessions
+    lazily, on first use), so the options class its onnxruntime backend uses is swapped, once per process,
+    for one with spinning off."""
+    try:
+        import onnxruntime as ort
+        from rapidocr.inference_engine.onnxruntime import main as ort_main
+    except ImportError:  # another RapidOCR layout: keep its defaults
+        return
+    if getattr(ort_main.SessionOptions, "_vrag_quiet", False):
+        return
+
+    class _Quiet(ort.SessionOptions):  # type: ignore[misc]
+        _vrag_quiet = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+    ort_main.SessionOptions = _Quiet
 
 
 def rapidocr_lines(image: Any, threads: int | None = None) -> list[OcrLine]:

@@ -128,6 +128,10 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         _fail_fast(summary, ws)
     jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
     workers = min(opts.workers, len(jobs))
+    # Fewer documents than workers (one big PDF): the running workers get the idle cores' threads.
+    threads = opts.ocr_threads or default_threads(max(1, workers))
+    for job in jobs:
+        job.threads = threads
     with _progress(progress) as bar:
         task = bar.add_task("ingest", total=len(files), pages=0, last="")
         bar.advance(task, len(files) - len(jobs))
@@ -141,7 +145,7 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                 done(ingest_document(job))
         else:
             ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
-            init = (opts.layout == "pymupdf", opts.ocr_threads or default_threads(workers))
+            init = (opts.layout == "pymupdf", threads)
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
                 owner: dict[Future[DocOutcome], DocJob] = {pool.submit(ingest_document, j): j for j in jobs}
                 pending = set(owner)
