@@ -1,6 +1,8 @@
 """Report benchmark: `vrag-data report` over a workspace with 1M synthetic trajectory rows.
 
-    .venv/bin/python bench/bench_report.py [--rows 1000000] [--threads 2] [--keep DIR]
+    .venv/bin/python bench/bench_report.py [--rows 1000000] [--threads 2] [--shard-rows 100000] [--keep DIR]
+
+`--shard-rows 64` writes shards the size a synth run writes (~15.6k trajectory shards for 1M rows).
 
 The generator writes record-shaped parquet shards directly with pyarrow (the same columns and JSON
 encoding `write_records` produces, checked against `arrow_schema`), drawing turns from a pool of
@@ -157,6 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shard-rows", type=int, default=100_000, help="trajectories (and verdicts) per shard")
     ap.add_argument("--keep", type=Path, default=None, help="keep the generated workspace here")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
@@ -165,7 +168,7 @@ def main() -> None:
         if (root / "ws" / "runs" / "bench" / "requests").is_dir():  # --keep DIR from an earlier run: reuse it
             ws = Workspace(str(root / "ws"))
         else:
-            ws = generate(root / "ws", args.rows)
+            ws = generate(root / "ws", args.rows, shard=args.shard_rows)
         gen = time.perf_counter() - t
         cpu = time.process_time()
         res = build_report(ws, threads=args.threads)

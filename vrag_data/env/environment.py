@@ -185,6 +185,9 @@ class Environment:
                 snippet = _snippet(page, q, s.snippet_chars) if page is not None else ""
                 lines.append(f"  page {h.page} ({h.page_id}){': ' + snippet if snippet else ''}")
         st.searches.append({"turn": st.turn, "queries": queries, "hits": all_ids, "shown": []})
+        # listed pages count as retrieved (in rank order, once each), so NDCG and completeness mean the same
+        # for MM-Doc-R1's text search as for the image searches of the other recipes
+        st.retrieved_pages.extend(dict.fromkeys(p for p in all_ids if p not in set(st.retrieved_pages)))
         if not lines:
             return StepResult(Observation(kind="search", text=s.prompts.text_hits_empty), False)
         return StepResult(Observation(kind="search", text=s.prompts.text_hits.format(listing="\n".join(lines))), False)

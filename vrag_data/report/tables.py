@@ -73,18 +73,22 @@ WHERE _rn = 1;
 # reads a run (shard names sort in write order); a semi-join on the newest shard per key avoids sorting the
 # wide rows. Other files in trajectories/ (`aug-<recipe>.parquet` from `vrag-data filter`) hold augmented
 # copies that share their source's (task, sample) under a new traj_id: every row of them counts, as in the
-# exporter. traj_base keeps the small columns only; turns/crops join it back to the shards (turns JSON read once).
+# exporter. The shards are scanned twice, not four times (a run writes thousands of small shards, and each
+# scan pays per file): once for every column but the wide turns (traj_raw, in memory), once for the turns.
 _SQL_RUNS = f"""
+CREATE OR REPLACE TEMP TABLE traj_raw AS
+SELECT * EXCLUDE (prompt, turns, evidence_space) FROM raw_trajectories;
+
 CREATE OR REPLACE TEMP TABLE traj_latest AS
-SELECT run_id, task_id, sample, max(filename) AS filename FROM raw_trajectories
+SELECT run_id, task_id, sample, max(filename) AS filename FROM traj_raw
 WHERE regexp_matches(filename, '(^|/)part-[^/]*$') GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE traj_base AS
 SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.selected_pages,
        t.final_answer, t.status, t.reason, t.n_invalid, t.usage, t.latency_s, t.provenance, t.extra, t.started_at,
        t.finished_at, t.filename, coalesce(k.benchmark_name, 'unknown') AS benchmark, coalesce(k.doc_type, 'unknown') AS doc_type,
-       coalesce(k.evidence_source, 'none') AS evidence_source, k.evidence_pages AS gold_pages
-FROM raw_trajectories t
+       coalesce(k.evidence_source, 'none') AS evidence_source, k.evidence_pages AS gold_pages, t.crops
+FROM traj_raw t
 LEFT JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.sample = t.sample
 LEFT JOIN tasks k ON k.task_id = t.task_id
 WHERE l.filename = t.filename OR NOT regexp_matches(t.filename, '(^|/)part-[^/]*$');
@@ -109,8 +113,8 @@ SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, c.turn, c.
        c.box.raw[1] AS x1, c.box.raw[2] AS y1, c.box.raw[3] AS x2, c.box.raw[4] AS y2,
        c.box.norm[1] AS nx1, c.box.norm[2] AS ny1, c.box.norm[3] AS nx2, c.box.norm[4] AS ny2,
        greatest(c.box.norm[3] - c.box.norm[1], 0) * greatest(c.box.norm[4] - c.box.norm[2], 0) / 1e6 AS area_frac
-FROM (SELECT b.traj_id, b.run_id, b.recipe, b.benchmark, b.doc_type, b.evidence_source, unnest(from_json(r.crops, '{_CROP_TYPE}')) AS c
-      FROM raw_trajectories r JOIN traj_base b USING (run_id, traj_id, filename));
+FROM (SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, unnest(from_json(crops, '{_CROP_TYPE}')) AS c
+      FROM traj_base);
 
 CREATE OR REPLACE TABLE requests AS
 SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS is_error,
@@ -267,7 +271,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None 
     _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)
     _exports(con, export_summaries(ws, {r.run_id for r in runs} if run is not None else None))
     for t in ("raw_documents", "raw_pages", "raw_layout", "raw_ingest_errors", "raw_tasks", "raw_trajectories", "raw_verdicts",
-              "raw_requests", "traj_latest", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
+              "raw_requests", "traj_raw", "traj_latest", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
         _drop(con, t)
     return runs
 
