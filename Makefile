@@ -14,7 +14,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_AUTH_MODE := disabled
 
-.PHONY: setup demo test bench schemas clean
+.PHONY: setup demo test schemas clean
 
 setup: $(STAMP)
 
@@ -29,9 +29,6 @@ demo: setup
 test: setup
 	$(BIN)/ruff check --select F,E9 --quiet vrag_data pipelines flows tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
-
-bench: setup
-	$(BIN)/python -m bench.run_all
 
 schemas: setup
 	$(BIN)/vrag-data schemas dump
