@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +81,23 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def _timed(one: Callable[[int], Awaitable[object]], n: int, in_flight: int, latency: float,
+                 server_pid: int | None = None) -> dict:
+    """One untimed warm-up wave (opens the connections: a one-off ~5 ms each here), then `n` timed calls:
+    rate, ratio to ideal, client CPU per request (and the server's, given its pid)."""
+    await asyncio.gather(*(one(-1 - i) for i in range(in_flight)))
+    s0 = proc_cpu_s(server_pid) if server_pid else 0.0
+    c0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ideal = in_flight / latency
+    out = {"requests": n, "wall_s": round(wall, 2), "req_per_s": round(n / wall, 1), "ideal": ideal,
+           "ratio": round(n / wall / ideal, 3), "cpu_ms_per_req": round(1000 * cpu / n, 3)}
+    if server_pid:
+        out["server_cpu_ms_per_req"] = round(1000 * (proc_cpu_s(server_pid) - s0) / n, 3)
+    return out
+
+
 async def bench_pool(url: str, n: int, in_flight: int, latency: float, images: list[bytes] | None, server_pid: int) -> dict:
     run_dir = tempfile.mkdtemp(prefix="bench-orch-")
     pool = TeacherPool({"policy": role(url, in_flight)}, RequestCache(run_dir), "bench")
@@ -91,15 +109,7 @@ async def bench_pool(url: str, n: int, in_flight: int, latency: float, images: l
 
     async with pool:
         await pool.check()
-        # Steady state: one wave opens the connections (a one-off ~5 ms each on this machine) before timing.
-        await asyncio.gather(*(pool.chat("policy", msgs(-1 - i), image_loader=loader) for i in range(in_flight)))
-        c0, t0, s0 = time.process_time(), time.perf_counter(), proc_cpu_s(server_pid)
-        await asyncio.gather(*(pool.chat("policy", msgs(i), image_loader=loader) for i in range(n)))
-        wall, cpu, scpu = time.perf_counter() - t0, time.process_time() - c0, proc_cpu_s(server_pid) - s0
-    ideal = in_flight / latency
-    return {"requests": n, "wall_s": round(wall, 2), "req_per_s": round(n / wall, 1), "ideal": ideal,
-            "ratio": round(n / wall / ideal, 3), "cpu_ms_per_req": round(1000 * cpu / n, 3),
-            "server_cpu_ms_per_req": round(1000 * scpu / n, 3)}
+        return await _timed(lambda i: pool.chat("policy", msgs(i), image_loader=loader), n, in_flight, latency, server_pid)
 
 
 async def bench_bare_aiohttp(url: str, n: int, in_flight: int, latency: float) -> dict:
@@ -113,13 +123,7 @@ async def bench_bare_aiohttp(url: str, n: int, in_flight: int, latency: float) -
             async with sem, s.post(url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r:
                 json.loads(await r.read())
 
-        await asyncio.gather(*(one(-1 - i) for i in range(in_flight)))
-        c0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    ideal = in_flight / latency
-    return {"requests": n, "wall_s": round(wall, 2), "req_per_s": round(n / wall, 1), "ideal": ideal,
-            "ratio": round(n / wall / ideal, 3), "cpu_ms_per_req": round(1000 * cpu / n, 3)}
+        return await _timed(one, n, in_flight, latency)
 
 
 async def bench_openai_sdk(url: str, n: int, in_flight: int, latency: float) -> dict:
@@ -132,13 +136,7 @@ async def bench_openai_sdk(url: str, n: int, in_flight: int, latency: float) -> 
             async with sem:
                 await client.chat.completions.create(model="teacher", messages=[{"role": "user", "content": f"question {i}"}])
 
-        await asyncio.gather(*(one(-1 - i) for i in range(in_flight)))
-        c0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    ideal = in_flight / latency
-    return {"requests": n, "wall_s": round(wall, 2), "req_per_s": round(n / wall, 1), "ideal": ideal,
-            "ratio": round(n / wall / ideal, 3), "cpu_ms_per_req": round(1000 * cpu / n, 3)}
+        return await _timed(one, n, in_flight, latency)
 
 
 async def bench_runner(url: str, episodes: int, in_flight: int, latency: float) -> dict:

@@ -88,18 +88,9 @@ def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
     return load_index(ws), True
 
 
-def synth(
-    ws: Workspace | str,
-    cfg: RunConfig,
-    recipe: str,
-    run_id: str | None = None,
-    samples: int | None = None,
-    limit: int | None = None,
-    progress: bool = True,
-    on_ready: Callable[[str], None] | None = None,
-    tasks: Sequence[Task] | None = None,
-) -> RunResult:
-    return asyncio.run(synth_async(ws, cfg, recipe, run_id, samples, limit, progress, on_ready, tasks))
+def synth(ws: Workspace | str, cfg: RunConfig, recipe: str, **kwargs: Any) -> RunResult:
+    """Blocking entry point of `synth_async` (same keyword arguments)."""
+    return asyncio.run(synth_async(ws, cfg, recipe, **kwargs))
 
 
 async def synth_async(
