@@ -18,7 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 from tests.support.scripted_teacher import teacher  # noqa: E402
 from tests.support.synth_workspace import cli  # noqa: E402
-from vrag_data.config import RECIPES, EndpointConfig, RoleConfig, RunConfig  # noqa: E402
+from vrag_data.config import EndpointConfig, RoleConfig, RunConfig  # noqa: E402
+from vrag_data.recipe import recipe_names  # noqa: E402
+
+RECIPES = tuple(recipe_names())
 from vrag_data.synth.run import synth  # noqa: E402
 
 

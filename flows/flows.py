@@ -21,7 +21,9 @@ from prefect import flow
 from flows import stages
 from flows.artifacts import publish
 from flows.runner import describe_runner, make_task_runner, resolve_runner
-from vrag_data.config import RunConfig, load_config
+from vrag_data.config import ConfigError, RunConfig, load_config
+from vrag_data.export.formats import FORMATS
+from vrag_data.recipe import recipe_names, resolve_recipe
 from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
@@ -34,6 +36,10 @@ class ShardsFailed(VragError):
 
 def load(config: str | None, workspace: str | None = None, runner: str | None = None) -> tuple[RunConfig, Workspace]:
     cfg = load_config(config)
+    if not cfg.synth.recipes:
+        raise ConfigError(f"{config or '<defaults>'}: synth.recipes is empty; name the recipes to run, e.g. [{', '.join(recipe_names())}]")
+    for name in cfg.synth.recipes:  # every recipe and its options resolve before any work (one line otherwise)
+        resolve_recipe(name, cfg)
     if workspace:
         cfg = cfg.model_copy(update={"workspace": workspace})
     root = cfg.workspace if "://" in cfg.workspace else str(Path(cfg.workspace).expanduser().resolve())
@@ -52,8 +58,7 @@ def _exports(runs: dict[str, str], out_dirs: dict[str, str]) -> dict[str, dict[s
     for recipe, run_id in runs.items():
         d = out_dirs.get(run_id)
         if d:
-            out[recipe] = {"recipe": recipe, "run_id": run_id, "dir": d, "hf": f"{d}/hf/dataset",
-                           "llamafactory": f"{d}/llamafactory", "verl": f"{d}/verl", "easyr1": f"{d}/easyr1"}
+            out[recipe] = {"recipe": recipe, "run_id": run_id, "dir": d, **{f.name: f"{d}/{f.entry}" for f in FORMATS.values()}}
     return out
 
 

@@ -21,9 +21,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from pipelines.base import Recipe, base_env
+from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env
+from vrag_data.augment import TopKVariants
 from vrag_data.config import ConfigError
 from vrag_data.env import EnvPrompts
+from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
+from vrag_data.filters import Correctness, Dedup, Difficulty
+from vrag_data.recipe import register
 from vrag_data.schema.records import Action, Message, Task
 
 if TYPE_CHECKING:
@@ -80,17 +84,27 @@ class EvisragRecipe(Recipe):
         ep.prompt = [Message(role="user", text=text, images=list(res.observation.images))]
 
 
-RECIPE = EvisragRecipe(
+GRAMMAR = dataclasses.replace(OBSERVE_EVIDENCE_ANSWER, name="evisrag")
+
+RECIPE = register(EvisragRecipe(
     name="evisrag",
     paper="EVisRAG (seed 003)",
-    grammar="evisrag",
+    grammar=GRAMMAR,
     system_prompt="",
     user_template="{question}",
-    env=base_env(grammar="evisrag", coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
+    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
                  scope="corpus", max_turns=4, prompts=EnvPrompts(invalid=INVALID)),
-    roles=("policy", "judge", "student"),
-    filters=("correctness", "difficulty", "dedup"),
-    augmentations=("evisrag_topk",),
-    reward="evisrag",
-    export={"formats": ["easyr1", "llamafactory", "hf"], "max_pixels": 3920000},
-)
+    roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply"),
+           RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
+           RoleSpec("student", "the model to be trained; tasks it always answers right are dropped", required=False)),
+    # keep correct trajectories; drop what the student always answers (curriculum filter)
+    filters=(Correctness(), Difficulty(rule="not_always_right"), Dedup()),
+    augmentations=(TopKVariants(),),
+    # RS-GRPO token scopes (eq. 7)
+    reward=RewardSpec("evisrag", scopes={"observe": ("perception", "format"), "evidence": ("perception", "format"),
+                                         "think": ("derivation", "format"), "answer": ("derivation", "format"),
+                                         "other": ("format",)}),
+    export=ExportHints(max_pixels=3920000, data_source="rag", sft=SftHints(16384, 5.0e-7, 1.0, 4, "EVisRAG Table 5"),
+                       evidence_rows=True),
+    oracle=OracleSpec(style="evidence", crop_gold=False),
+))

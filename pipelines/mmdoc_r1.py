@@ -26,8 +26,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipelines.base import Recipe, base_env
+from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, base_env
 from vrag_data.env import EnvPrompts, parse_action, sanitize_text
+from vrag_data.env.grammar import KEYWORD_READ_FINISH
+from vrag_data.filters import Correctness, Dedup, Structure
+from vrag_data.recipe import register
 from vrag_data.schema.records import ImageRef, Message, Observation, Turn
 
 if TYPE_CHECKING:
@@ -149,19 +152,26 @@ class MmdocRecipe(Recipe):
         st.reason = "the answer agent gave no <answer>"
 
 
-RECIPE = MmdocRecipe(
+GRAMMAR = dataclasses.replace(KEYWORD_READ_FINISH, name="mmdoc_r1")
+
+RECIPE = register(MmdocRecipe(
     name="mmdoc_r1",
     paper="MM-Doc-R1 (seed 004)",
-    grammar="mmdoc_r1",
+    grammar=GRAMMAR,
     system_prompt=SEEKER,
     user_template=SEEKER_USER,
-    env=base_env(grammar="mmdoc_r1", coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="text_hits", top_k=5,
+    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="text_hits", top_k=5,
                  search_depth=5, scope="document", max_read_pages=3, max_turns=8,
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
-    roles=("policy", "planner", "reader", "judge"),
-    filters=("structure", "correctness", "dedup"),
-    augmentations=(),
-    reward="mmdoc_r1",
-    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 401408},
+    roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
+           RoleSpec("planner", "writes the initial plan from the question and the document outline"),
+           RoleSpec("reader", "reads the requested pages for the seeker's sub-query"),
+           RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
+    filters=(Structure(), Correctness(), Dedup()),
+    reward=RewardSpec("mmdoc_r1", scopes={"search": ("recall",), "read": ("recall",), "answer": ("correctness",),
+                                          "other": ("recall", "correctness")}),
+    # the paper trains with RL only: it gives no SFT settings (the LLaMA-Factory yaml says so)
+    export=ExportHints(max_pixels=401408, data_source="rag", sft=None),
+    oracle=OracleSpec(style="seeker", crop_gold=False),
     extra_prompts={"planner": PLANNER, "reader": READER, "answer": ANSWER},
-)
+))

@@ -26,13 +26,15 @@ import dataclasses
 import random
 from typing import TYPE_CHECKING
 
-from pipelines.base import Recipe, base_env
+from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.env import EnvPrompts, parse_action, render_action, sanitize_text
-from vrag_data.env.geometry import box_to_model
+from vrag_data.env.geometry import box_to_model, iou
+from vrag_data.env.grammar import REACT_SELECT_CROP
+from vrag_data.filters import Correctness, Dedup, Difficulty, Structure
+from vrag_data.recipe import register
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import Action, LayoutBlock, Message, Turn
 from vrag_data.synth.annotate import LabelledRef
-from vrag_data.synth.oracle import iou
 
 if TYPE_CHECKING:
     from vrag_data.synth.episode import EpisodeRun
@@ -150,18 +152,24 @@ class UniDocRecipe(Recipe):
         return None, "", "", a.reason or "reply with <select>[i]</select>"
 
 
-RECIPE = UniDocRecipe(
+GRAMMAR = dataclasses.replace(REACT_SELECT_CROP, name="unidoc_rl")
+
+RECIPE = register(UniDocRecipe(
     name="unidoc_rl",
     paper="UniDoc-RL (seed 001)",
-    grammar="unidoc_rl",
+    grammar=GRAMMAR,
     system_prompt=SYSTEM,
     user_template=USER,
-    env=base_env(grammar="unidoc_rl", coord_space="qwen3-vl", page_max_pixels=1003520, search_mode="candidates", top_k=5,
+    env=base_env(coord_space="qwen3-vl", page_max_pixels=1003520, search_mode="candidates", top_k=5,
                  scope="corpus", select_base=1, max_turns=8, prompts=EnvPrompts(invalid=INVALID, candidates=CANDIDATES_PROMPT)),
-    roles=("policy", "judge", "student"),
-    filters=("structure", "correctness", "difficulty", "dedup"),
-    augmentations=(),
-    reward="unidoc_rl",
-    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 200704, "data_source": "rag"},
+    roles=(RoleSpec("policy", "the teacher: searches, selects candidates, picks the region to crop, answers"),
+           RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
+           RoleSpec("student", "the model to be trained, whose wrong answers mark the hard tasks", required=False)),
+    # A.3: quality (correct), then difficulty-aware (every student attempt wrong)
+    filters=(Structure(), Correctness(), Difficulty(rule="all_wrong"), Dedup()),
+    reward=RewardSpec("unidoc_rl", scopes={"search": ("ndcg", "format"), "select": ("select", "format"),
+                                           "bbox": ("crop", "format"), "answer": ("judge", "format"), "other": ("format",)}),
+    export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix")),
+    oracle=OracleSpec(style="react", crop_gold=False),  # the crop comes from the candidate-region step
     extra_prompts={"candidates": CANDIDATE_STEP},
-)
+))

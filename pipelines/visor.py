@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipelines.base import Recipe, base_env
-from vrag_data.env import EnvPrompts
+from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
+from vrag_data.augment import QueryRewriteVerification
+from vrag_data.env import ContextPolicy, EnvPrompts, VisorContext
+from vrag_data.env.grammar import THINK_FIRST_CROP
+from vrag_data.filters import Correctness, Dedup, RetrievalCompleteness, Structure
+from vrag_data.recipe import register
 
 SYSTEM = (
     "You are an agent that answers a question by exploring a collection of document page images.\n"
@@ -49,18 +53,28 @@ class VisorRecipe(Recipe):
     pass  # the context policy and the environment carry everything VISOR adds
 
 
-RECIPE = VisorRecipe(
+def evidence_window(options: RecipeOptions) -> ContextPolicy:
+    return VisorContext(window=options.window)
+
+
+GRAMMAR = dataclasses.replace(THINK_FIRST_CROP, name="visor")
+
+RECIPE = register(VisorRecipe(
     name="visor",
     paper="VISOR (seed 002)",
-    grammar="visor",
+    grammar=GRAMMAR,
     system_prompt=SYSTEM,
     user_template=USER,
-    env=base_env(grammar="visor", coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
+    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
                  dedup=True, scope="corpus", crop_margin=28, max_turns=10, prompts=EnvPrompts(invalid=INVALID)),
-    context="visor",
-    roles=("policy", "judge"),
-    filters=("structure", "retrieval_completeness", "correctness", "dedup"),
-    augmentations=("visor_query_rewrite+verification",),
-    reward="visor",
-    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 401408, "data_source": "rag"},
-)
+    context=evidence_window,
+    roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
+           RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
+    # crop right after a retrieval, no full-page crop, <= 10 retrievals; completeness; correctness
+    filters=(Structure(adjacent=True, max_retrievals=10, max_crop_area=0.9), RetrievalCompleteness(), Correctness(), Dedup()),
+    augmentations=(QueryRewriteVerification(),),
+    # the format term is a penalty (1 = bad), so the scopes use the answer and retrieval rewards only
+    reward=RewardSpec("visor", scopes={"search": ("retrieval",), "bbox": ("answer",), "answer": ("answer",),
+                                       "other": ("answer", "retrieval")}),
+    export=ExportHints(max_pixels=401408, data_source="rag", sft=SftHints(16384, 1.0e-5, 3.0, 2, "VISOR Table 5")),
+))

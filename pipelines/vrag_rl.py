@@ -25,8 +25,11 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pipelines.base import Recipe, base_env
+from pipelines.base import ExportHints, Recipe, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.env import EnvPrompts, parse_action
+from vrag_data.env.grammar import REACT_CROP
+from vrag_data.filters import Balance, Correctness, Dedup, Structure
+from vrag_data.recipe import register
 from vrag_data.schema.records import Action, ImageRef, Message
 from vrag_data.teacher.pool import TeacherError
 
@@ -80,6 +83,10 @@ def _fmt(box: list[float]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class VragRlRecipe(Recipe):
+    def for_rl(self, max_turns: int, max_pixels: int) -> Recipe:
+        # the trained policy writes its own boxes: no grounding expert during RL rollouts
+        return self.configure({"max_pixels": max_pixels, "grounding": False}, max_turns)
+
     async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
         if action.kind != "crop" or not self.options.grounding:
             return action, text
@@ -111,18 +118,24 @@ class VragRlRecipe(Recipe):
         return new_action, new_text
 
 
-RECIPE = VragRlRecipe(
+GRAMMAR = dataclasses.replace(REACT_CROP, name="vrag_rl")
+
+RECIPE = register(VragRlRecipe(
     name="vrag_rl",
     paper="VRAG-RL (seed 000)",
-    grammar="vrag_rl",
+    grammar=GRAMMAR,
     system_prompt=SYSTEM,
     user_template=USER,
-    env=base_env(grammar="vrag_rl", coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
+    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
                  scope="corpus", max_turns=8, prompts=EnvPrompts(invalid=INVALID)),
-    roles=("policy", "grounding", "judge"),
-    filters=("structure", "correctness", "balance", "dedup"),
-    augmentations=(),
-    reward="vrag_rl",
-    export={"formats": ["llamafactory", "verl", "hf"], "max_pixels": 401408, "data_source": "rag"},
+    roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
+           RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)"),
+           RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
+    # correct teacher trajectories, well-formed, balanced by steps (2-6) and action types, de-duplicated
+    filters=(Structure(), Correctness(), Balance(), Dedup()),
+    reward=RewardSpec("vrag_rl", scopes={"search": ("ndcg", "format"), "bbox": ("ndcg", "format"),
+                                         "answer": ("judge", "format"), "other": ("format",)}),
+    export=ExportHints(max_pixels=401408, data_source="rag",
+                       sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4"), coord_words=SPACE_WORDS),
     extra_prompts={"grounding": GROUNDING},
-)
+))

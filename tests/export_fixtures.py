@@ -21,6 +21,7 @@ from vrag_data.schema.records import (
     Turn,
     Verdict,
 )
+from vrag_data.filters import save_verdicts
 from vrag_data.store import Workspace, write_records
 
 W, H = 1000, 1400
@@ -59,8 +60,9 @@ def user(question: str, images: list[ImageRef] | None = None) -> list[Message]:
 
 
 def traj(tid: str, t: Task, turns: list[Turn], recipe: str = "vrag_rl", prompt: list[Message] | None = None, **kw) -> Trajectory:
+    sample = kw.pop("sample", int(tid.removeprefix("tr")) if tid.removeprefix("tr").isdigit() else 0)  # one episode each
     return Trajectory(
-        traj_id=tid, run_id="r1", task_id=t.task_id, sample=0, recipe=recipe,
+        traj_id=tid, run_id="r1", task_id=t.task_id, sample=sample, recipe=recipe,
         prompt=prompt if prompt is not None else user(t.question), turns=turns, provenance=prov(), **kw,
     )
 
@@ -123,5 +125,5 @@ def build_workspace(root: Path, with_verdicts: bool = True) -> Workspace:
             Verdict(run_id="r1", traj_id=t.traj_id, task_id=t.task_id, filter="correctness", passed=t.traj_id not in ("tr3", "tr7"))
             for t in trajs
         ] + [Verdict(run_id="r1", traj_id="tr1", task_id="t1", filter="structure", passed=True)]
-        write_records(ws.path("runs", "r1", "verdicts", "v.parquet"), verdicts, Verdict)
+        save_verdicts(ws.path("runs", "r1"), verdicts, "v")
     return ws

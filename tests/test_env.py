@@ -59,11 +59,14 @@ class TinySearcher:
 def make_env(**kw) -> Environment:
     pages = make_pages()
     task = Task(task_id="t1", question="What was Alpha's 2023 cloud revenue?", answer="40", doc_ids=["sha-alpha"], doc_stems=["alpha"], evidence_pages=["alpha_2"])
-    return Environment(task, TinySearcher(pages), pages, {}, EnvSettings(**kw))
+    grammar = kw.pop("grammar", "vrag_rl")
+    env = Environment(task, TinySearcher(pages), pages, {}, EnvSettings(**kw))
+    env.grammar = grammar  # the grammar the test speaks (the environment itself is grammar-free)
+    return env
 
 
 def act(env: Environment, text: str):
-    return env.step(parse_action(text, env.settings.grammar))
+    return env.step(parse_action(text, getattr(env, "grammar", "vrag_rl")))
 
 
 # --------------------------------------------------------------------------- search

@@ -14,7 +14,7 @@ PROMPT = [Message(role="system", text="You are a document agent."), Message(role
 def run(env, texts: list[str]) -> list[Turn]:
     turns = []
     for i, text in enumerate(texts):
-        a = parse_action(text, env.settings.grammar)
+        a = parse_action(text, env.grammar)
         r = env.step(a)
         turns.append(Turn(idx=i, assistant=text, action=a, observation=None if r.done else r.observation))
         if r.done:

@@ -66,7 +66,7 @@ def test_search_crop_render_on_real_pages(corpus_ws):
 def test_text_hits_on_real_text_are_markup_free(corpus_ws):
     ws, pages, item, stem = corpus_ws
     task = Task(task_id="t", question=item["question"], answer=item["answer"], doc_ids=["x"], doc_stems=[stem])
-    env = Environment(task, TinySearcher(pages), pages, {}, EnvSettings(grammar="mmdoc_r1", search_mode="text_hits", scope="document"))
+    env = Environment(task, TinySearcher(pages), pages, {}, EnvSettings(search_mode="text_hits", scope="document"))
     words = [w for w in item["question"].split() if len(w) > 4][:3] or ["the"]
     r = env.step(parse_action(f"<search>{json.dumps(words)}</search>", "mmdoc_r1"))
     assert not r.invalid

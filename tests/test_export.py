@@ -25,7 +25,7 @@ from export_fixtures import build_workspace  # noqa: E402
 
 from vrag_data.cli.main import app  # noqa: E402
 from vrag_data.export import export_run, kept_trajectories  # noqa: E402
-from vrag_data.export.coords import raw_to_family, smart_resize  # noqa: E402
+from vrag_data.env.geometry import raw_to_family, smart_resize  # noqa: E402
 
 
 def lf_sharegpt_check(example: dict, attr: dict) -> tuple[str, list[dict]]:

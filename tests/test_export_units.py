@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from export_fixtures import answer_turn, build_workspace, search_turn, task, traj, user  # noqa: E402
 
 from vrag_data.export.conversation import AlternationError, trajectory_to_conversation, with_placeholders  # noqa: E402
-from vrag_data.export.coords import family_to_raw, raw_to_family  # noqa: E402
+from vrag_data.env.geometry import family_to_raw, raw_to_family  # noqa: E402
 from vrag_data.export.images import BadImage, ImageStore, MissingImage  # noqa: E402
 from vrag_data.export.io import ShardWriter  # noqa: E402
 from vrag_data.export.rl import data_source_for, evidence_ground_truth, vrag_file_fields  # noqa: E402

@@ -91,23 +91,23 @@ def test_structure_adjacent_and_box_inside_page():
 
 def test_difficulty_rules_pure():
     wrong, right = ("x", False), ("42", True)
-    assert difficulty_keep("unidoc_sft", [wrong])[0]
-    assert not difficulty_keep("unidoc_sft", [right])[0]
-    assert difficulty_keep("evisrag", [right, wrong])[0]
-    keep, why = difficulty_keep("evisrag", [right, right])
+    assert difficulty_keep("all_wrong", [wrong])[0]
+    assert not difficulty_keep("all_wrong", [right])[0]
+    assert difficulty_keep("not_always_right", [right, wrong])[0]
+    keep, why = difficulty_keep("not_always_right", [right, right])
     assert not keep and "always right" in why
     # UniDoc-RL RL curation: an attempt that retrieved the gold pages but answered wrong
-    assert difficulty_keep("unidoc_rl", [("42", True, True), ("x", False, True)])[0]
-    assert not difficulty_keep("unidoc_rl", [("42", True, True), ("x", False, False)])[0]
-    assert not difficulty_keep("unidoc_rl", [("x", False, False)] * 5)[0]
-    assert not difficulty_keep("unidoc_rl", [("x", False)])[0]
+    assert difficulty_keep("retrieved_but_wrong", [("42", True, True), ("x", False, True)])[0]
+    assert not difficulty_keep("retrieved_but_wrong", [("42", True, True), ("x", False, False)])[0]
+    assert not difficulty_keep("retrieved_but_wrong", [("x", False, False)] * 5)[0]
+    assert not difficulty_keep("retrieved_but_wrong", [("x", False)])[0]
     with pytest.raises(ValueError):
         difficulty_keep("hard", [wrong])
 
 
 def test_difficulty_filter_uses_student_results():
     t = traj(GOOD)
-    f = Difficulty(rule="evisrag")
+    f = Difficulty(rule="not_always_right")
     v = f.score(t, ctx(student_results={TASK.task_id: [("42", True)] * 8}))
     assert not v.passed and v.score == 1.0
     v = f.score(t, ctx(student_results={TASK.task_id: [("42", True)] * 7 + [("1", False)]}))
@@ -189,7 +189,7 @@ def test_bad_record_becomes_a_failed_verdict():
 def test_default_chains_and_config_override():
     assert default_chain("visor").names == ["structure", "retrieval_completeness", "correctness", "dedup"]
     assert default_chain("visor").filters[0].adjacent is True
-    assert default_chain("evisrag").filters[1].rule == "evisrag"
+    assert default_chain("evisrag").filters[1].rule == "not_always_right"
     cfg = parse_config({"filters": {"chains": {"vrag_rl": ["correctness", "balance"]},
                                     "options": {"balance": {"max_per_bucket": 3}}}}).filters
     chain = default_chain("vrag_rl", cfg)
@@ -198,6 +198,16 @@ def test_default_chains_and_config_override():
         default_chain("vrag_rl", FiltersConfig(chains={"vrag_rl": ["corectness"]}))
     with pytest.raises(ValueError, match="bad options"):
         FilterChain.from_names(["balance"], {"balance": {"maxx": 1}})
+    # options apply over the recipe's own settings of that filter; a misspelled option or recipe fails
+    visor = default_chain("visor", FiltersConfig(options={"structure": {"max_retrievals": 4}})).filters[0]
+    assert (visor.adjacent, visor.max_retrievals) == (True, 4)
+    with pytest.raises(ValueError, match="unknown option"):
+        default_chain("visor", FiltersConfig(options={"structure": {"adjacentt": True}}))
+    from vrag_data.config import ConfigError, RunConfig
+    from vrag_data.recipe import resolve_recipe
+
+    with pytest.raises(ConfigError, match="unknown recipe"):
+        resolve_recipe("vrag_rl", RunConfig(filters=FiltersConfig(chains={"vrag_rll": ["correctness"]})))
 
 
 def test_saved_verdicts_drive_the_exporters_keep_rule(tmp_path):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.synth_workspace import cli, sample_workspace
-from vrag_data.config import RECIPES
+from vrag_data.recipe import recipe_names
+
+RECIPES = tuple(recipe_names())
 from vrag_data.env import parse_action
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.rewards.format import recipe_format

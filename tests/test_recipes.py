@@ -12,7 +12,10 @@ from PIL import Image
 from pipelines.registry import all_recipes, get_recipe
 from pipelines.unidoc_rl import balanced_order, candidate_blocks
 from pipelines.vrag_rl import parse_grounding
-from vrag_data.config import RECIPES, ConfigError, load_config
+from vrag_data.config import ConfigError, load_config
+from vrag_data.recipe import recipe_names
+
+RECIPES = tuple(recipe_names())
 from vrag_data.env import GRAMMARS, parse_action
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import LayoutBlock, Task
@@ -33,8 +36,8 @@ def test_every_recipe_is_registered_with_its_own_grammar_and_reward():
     recipes = all_recipes()
     assert list(recipes) == list(RECIPES)
     for name, r in recipes.items():
-        assert r.name == name and r.grammar in GRAMMARS and r.reward == name
-        assert r.env.grammar == r.grammar and "policy" in r.roles and r.filters
+        assert r.name == name and GRAMMARS[r.grammar.name] == r.grammar and r.reward.name == name
+        assert r.grammar.name == name and "policy" in r.role_names and r.filters and r.reward.scopes
     assert len({r.prompt_hash() for r in recipes.values()}) == len(recipes)
 
 
@@ -54,7 +57,7 @@ def test_prompts_state_the_recipe_format(name):
 
 def test_paper_settings_per_recipe():
     r = all_recipes()
-    assert (r["visor"].context, r["visor"].env.top_k, r["visor"].env.dedup, r["visor"].env.crop_margin) == ("visor", 1, True, 28)
+    assert (r["visor"].context_policy().name, r["visor"].env.top_k, r["visor"].env.dedup, r["visor"].env.crop_margin) == ("evidence_window", 1, True, 28)
     assert r["vrag_rl"].coord_space == "qwen2.5-vl" and r["unidoc_rl"].coord_space == "qwen3-vl"
     assert r["unidoc_rl"].env.search_mode == "candidates" and r["mmdoc_r1"].env.scope == "document"
     assert r["evisrag"].env.top_k == 3 and r["mmdoc_r1"].env.search_mode == "text_hits"

@@ -139,7 +139,7 @@ def test_verl_matches_score_trajectory():
 
 
 def test_verl_unknown_source_needs_recipe():
-    with pytest.raises(ValueError, match="extra_info.recipe"):
+    with pytest.raises(ValueError, match="extra_info.reward"):
         compute_score("mystery", "<answer>1</answer>", "1", {})
 
 

@@ -15,7 +15,9 @@ from tests.support.openai_server import Faults, OpenAIServer
 from tests.support.scripted_teacher import ANSWER, GROUNDING_BOX, TEACHER_BOX, teacher
 from tests.support.synth_workspace import cli, sample_workspace
 from vrag_data.cli.main import app
-from vrag_data.config import RECIPES
+from vrag_data.recipe import recipe_names
+
+RECIPES = tuple(recipe_names())
 from vrag_data.env import parse_action
 from vrag_data.schema.records import Verdict
 from vrag_data.store import read_records

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from vrag_data.train.advantages import DEFAULT_SCOPES, grpo, rs_grpo, spo, spo_baselines
+from vrag_data.train.advantages import grpo, rs_grpo, spo, spo_baselines
 from vrag_data.train.embed import HashedBowEmbedder, load_embedder
 from vrag_data.train.loss import policy_loss, token_logprobs
 from vrag_data.train.rollout import char_scopes
@@ -61,12 +61,13 @@ def test_rs_grpo_rejects_unknown_component_and_ragged_groups():
         rs_grpo({"a": [1, 0]}, {"x": ["a"]}, mode="token")
 
 
-def test_default_scopes_name_real_reward_components():
+def test_recipe_reward_scopes_name_real_reward_components():
+    from vrag_data.recipe import all_recipes
     from vrag_data.rewards.recipes import DEFAULT_WEIGHTS
 
-    for recipe, scopes in DEFAULT_SCOPES.items():
-        used = {c for names in scopes.values() for c in names}
-        assert used <= set(DEFAULT_WEIGHTS[recipe]), recipe
+    for name, recipe in all_recipes().items():
+        used = {c for names in recipe.reward.scopes.values() for c in names}
+        assert used and used <= set(DEFAULT_WEIGHTS[recipe.reward.name]), name
 
 
 def test_spo_similarity_weighted_baseline_hand_values():

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ROLES = ("policy", "grounding", "judge", "student", "reader", "planner", "question_writer")
-RECIPES = ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1")
 
 
 class Section(BaseModel):
@@ -91,7 +90,7 @@ class IndexConfig(Section):
 
 
 class SynthConfig(Section):
-    recipes: list[str] = Field(default_factory=lambda: ["vrag_rl"])
+    recipes: list[str] = Field(default_factory=list)  # registered recipe names (`vrag-data recipes` lists them)
     samples: int = 1
     limit: int | None = None
     max_turns: int = 8
@@ -106,19 +105,31 @@ class FiltersConfig(Section):
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+def _export_formats() -> tuple[str, ...]:
+    from vrag_data.export.formats import FORMAT_NAMES  # the one list of formats
+
+    return FORMAT_NAMES
+
+
 class ExportConfig(Section):
-    formats: list[Literal["hf", "llamafactory", "verl", "easyr1"]] = Field(
-        default_factory=lambda: ["hf", "llamafactory", "verl", "easyr1"]
-    )
+    formats: list[str] = Field(default_factory=lambda: list(_export_formats()))  # `vrag_data.export.formats`
     model_family: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
     hub_repo: str | None = None
     hub_token_env: str = "HF_TOKEN"
     shard_size: int = Field(default=1000, ge=1)  # records per output shard
     image_mode: Literal["path", "bytes"] = "path"  # verl `images` entries: absolute path or embedded bytes
     data_source_map: dict[str, str] = Field(default_factory=dict)  # benchmark -> verl data_source (VRAG-RL names)
-    data_source_default: str = "rag"
+    data_source_default: str | None = None  # None: the recipe's export hint
     ability: str = "fact-reasoning"
-    max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the paper's)
+    max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the recipe's hint)
+
+    @field_validator("formats")
+    @classmethod
+    def _known_formats(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if f not in _export_formats()]
+        if bad:
+            raise ValueError(f"unknown export format(s) {bad}; choose from {list(_export_formats())}")
+        return v
 
 
 class RunnerConfig(Section):
@@ -163,9 +174,6 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
     bad_roles = sorted(set(cfg.roles) - set(ROLES))
     if bad_roles:
         raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {list(ROLES)}")
-    bad_recipes = sorted(set(cfg.synth.recipes) - set(RECIPES))
-    if bad_recipes:
-        raise ConfigError(f"{source}: unknown recipe(s) {bad_recipes}; known recipes: {list(RECIPES)}")
     return cfg
 
 

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vrag_data.ids import short_hash
-from vrag_data.schema.records import Action, Trajectory
+from vrag_data.schema.records import Action, Task, Trajectory
+
+if TYPE_CHECKING:
+    from vrag_data.env.grammar import Grammar
 
 
 class AugmentError(ValueError):
@@ -22,7 +27,27 @@ def derive(traj: Trajectory, augmentation: str, **changes: Any) -> Trajectory:
     return traj.model_copy(update={**changes, "traj_id": new_id, "extra": extra}, deep=True)
 
 
-def render(action: Action, grammar: str, fallback: str) -> str:
+@dataclass
+class Augmented:
+    """What an augmentation made of one trajectory: new trajectories, and why some could not be built."""
+
+    variants: list[Trajectory] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Augmentation(Protocol):
+    """One augmentation a recipe applies to its kept trajectories (`vrag-data filter` runs them).
+
+    `grammar` is the recipe's action grammar (new turns are written in it); `doc_pages` maps a document stem
+    to its page ids in page order. Raise `AugmentError` when the trajectory cannot be augmented."""
+
+    name: str
+
+    def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented: ...
+
+
+def render(action: Action, grammar: "Grammar | str", fallback: str) -> str:
     """Canonical text of `action` in the recipe's grammar; `fallback` when the grammar cannot express it
     (an unknown recipe name, or an action kind the grammar lacks)."""
     from vrag_data.env.render import render_action

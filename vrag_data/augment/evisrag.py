@@ -4,10 +4,11 @@ the target answer is "insufficient to answer" and the gold pages' evidence lines
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from vrag_data.augment.base import derive, render
+from vrag_data.augment.base import Augmented, derive, render
+from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER, Grammar
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.rewards.format import evidence_map, parse_evidence, tag_contents
 from vrag_data.schema.records import Action, ImageRef, Task, Trajectory
@@ -16,11 +17,7 @@ NO_INFO = "no relevant information"
 INSUFFICIENT_THINK = "The images shown do not contain all the evidence this question needs, so it cannot be answered from them."
 
 
-@dataclass
-class ContextVariants:
-    variants: list[Trajectory] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # one reason per k that could not be built
-
+ContextVariants = Augmented  # one variant per k that could be built, one reason per k that could not
 
 def _teacher_evidence(traj: Trajectory, shown: Sequence[str]) -> dict[str, str]:
     """Evidence the teacher wrote, keyed by page id (from the action, else the <evidence> tag)."""
@@ -37,7 +34,8 @@ def _is_no_info(text: str) -> bool:
 
 
 def context_variants(
-    traj: Trajectory, task: Task, ranked_pages: Sequence[str] | None = None, ks: Iterable[int] = range(1, 6)
+    traj: Trajectory, task: Task, ranked_pages: Sequence[str] | None = None, ks: Iterable[int] = range(1, 6),
+    grammar: Grammar = OBSERVE_EVIDENCE_ANSWER,
 ) -> ContextVariants:
     """Variants of `traj` over the top-k of `ranked_pages` (default: the pages the teacher saw).
 
@@ -85,7 +83,7 @@ def context_variants(
             + "\n".join(f"[{i}]: {t}" for i, t in enumerate(evidence, 1))
             + f"\n</evidence>\n<think>{reasoning}</think>\n<answer>{answer}</answer>"
         )
-        turn = last.model_copy(update={"assistant": render(action, "evisrag", fallback), "action": action})
+        turn = last.model_copy(update={"assistant": render(action, grammar, fallback), "action": action})
         # The shown pages go with the last user message (where the single-turn prompt puts its images).
         users = [i for i, m in enumerate(traj.prompt) if m.role == "user"]
         prompt = [
@@ -104,3 +102,15 @@ def context_variants(
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class TopKVariants:
+    """Augmentation object: top-1..top-k context variants of a one-turn evidence trajectory, over the ranking
+    the episode recorded in `extra["ranked_pages"]`."""
+
+    name: str = "topk_context_variants"
+    max_k: int = 5
+
+    def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
+        return context_variants(traj, task, traj.extra.get("ranked_pages") or None, range(1, self.max_k + 1), grammar)

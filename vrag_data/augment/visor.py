@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from vrag_data.augment.base import AugmentError, derive, render
+from vrag_data.augment.base import AugmentError, Augmented, derive, render
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import Action, ImageRef, Observation, Task, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from vrag_data.env.grammar import Grammar
 
 _SEARCH = re.compile(r"<search>.*?</search>", re.S)
 _ANSWER = re.compile(r"<answer>.*?</answer>", re.S)
@@ -24,7 +29,7 @@ VERIFY_TEMPLATE = (
 VerificationText = str | Callable[[Trajectory, Task, str], str] | None
 
 
-def replace_queries(traj: Trajectory, task: Task) -> Trajectory:
+def replace_queries(traj: Trajectory, task: Task, grammar: "Grammar | str | None" = None) -> Trajectory:
     """(a) Rewrite every <search> action's query to the task's question, in the action and in the text."""
     q = task.question.strip()
     turns = []
@@ -35,7 +40,7 @@ def replace_queries(traj: Trajectory, task: Task) -> Trajectory:
             think_m = _THINK.search(t.assistant)
             thought = t.action.thought or (think_m.group(1).strip() if think_m else "")
             action = t.action.model_copy(update={"query": q, "thought": thought})
-            text = render(action, traj.recipe, _SEARCH.sub(lambda _m: f"<search>{q}</search>", t.assistant))
+            text = render(action, grammar or traj.recipe, _SEARCH.sub(lambda _m: f"<search>{q}</search>", t.assistant))
             t = t.model_copy(update={"assistant": text, "action": action})
         turns.append(t)
     if n == 0:
@@ -61,6 +66,7 @@ def add_verification(
     doc_pages: Sequence[str],
     verification: VerificationText = None,
     seed: int = 0,
+    grammar: "Grammar | str | None" = None,
 ) -> Trajectory:
     """(b) Insert a verification round before the answer.
 
@@ -81,7 +87,7 @@ def add_verification(
     search = Action(kind="search", thought=thought, query=q)
     search_turn = Turn(
         idx=last.idx,
-        assistant=render(search, traj.recipe, f"<think>{thought}</think>\n<search>{q}</search>"),
+        assistant=render(search, grammar or traj.recipe, f"<think>{thought}</think>\n<search>{q}</search>"),
         action=search,
         observation=Observation(kind="search", images=[ImageRef(page_id=page)]),
         role=last.role,
@@ -89,7 +95,7 @@ def add_verification(
     answer = Action(kind="answer", thought=reasoning, answer=traj.final_answer)
     answer_turn = Turn(
         idx=last.idx + 1,
-        assistant=render(answer, traj.recipe, f"<think>{reasoning}</think>\n<answer>{traj.final_answer}</answer>"),
+        assistant=render(answer, grammar or traj.recipe, f"<think>{reasoning}</think>\n<answer>{traj.final_answer}</answer>"),
         action=answer,
         role=last.role,
     )
@@ -103,9 +109,23 @@ def add_verification(
 
 
 def visor_augment(
-    traj: Trajectory, task: Task, doc_pages: Sequence[str], verification: VerificationText = None, seed: int = 0
+    traj: Trajectory, task: Task, doc_pages: Sequence[str], verification: VerificationText = None, seed: int = 0,
+    grammar: "Grammar | str | None" = None,
 ) -> Trajectory:
     """Both augmentations in the paper's order (queries first, then the verification round)."""
-    out = add_verification(replace_queries(traj, task), task, doc_pages, verification, seed)
+    out = add_verification(replace_queries(traj, task, grammar), task, doc_pages, verification, seed, grammar)
     return derive(traj, "visor_query_rewrite+verification", turns=out.turns, retrieved_pages=out.retrieved_pages,
                   extra={"verification_page": out.extra["verification_page"]})
+
+
+@dataclass(frozen=True)
+class QueryRewriteVerification:
+    """Augmentation object: every search query becomes the question, then a verification round is added
+    over an unseen page of the task's own document(s)."""
+
+    name: str = "query_rewrite+verification"
+    seed: int = 0
+
+    def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
+        pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
+        return Augmented([visor_augment(traj, task, pages, seed=self.seed, grammar=grammar)])

@@ -16,6 +16,7 @@ from rich.progress import (
 
 from vrag_data.cli.common import console, fail, friendly_errors
 from vrag_data.config import load_config
+from vrag_data.export.formats import FORMAT_NAMES
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
     def export_cmd(
         workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace folder"),
         run: str = typer.Option(..., "--run", help="Run id (a folder under <workspace>/runs/)"),
-        formats: list[str] = typer.Option(None, "--format", help="hf | llamafactory | verl | easyr1 (repeatable; default: the config's)"),
+        formats: list[str] = typer.Option(None, "--format", help="An export format (repeatable; default: the config's): " + " | ".join(FORMAT_NAMES)),
         out: Path | None = typer.Option(None, "--out", help="Output folder (default <workspace>/exports/<run>)"),
         model_family: str | None = typer.Option(None, "--model-family", help="qwen2.5-vl | qwen3-vl (coordinates and image sizes)"),
         shard_size: int | None = typer.Option(None, "--shard-size", min=1, help="Records per shard"),

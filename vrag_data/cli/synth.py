@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors
-from vrag_data.config import RECIPES, EndpointConfig, RoleConfig, RunConfig, load_config
+from vrag_data.config import ConfigError, EndpointConfig, RoleConfig, RunConfig, load_config
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
     @friendly_errors
     def synth_cmd(
         workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace with ingested pages and imported tasks."),
-        recipe: str = typer.Option(..., "--recipe", help=f"One of: {', '.join(RECIPES)}."),
+        recipe: str = typer.Option(..., "--recipe", help="A registered recipe (`vrag-data recipes` lists them)."),
         config: Path | None = typer.Option(None, "--config", help="Run config (YAML); see configs/recipes/."),
         samples: int | None = typer.Option(None, "--samples", min=1, help="Rollouts per task (default: synth.samples)."),
         limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first K tasks."),
@@ -65,11 +65,15 @@ def register(app: typer.Typer) -> None:
         """Roll out teacher trajectories for one recipe: runs/<run>/trajectories/*.parquet (resumable)."""
         from vrag_data.synth.run import synth
 
-        if recipe not in RECIPES:
-            fail(f"unknown --recipe {recipe!r}; choose one of: {', '.join(RECIPES)}", 2)
+        from vrag_data.recipe import resolve_recipe
+
         _check_run_id(run)
         cfg = apply_policy_flags(load_config(config), policy, policy_url, policy_model, policy_api_key_env)
-        res = synth(str(workspace), cfg, recipe, run_id=run, samples=samples, limit=limit, progress=not quiet,
+        try:
+            rec = resolve_recipe(recipe, cfg)  # the recipe is resolved once, here, and passed down
+        except ConfigError as err:
+            fail(str(err).replace("unknown recipe", "unknown --recipe", 1), 2)
+        res = synth(str(workspace), cfg, rec, run_id=run, samples=samples, limit=limit, progress=not quiet,
                     on_ready=lambda rid: console.print(f"run {rid}: rolling out", highlight=False))
         console.print(res.message, highlight=False, soft_wrap=True)
         if res.stats.get("error_reasons"):
@@ -77,6 +81,19 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]{n} episode(s) ended in error:[/] {escape(reason)}", highlight=False, soft_wrap=True)
         _summary(workspace, res.run_id)
         typer.echo(res.run_id)
+
+    @app.command("recipes")
+    @friendly_errors
+    def recipes_cmd() -> None:
+        """List the registered recipes: paper, grammar, roles, filters, augmentations, reward."""
+        from vrag_data.recipe import all_recipes
+
+        for name, r in all_recipes().items():
+            roles = ", ".join(f"{x.name}{'' if x.required else '?'}" for x in r.roles)
+            console.print(f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles {roles}; filters "
+                          f"{', '.join(f.name for f in r.filters) or '-'}; augmentations "
+                          f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}",
+                          highlight=False, soft_wrap=True)
 
     @app.command("filter")
     @friendly_errors

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from vrag_data.env.grammar import GRAMMARS, TAG_KIND, Grammar, grammar_for
 from vrag_data.env.tags import ALL_TAGS
 from vrag_data.schema.records import Action, ReadRequest
 
@@ -25,35 +25,11 @@ MAX_READ_PAGES = 16
 MAX_QUERY_CHARS = 2_000
 
 
-@dataclass(frozen=True)
-class Grammar:
-    name: str
-    tags: frozenset[str]  # legal tags (besides <think>)
-    actions: frozenset[str]  # tags that are actions; exactly one per message
-    think_required: bool = False
-    ordered: tuple[str, ...] = ()  # every one of these, exactly once, in this order (EVisRAG)
-
-
-GRAMMARS: dict[str, Grammar] = {
-    # VRAG-RL: ReAct with search, crop (<bbox>, the paper's <region> too) and answer
-    "vrag_rl": Grammar("vrag_rl", frozenset({"think", "search", "bbox", "region", "answer"}), frozenset({"search", "bbox", "region", "answer"})),
-    # UniDoc-RL: search -> select (rerank) -> bbox
-    "unidoc_rl": Grammar("unidoc_rl", frozenset({"think", "search", "select", "bbox", "answer"}), frozenset({"search", "select", "bbox", "answer"})),
-    # VISOR: every response starts with <think>; search (top-1), bbox, answer
-    "visor": Grammar("visor", frozenset({"think", "search", "bbox", "answer"}), frozenset({"search", "bbox", "answer"}), think_required=True),
-    # EVisRAG: one turn, <observe> <evidence> <think> <answer> in that order
-    "evisrag": Grammar("evisrag", frozenset({"observe", "evidence", "think", "answer"}), frozenset({"answer"}), ordered=("observe", "evidence", "think", "answer")),
-    # MM-Doc-R1 seeker: keyword search, read pages for a sub-query, FINISH; the answer agent answers
-    "mmdoc_r1": Grammar("mmdoc_r1", frozenset({"think", "search", "read", "FINISH", "answer"}), frozenset({"search", "read", "FINISH", "answer"})),
-    # JSON objects such as {"think": ..., "search": ...}
-    "json": Grammar("json", frozenset(), frozenset()),
-}
-
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(t for t in ALL_TAGS if t != "FINISH") + r")\s*>|<\s*(FINISH)\s*/?\s*>", re.IGNORECASE)
 _EVIDENCE_LINE = re.compile(r"\[(\d+)\]\s*:\s?(.*)")
 _INDICES = re.compile(r"\[?\s*(\d{1,6}(?:\s*[,\s]\s*\d{1,6})*)\s*\]?")
 _JSON_KEYS_ACTION = {"search": "search", "select": "select", "bbox": "bbox", "crop": "bbox", "region": "bbox", "answer": "answer", "read": "read", "finish": "FINISH"}
-_TAG_KIND = {"search": "search", "select": "select", "bbox": "crop", "region": "crop", "answer": "answer", "read": "read", "FINISH": "finish"}
+_TAG_KIND = TAG_KIND
 
 
 class _Bad(Exception):
@@ -64,10 +40,10 @@ def invalid(reason: str) -> Action:
     return Action(kind="invalid", reason=reason)
 
 
-def parse_action(text: str, grammar: str) -> Action:
-    """Parse one assistant message under `grammar`. Raises only for an unknown grammar name (a caller bug)."""
-    if grammar not in GRAMMARS:
-        raise ValueError(f"unknown grammar {grammar!r}; expected one of {sorted(GRAMMARS)}")
+def parse_action(text: str, grammar: Grammar | str) -> Action:
+    """Parse one assistant message under `grammar` (an object, or a registered name). Raises only for an
+    unknown grammar name (a caller bug)."""
+    g = grammar_for(grammar)
     if not isinstance(text, str):
         return invalid("the message is not text")
     if len(text) > MAX_MESSAGE_CHARS:
@@ -75,9 +51,9 @@ def parse_action(text: str, grammar: str) -> Action:
     if not text.strip():
         return invalid("empty message")
     try:
-        if grammar == "json":
+        if g.json:
             return _parse_json(text)
-        return _parse_tags(text, GRAMMARS[grammar])
+        return _parse_tags(text, g)
     except _Bad as bad:
         return invalid(str(bad))
     except (RecursionError, MemoryError, ValueError, TypeError) as err:  # defensive: never let model text escape
@@ -162,14 +138,14 @@ def _parse_tags(text: str, g: Grammar) -> Action:
     if g.ordered:
         fields["observe"] = content["observe"].strip()
         fields["evidence"] = _evidence_lines(content["evidence"])
-    fields.update(_action_fields(act, content.get(act, ""), g.name))
+    fields.update(_action_fields(act, content.get(act, ""), g))
     return Action(kind=_TAG_KIND[act], **fields)  # type: ignore[arg-type]
 
 
-def _action_fields(tag: str, raw: str, grammar: str) -> dict[str, Any]:
+def _action_fields(tag: str, raw: str, grammar: Grammar) -> dict[str, Any]:
     body = raw.strip()
     if tag == "search":
-        if grammar == "mmdoc_r1":
+        if grammar.keyword_search:
             return {"keywords": _keywords(_json(body, "<search>"))}
         if len(body) > MAX_QUERY_CHARS:
             raise _Bad(f"search query too long ({len(body)} characters, limit {MAX_QUERY_CHARS})")

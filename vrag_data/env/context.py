@@ -76,7 +76,7 @@ _VERIFY = re.compile(r"\b(verif\w*|confirm\w*|double[- ]check\w*|cross[- ]check\
 class VisorContext:
     """Evidence space + sliding window (W turns) + intent injection + VISOR's observation prompts."""
 
-    name = "visor"
+    name = "evidence_window"
 
     def __init__(self, window: int = 2, prompts: VisorPrompts | None = None) -> None:
         if window < 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+import re
 from typing import Literal, Sequence
 
 from vrag_data.schema.geometry_types import Box
@@ -276,3 +277,76 @@ def stack_layout(sizes: Sequence[Size]) -> tuple[Size, list[tuple[int, int]]]:
         y += int(h)
         width = max(width, int(w))
     return (width, y), offsets
+
+
+# --------------------------------------------------------------------------- overlap
+
+
+def _ordered(b: Sequence[float]) -> Quad:
+    x1, y1, x2, y2 = (float(v) for v in b[:4])
+    return min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)
+
+
+def box_area(b: Sequence[float]) -> float:
+    x1, y1, x2, y2 = _ordered(b)
+    return (x2 - x1) * (y2 - y1)
+
+
+def intersection(a: Sequence[float], b: Sequence[float]) -> float:
+    ax1, ay1, ax2, ay2 = _ordered(a)
+    bx1, by1, bx2, by2 = _ordered(b)
+    return max(0.0, min(ax2, bx2) - max(ax1, bx1)) * max(0.0, min(ay2, by2) - max(ay1, by1))
+
+
+def iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Intersection over union of two [x1, y1, x2, y2] boxes in the same space. Corners are re-ordered first,
+    so the result never depends on how a model wrote them; two zero-area boxes score 0."""
+    inter = intersection(a, b)
+    union = box_area(a) + box_area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- export model families
+# Stored boxes are raw page pixels + 0-1000 (`Box`). At the model boundary qwen2.5-vl speaks absolute pixels of
+# the processor-resized image (smart_resize, factor 28; exported images are materialised at exactly that size,
+# so a trainer's processor leaves them untouched), qwen3-vl speaks 0-1000 relative coordinates.
+
+ModelFamily = Literal["qwen2.5-vl", "qwen3-vl"]
+FAMILIES: tuple[str, ...] = ("qwen2.5-vl", "qwen3-vl")
+# pixels per merged visual token side: Qwen2.5-VL patch 14 x merge 2, Qwen3-VL patch 16 x merge 2
+FACTOR = {"qwen2.5-vl": 28, "qwen3-vl": 32}
+MIN_PIXELS = 56 * 56
+# image budget of an export whose run manifest names none (a VRAG-style budget)
+DEFAULT_MAX_PIXELS = 401408
+
+
+def model_image_size(width: int, height: int, family: str, max_pixels: int) -> tuple[int, int]:
+    """(width, height) of a page image as exported for `family`."""
+    h, w = smart_resize(height, width, factor=FACTOR[family], min_pixels=MIN_PIXELS, max_pixels=max_pixels)
+    return w, h
+
+
+def raw_to_family(raw: tuple[float, float, float, float], width: int, height: int, family: str, max_pixels: int) -> list[int]:
+    """A raw-pixel box on a (width x height) page -> the coordinates `family` writes."""
+    x1, y1, x2, y2 = raw
+    if family == "qwen3-vl":
+        return [round(x1 * 1000 / width), round(y1 * 1000 / height), round(x2 * 1000 / width), round(y2 * 1000 / height)]
+    rw, rh = model_image_size(width, height, family, max_pixels)
+    sx, sy = rw / width, rh / height
+    clamp = lambda v, hi: max(0, min(hi, round(v)))  # noqa: E731
+    return [clamp(x1 * sx, rw), clamp(y1 * sy, rh), clamp(x2 * sx, rw), clamp(y2 * sy, rh)]
+
+
+def family_to_raw(box: list[float], width: int, height: int, space: str, max_pixels: int) -> tuple[float, float, float, float]:
+    """Inverse of `raw_to_family` for a box as the model wrote it in `space` ("raw", "norm1000", or a family)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    if space == "raw":
+        return x1, y1, x2, y2
+    if space in ("qwen3-vl", "norm1000"):
+        return x1 * width / 1000, y1 * height / 1000, x2 * width / 1000, y2 * height / 1000
+    rw, rh = model_image_size(width, height, "qwen2.5-vl", max_pixels)
+    return x1 * width / rw, y1 * height / rh, x2 * width / rw, y2 * height / rh
+
+
+_NUM = r"-?\d+(?:\.\d+)?"
+_BOX_RE = re.compile(rf"\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*\]")

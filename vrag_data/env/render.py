@@ -8,18 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vrag_data.env.tags import GRAMMAR_NAMES
+from vrag_data.env.grammar import Grammar, grammar_for
 from vrag_data.schema.records import Action
-
-_TAG_KINDS = {
-    "vrag_rl": {"search", "crop", "answer"},
-    "unidoc_rl": {"search", "select", "crop", "answer"},
-    "visor": {"search", "crop", "answer"},
-    "evisrag": {"answer"},
-    "mmdoc_r1": {"search", "read", "finish", "answer"},
-    "json": {"search", "select", "crop", "read", "finish", "answer"},
-}
-
 
 def _num(v: float) -> int | float:
     return int(v) if float(v).is_integer() else float(v)
@@ -38,14 +28,13 @@ def _reads_json(a: Action) -> list[dict[str, Any]]:
     return [{"page_ids": [_page(p) for p in r.page_ids], "query": r.query} for r in a.reads]
 
 
-def render_action(action: Action, grammar: str) -> str:
+def render_action(action: Action, grammar: Grammar | str) -> str:
     """The canonical message for `action`; ValueError when the grammar cannot express it."""
-    if grammar not in GRAMMAR_NAMES:
-        raise ValueError(f"unknown grammar {grammar!r}; expected one of {list(GRAMMAR_NAMES)}")
-    if action.kind not in _TAG_KINDS[grammar]:
-        raise ValueError(f"the {grammar} grammar has no {action.kind!r} action")
+    g = grammar_for(grammar)
+    if action.kind not in g.kinds:
+        raise ValueError(f"the {g.name} grammar has no {action.kind!r} action")
     a = action
-    if grammar == "json":
+    if g.json:
         obj: dict[str, Any] = {}
         if a.thought:
             obj["think"] = a.thought
@@ -64,7 +53,7 @@ def render_action(action: Action, grammar: str) -> str:
         else:
             obj["answer"] = a.answer
         return json.dumps(obj, ensure_ascii=False)
-    if grammar == "evisrag":
+    if g.ordered:
         evidence = "\n".join(f"[{i}]: {e}" for i, e in enumerate(a.evidence, 1))
         return (
             f"<observe>\n{a.observe}\n</observe>\n<evidence>\n{evidence}\n</evidence>\n"
@@ -72,7 +61,7 @@ def render_action(action: Action, grammar: str) -> str:
         )
     head = f"<think>\n{a.thought}\n</think>\n" if a.thought else ""
     if a.kind == "search":
-        body = json.dumps(a.keywords, ensure_ascii=False) if grammar == "mmdoc_r1" else a.query
+        body = json.dumps(a.keywords, ensure_ascii=False) if g.keyword_search else a.query
         return f"{head}<search>{body}</search>"
     if a.kind == "select":
         return f"{head}<select>{json.dumps(a.indices)}</select>"

@@ -35,7 +35,6 @@ class EnvPrompts(BaseModel):
 
 class EnvSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    grammar: Literal["vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1", "json"] = "vrag_rl"
     # coordinates the model writes boxes in: qwen2.5-vl = pixels of the resized page it was shown
     coord_space: CoordSpace = "qwen2.5-vl"
     page_resize: Literal["smart", "sqrt_budget", "none"] = "smart"

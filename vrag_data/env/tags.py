@@ -3,4 +3,3 @@
 from __future__ import annotations
 
 ALL_TAGS: tuple[str, ...] = ("think", "search", "select", "bbox", "region", "answer", "observe", "evidence", "read", "FINISH")
-GRAMMAR_NAMES: tuple[str, ...] = ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1", "json")

@@ -2,7 +2,8 @@
 
 from vrag_data.export.conversation import AlternationError, Conversation, trajectory_to_conversation
 from vrag_data.export.kept import kept_trajectories
-from vrag_data.export.runner import FORMATS, ExportSummary, export_run
+from vrag_data.export.formats import FORMAT_NAMES as FORMATS
+from vrag_data.export.runner import ExportSummary, export_run
 
 __all__ = [
     "FORMATS",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vrag_data.export.coords import _BOX_RE, family_to_raw, raw_to_family
+from vrag_data.env.geometry import _BOX_RE, family_to_raw, raw_to_family
 from vrag_data.schema.records import ChatTurn, ImageRef, Message, Trajectory, Turn
 
 IMAGE_TOKEN = "<image>"

@@ -5,21 +5,60 @@ which `easyr1/data_config.yaml` passes as `image_dir`)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from vrag_data.export.conversation import with_placeholders
+from vrag_data.export.formats import RlItem
+from vrag_data.export.images import BadImage, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
+from vrag_data.export.rl import evidence_ground_truth
+from vrag_data.schema.records import ImageRef
 
 
 class EasyR1Writer:
     name = "easyr1"
 
-    def __init__(self, out_root: Path, shard_size: int) -> None:
+    def __init__(self, out_root: Path, shard_size: int, store: Any = None,
+                 skip: Callable[[str, str, str, str], None] | None = None) -> None:
         self.out_root, self.shard_size = out_root, shard_size
+        self.store, self.skip = store, skip
         self.dir = out_root / "easyr1"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
+
+    def add_rl(self, item: RlItem) -> None:
+        """One row: the prompt as one text with an `<image>` per image, the evidence ground truth, the images
+        (a prompt without images gets the gold pages, over which the evidence form answers)."""
+        task, rec = item.task, item.rec
+        refs = item.refs or [ImageRef(page_id=p) for p in task.evidence_pages]
+        try:
+            images = [self.store.materialise(ref, item.max_pixels) for ref in refs]
+        except (MissingImage, BadImage) as err:
+            if self.skip is not None:
+                self.skip("easyr1", rec.id, "missing_image" if isinstance(err, MissingImage) else "bad_image", f"task {task.task_id}: {err}")
+            return
+        system = "\n".join(m["content"] for m in item.prompt if m["role"] == "system")
+        user = "\n".join(m["content"] for m in item.prompt if m["role"] != "system")
+        if not item.refs:
+            user = with_placeholders(user, len(images))
+        self.add_row(task.split or "train", {
+            "id": rec.id,
+            "prompt": (system + "\n\n" + user) if system else user,
+            "answer": evidence_ground_truth(task, [r.page_id for r in refs], item.evidence),
+            "image": images,
+            "data_source": rec.data_source,
+            "task_id": task.task_id,
+            "recipe": item.recipe,
+            # read by vrag_data.rewards.easyr1 when the trainer passes row fields through
+            "shown_pages": [r.page_id for r in refs],
+            "gold_pages": list(task.evidence_pages),
+            "answer_format": task.answer_format or "",
+            **({"sufficient": item.sufficient} if item.sufficient is not None else {}),
+        })
 
     def add_row(self, split: str, row: dict) -> None:
         w = self.writers.get(split)

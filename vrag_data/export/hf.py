@@ -11,6 +11,7 @@ from typing import Any
 
 import datasets
 
+from vrag_data.export.formats import RlItem
 from vrag_data.export.io import ShardWriter
 from vrag_data.schema.records import RlRecord, SftRecord
 
@@ -44,6 +45,7 @@ RL_FEATURES = datasets.Features(
             "gold_pages": datasets.List(datasets.Value("string")),
             "gold_boxes": datasets.Value("string"),  # JSON {page_id: [[x1,y1,x2,y2] 0-1000]}: keys vary per row
             "recipe": datasets.Value("string"),
+            "reward": datasets.Value("string"),
             "task_id": datasets.Value("string"),
             "index": datasets.Value("int64"),
             "split": datasets.Value("string"),
@@ -119,8 +121,8 @@ class HfWriter:
             }
         )
 
-    def add_rl(self, rec: RlRecord) -> None:
-        self.rl.add(rl_row(rec))
+    def add_rl(self, item: RlItem) -> None:
+        self.rl.add(rl_row(item.rec))
 
     def close(self) -> dict[str, int]:
         sft_files = self.sft.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from PIL import Image
 
 from vrag_data.env.images import render_image_ref
-from vrag_data.export.coords import model_image_size
+from vrag_data.env.geometry import model_image_size
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import ImageRef
 from vrag_data.store import Workspace

@@ -8,22 +8,19 @@ root, which the yaml passes as `media_dir`.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from vrag_data.export.coords import DEFAULT_MAX_PIXELS, RECIPE_MAX_PIXELS
+from vrag_data.env.geometry import DEFAULT_MAX_PIXELS
 from vrag_data.export.io import ShardWriter, write_json, write_text
 from vrag_data.schema.records import SftRecord
 
-# Papers' SFT hyper-parameters (seeds: VRAG-RL Table 4, UniDoc-RL appendix, VISOR Table 5, EVisRAG Table 5);
-# per_device x grad_accum x 8 GPUs gives each paper's global batch.
-RECIPE_SFT = {
-    "vrag_rl": {"cutoff_len": 16384, "learning_rate": 1.0e-5, "num_train_epochs": 3.0, "gradient_accumulation_steps": 2},
-    "visor": {"cutoff_len": 16384, "learning_rate": 1.0e-5, "num_train_epochs": 3.0, "gradient_accumulation_steps": 2},
-    "unidoc_rl": {"cutoff_len": 40000, "learning_rate": 1.0e-5, "num_train_epochs": 3.0, "gradient_accumulation_steps": 2},
-    "evisrag": {"cutoff_len": 16384, "learning_rate": 5.0e-7, "num_train_epochs": 1.0, "gradient_accumulation_steps": 4},
-}
+# SFT hyper-parameters come from the recipe's export hints (the paper's figures; per_device x grad_accum x 8 GPUs
+# gives its global batch). A recipe whose paper gives none gets these generic values, and the yaml says so.
+GENERIC_SFT = {"cutoff_len": 16384, "learning_rate": 1.0e-5, "num_train_epochs": 3.0, "gradient_accumulation_steps": 2}
 FAMILY_MODEL = {
     "qwen2.5-vl": ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_vl"),
     "qwen3-vl": ("Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl"),
@@ -34,12 +31,14 @@ def dataset_name(recipe: str) -> str:
     return f"vragdata_{recipe}"
 
 
-def sft_yaml(recipe: str, family: str, dataset_dir: Path, media_dir: Path) -> dict:
-    hp = RECIPE_SFT.get(recipe, RECIPE_SFT["vrag_rl"])
+def sft_yaml(recipe: str, family: str, dataset_dir: Path, media_dir: Path, hints: Mapping[str, Any] | None = None) -> dict:
+    """The LLaMA-Factory SFT config; `hints` are the recipe's export hints (`max_pixels`, `sft`)."""
+    hints = hints or {}
+    hp = hints.get("sft") or GENERIC_SFT
     model, template = FAMILY_MODEL[family]
     return {
         "model_name_or_path": model,
-        "image_max_pixels": RECIPE_MAX_PIXELS.get(recipe, DEFAULT_MAX_PIXELS),
+        "image_max_pixels": int(hints.get("max_pixels") or DEFAULT_MAX_PIXELS),
         "trust_remote_code": True,
         "stage": "sft",
         "do_train": True,
@@ -76,8 +75,9 @@ def sft_yaml(recipe: str, family: str, dataset_dir: Path, media_dir: Path) -> di
 class LlamaFactoryWriter:
     name = "llamafactory"
 
-    def __init__(self, out_root: Path, shard_size: int, family: str) -> None:
+    def __init__(self, out_root: Path, shard_size: int, family: str, hints: Callable[[str], Mapping[str, Any]] | None = None) -> None:
         self.out_root, self.shard_size, self.family = out_root, shard_size, family
+        self.hints = hints
         self.dir = out_root / "llamafactory"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
@@ -100,9 +100,13 @@ class LlamaFactoryWriter:
                 "columns": {"messages": "messages", "system": "system", "images": "images"},
                 "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
             }
-            cfg = sft_yaml(recipe, self.family, self.dir.resolve(), self.out_root.resolve())
+            hints = self.hints(recipe) if self.hints is not None else {}
+            cfg = sft_yaml(recipe, self.family, self.dir.resolve(), self.out_root.resolve(), hints)
+            sft = hints.get("sft") or {}
+            head = (f"# {recipe}: SFT settings from {sft.get('source') or 'the recipe'}\n" if sft else
+                    f"# {recipe}: the recipe names no SFT hyper-parameters; generic values below, tune them\n")
             write_text(self.out_root, self.dir / f"sft_{recipe}_{self.family.replace('.', '_').replace('-', '')}.yaml",
-                       yaml.safe_dump(cfg, sort_keys=False))
+                       head + yaml.safe_dump(cfg, sort_keys=False))
         self.dir.mkdir(parents=True, exist_ok=True)
         write_json(self.out_root, self.dir / "dataset_info.json", info)
         return counts

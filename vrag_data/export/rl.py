@@ -54,6 +54,7 @@ def task_to_rl(
     data_source: str,
     ability: str = "fact-reasoning",
     shown_pages: list[str] | None = None,
+    reward: str | None = None,
 ) -> RlRecord:
     file_name, reference_page = vrag_file_fields(task)
     extra: dict[str, Any] = {
@@ -62,6 +63,7 @@ def task_to_rl(
         "gold_pages": list(task.evidence_pages),
         "gold_boxes": gold_boxes(task),
         "recipe": recipe,
+        "reward": reward or recipe,  # the reward `vrag_data.rewards` scores this row with
         "task_id": task.task_id,
         "index": index,
         "split": task.split,

@@ -20,25 +20,23 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
-from vrag_data.config import ExportConfig
+from vrag_data.config import ConfigError, ExportConfig
+from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import VragError
 from vrag_data.export.card import render_card
-from vrag_data.export.conversation import AlternationError, prompt_messages, trajectory_to_conversation, with_placeholders
-from vrag_data.export.coords import DEFAULT_MAX_PIXELS, FAMILIES, RECIPE_MAX_PIXELS
-from vrag_data.export.easyr1 import EasyR1Writer
-from vrag_data.export.hf import HfWriter, push_to_hub
+from vrag_data.export.conversation import AlternationError, prompt_messages, trajectory_to_conversation
+from vrag_data.export.formats import FORMAT_NAMES, FORMATS, RlItem, WriterContext, check_formats
+from vrag_data.export.hf import push_to_hub
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.io import write_json, write_text
-from vrag_data.export.kept import Verdicts, iter_trajectories
-from vrag_data.export.llamafactory import LlamaFactoryWriter
-from vrag_data.export.rl import data_source_for, evidence_ground_truth, task_to_rl
-from vrag_data.export.verl import VerlWriter
-from vrag_data.schema.records import ChatTurn, ImageRef, Message, SftRecord, Task, Trajectory
+from vrag_data.export.rl import data_source_for, task_to_rl
+from vrag_data.recipe import get_recipe
+from vrag_data.schema.records import ChatTurn, Message, SftRecord, Task, Trajectory
 from vrag_data.store import Workspace, read_records, read_table
+from vrag_data.store.run import RunDir
 from vrag_data.version import code_version
 
 log = logging.getLogger(__name__)
-FORMATS = ("hf", "llamafactory", "verl", "easyr1")
 
 
 class ExportSummary(BaseModel):
@@ -100,10 +98,6 @@ class _Skips:
         log.info("skipped %s record %s: %s", kind, rec_id, reason)
 
 
-def _max_pixels(recipe: str, cfg: ExportConfig) -> int:
-    return int(cfg.max_pixels.get(recipe) or RECIPE_MAX_PIXELS.get(recipe, DEFAULT_MAX_PIXELS))
-
-
 def _answer_evidence(traj: Trajectory) -> list[str]:
     for t in reversed(traj.turns):
         if t.action.kind == "answer":
@@ -111,10 +105,39 @@ def _answer_evidence(traj: Trajectory) -> list[str]:
     return []
 
 
+class _Hints:
+    """Each recipe's export hints: from the run manifest (what the run was made with), else from the registered
+    recipe of that name; a recipe known to neither stops the export with one line."""
+
+    def __init__(self, run: RunDir, cfg: ExportConfig) -> None:
+        self.cfg = cfg
+        self.by_recipe: dict[str, dict[str, Any]] = {}
+        m = run.manifest()
+        described = (m.config.get("recipe") or {}) if m is not None else {}
+        if m is not None and isinstance(described.get("export"), dict):
+            self.by_recipe[m.recipe] = {**described["export"], "reward": (described.get("reward") or {}).get("name")}
+
+    def __call__(self, recipe: str) -> dict[str, Any]:
+        if recipe not in self.by_recipe:
+            try:
+                r = get_recipe(recipe)
+                self.by_recipe[recipe] = {**r.export.describe(), "reward": r.reward.name}
+            except ConfigError as err:
+                raise VragError(f"export hints of recipe {recipe!r}: {err}") from None
+        return self.by_recipe[recipe]
+
+    def max_pixels(self, recipe: str) -> int:
+        return int(self.cfg.max_pixels.get(recipe) or self(recipe)["max_pixels"])
+
+    def data_source(self, recipe: str, benchmark: str) -> str:
+        default = self.cfg.data_source_default or self(recipe).get("data_source") or "rag"
+        return data_source_for(benchmark, self.cfg.data_source_map, default)
+
+
 def export_run(
     ws: Workspace,
     run_id: str,
-    formats: list[str] | tuple[str, ...] = FORMATS,
+    formats: list[str] | tuple[str, ...] = FORMAT_NAMES,
     out_dir: str | Path | None = None,
     model_family: str = "qwen2.5-vl",
     shard_size: int | None = None,
@@ -122,15 +145,20 @@ def export_run(
     on_trajectory: Callable[[], None] | None = None,
 ) -> ExportSummary:
     cfg = config or ExportConfig()
-    formats = list(dict.fromkeys(formats))
-    bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise VragError(f"unknown export format(s) {bad}; choose from {list(FORMATS)}")
+    try:
+        formats = check_formats(formats)
+    except ValueError as err:
+        raise VragError(str(err)) from None
     if model_family not in FAMILIES:
         raise VragError(f"unknown model family {model_family!r}; choose from {list(FAMILIES)}")
     run_dir = ws.run(run_id)
-    if not ws.fs.exists(run_dir):
+    run = RunDir(run_dir)
+    if not run.exists():
         raise VragError(f"{run_dir}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
+    state, why = run.verdict_state()
+    if state == "stale":
+        raise VragError(f"run {run_id}: the verdicts are out of date ({why}); run `vrag-data filter -w {ws.root} --run {run_id}` "
+                        "before exporting")
     if out_dir is None and not ws.is_local:
         raise VragError(f"{ws.root}: exports are written to a local folder; pass --out")
     out = Path(out_dir) if out_dir is not None else Path(ws.exports) / run_id
@@ -142,12 +170,12 @@ def export_run(
     pages = _PageSizes(ws)
     skips = _Skips(out / "skipped.jsonl")
     tasks = {t.task_id: t for t in read_records(ws.tasks, Task)}
+    hints = _Hints(run, cfg)
+    ctx = WriterContext(out, size, model_family, cfg, store, skips.add, hints=hints)
+    sft_writers = [FORMATS[f].make(ctx) for f in formats if FORMATS[f].sft]
 
-    hf = HfWriter(out, size) if "hf" in formats else None
-    lf = LlamaFactoryWriter(out, size, model_family) if "llamafactory" in formats else None
-
-    verdicts = Verdicts.load(run_dir)
-    if not verdicts.present:
+    verdicts = run.verdicts()
+    if state == "missing":
         summary.warnings.append(f"{run_dir}/verdicts: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
     per_status: Counter[str] = Counter()
     per_recipe: Counter[str] = Counter()
@@ -160,7 +188,7 @@ def export_run(
     oracle = False
     rl_sources: dict[tuple[str, str], _RlSource] = {}
 
-    for traj in iter_trajectories(run_dir):
+    for traj in run.trajectories():
         summary.n_trajectories += 1
         per_status[traj.status] += 1
         if on_trajectory:
@@ -175,69 +203,43 @@ def export_run(
             cfg_hashes.add(prov.config_hash)
         if prov.code_version:
             versions.add(prov.code_version)
-        rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj), traj.extra.get("sufficient")))
-        if hf is None and lf is None:
+        if traj.prompt:  # the RL row of a task is built from a kept trajectory's prompt
+            rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj), traj.extra.get("sufficient")))
+        if not sft_writers:
             continue
-        mp = _max_pixels(traj.recipe, cfg)
-        try:
-            conv = trajectory_to_conversation(traj, model_family, mp, pages)
-            images = [store.materialise(ref, mp) for ref in conv.images]
-        except AlternationError as err:
-            skips.add("sft", traj.traj_id, "alternation", str(err))
+        rec = _sft_record(traj, model_family, hints.max_pixels(traj.recipe), pages, store, skips)
+        if rec is None:
             continue
-        except MissingImage as err:
-            skips.add("sft", traj.traj_id, "missing_image", f"trajectory {traj.traj_id}: {err}")
-            continue
-        except BadImage as err:
-            skips.add("sft", traj.traj_id, "bad_image", f"trajectory {traj.traj_id}: {err}")
-            continue
-        except Exception as err:  # noqa: BLE001 - one malformed record never stops the export
-            skips.add("sft", traj.traj_id, "error", f"trajectory {traj.traj_id}: {type(err).__name__}: {err}")
-            continue
-        messages = ([ChatTurn(role="system", content=conv.system)] if conv.system else []) + conv.turns
-        rec = SftRecord(
-            id=traj.traj_id,
-            recipe=traj.recipe,
-            task_id=traj.task_id,
-            traj_id=traj.traj_id,
-            messages=messages,
-            images=images,
-            augmentation=str(traj.extra.get("augmentation") or ""),
-            metadata={
-                "status": traj.status,
-                "sample": traj.sample,
-                "policy": prov.policy,
-                "model_family": model_family,
-                "boxes_converted": conv.boxes_converted,
-                "boxes_unconverted": conv.boxes_unconverted,
-            },
-        )
+        conv, sft = rec
         per_recipe[traj.recipe] += 1
         turns_per_rec.append(sum(1 for m in conv.turns if m.role == "assistant"))
-        n_image_refs += len(images)
+        n_image_refs += len(sft.images)
         boxes_ok += conv.boxes_converted
         boxes_bad += conv.boxes_unconverted
-        for w in (hf, lf):
-            if w is not None:
-                w.add_sft(rec, conv.system)
+        for w in sft_writers:
+            w.add_sft(sft, conv.system)
 
     if summary.n_kept == 0:
         summary.warnings.append(f"run {run_id}: no kept trajectories; the export has empty splits")
 
     # RL: one record per (task, recipe) with a kept trajectory
-    verl = None
-    if "verl" in formats:
-        verl = VerlWriter(out, size, with_images=any(m.images for s in rl_sources.values() for m in s.prompt), image_mode=cfg.image_mode)
-    er1 = EasyR1Writer(out, size) if "easyr1" in formats else None
-    if er1 is not None and any(r != "evisrag" for _, r in rl_sources):
-        summary.warnings.append("easyr1 rows built from non-evisrag recipes' prompts; EVisRAG's format expects the evisrag recipe")
+    ctx.rl_with_images = any(m.images for src in rl_sources.values() for m in src.prompt)
+    rl_writers = [w for w in sft_writers if FORMATS[w.name].rl]
+    rl_writers += [FORMATS[f].make(ctx) for f in formats if FORMATS[f].rl and not FORMATS[f].sft]
+    if "easyr1" in formats:
+        odd = sorted({r for _, r in rl_sources if not hints(r).get("evidence_rows")})
+        if odd:
+            summary.warnings.append(f"easyr1 rows built from {odd} prompts; EasyR1's evidence rows expect a one-turn evidence recipe")
+    for recipe in sorted({r for _, r in rl_sources}):
+        if "llamafactory" in formats and hints(recipe).get("sft") is None:
+            summary.warnings.append(f"{recipe}: the recipe names no SFT hyper-parameters; the LLaMA-Factory yaml uses generic values")
     index = 0
     for (task_id, recipe), src in rl_sources.items():
         task = tasks.get(task_id)
         if task is None:
             skips.add("rl", f"{task_id}:{recipe}", "task_not_found", f"task {task_id}: not in {ws.tasks}; re-import the tasks of this run")
             continue
-        mp = _max_pixels(recipe, cfg)
+        mp = hints.max_pixels(recipe)
         prompt, refs = prompt_messages(src.prompt)
         try:
             images = [store.materialise(ref, mp) for ref in refs]
@@ -245,18 +247,15 @@ def export_run(
             code = "missing_image" if isinstance(err, MissingImage) else "bad_image"
             skips.add("rl", f"{task_id}:{recipe}", code, f"task {task_id}: {err}")
             continue
-        rec = task_to_rl(task, prompt, images, recipe, index, data_source_for(task.benchmark, cfg.data_source_map, cfg.data_source_default), cfg.ability, [r.page_id for r in refs])
+        rec = task_to_rl(task, prompt, images, recipe, index, hints.data_source(recipe, task.benchmark), cfg.ability,
+                         [r.page_id for r in refs], reward=(hints(recipe).get("reward") or recipe))
         index += 1
-        if hf is not None:
-            hf.add_rl(rec)
-        if verl is not None:
-            verl.add_rl(rec)
-        if er1 is not None:
-            _add_easyr1(er1, rec, task, prompt, refs, src, store, mp, skips)
+        item = RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient)
+        for w in rl_writers:
+            w.add_rl(item)
 
-    for name, w in (("hf", hf), ("llamafactory", lf), ("verl", verl), ("easyr1", er1)):
-        if w is not None:
-            summary.counts[name] = w.close()
+    for w in sft_writers + [w for w in rl_writers if w not in sft_writers]:
+        summary.counts[w.name] = w.close()
     summary.skipped = dict(skips.counts)
     summary.stats = {
         "per_recipe": dict(per_recipe),
@@ -282,7 +281,7 @@ def export_run(
     write_text(out, out / "skipped.jsonl", "".join(r + "\n" for r in skips.rows))
     card = render_card(summary.model_dump())
     write_text(out, out / "README.md", card)
-    if hf is not None:
+    if "hf" in formats:
         write_text(out, out / "hf" / "README.md", card)
         token = os.environ.get(cfg.hub_token_env or "")
         if cfg.hub_repo and token:
@@ -291,33 +290,40 @@ def export_run(
     return summary
 
 
-def _add_easyr1(er1: EasyR1Writer, rec, task: Task, prompt, refs, src: _RlSource, store: ImageStore, mp: int, skips: _Skips) -> None:  # noqa: ANN001
-    # EVisRAG answers over the pages in its prompt; a prompt without images gets the gold pages instead
-    er1_refs = refs or [ImageRef(page_id=p) for p in task.evidence_pages]
+def _sft_record(traj: Trajectory, family: str, mp: int, pages: _PageSizes, store: ImageStore,
+                skips: _Skips) -> tuple[Any, SftRecord] | None:
     try:
-        er1_images = [store.materialise(ref, mp) for ref in er1_refs]
-    except (MissingImage, BadImage) as err:
-        code = "missing_image" if isinstance(err, MissingImage) else "bad_image"
-        skips.add("easyr1", rec.id, code, f"task {task.task_id}: {err}")
-        return
-    system = "\n".join(m["content"] for m in prompt if m["role"] == "system")
-    user = "\n".join(m["content"] for m in prompt if m["role"] != "system")
-    if not refs:
-        user = with_placeholders(user, len(er1_images))
-    er1.add_row(
-        task.split or "train",
-        {
-            "id": rec.id,
-            "prompt": (system + "\n\n" + user) if system else user,
-            "answer": evidence_ground_truth(task, [r.page_id for r in er1_refs], src.evidence),
-            "image": er1_images,
-            "data_source": rec.data_source,
-            "task_id": task.task_id,
-            "recipe": src.recipe,
-            # read by vrag_data.rewards.easyr1 when the trainer passes row fields through
-            "shown_pages": [r.page_id for r in er1_refs],
-            "gold_pages": list(task.evidence_pages),
-            "answer_format": task.answer_format or "",
-            **({"sufficient": src.sufficient} if src.sufficient is not None else {}),
+        conv = trajectory_to_conversation(traj, family, mp, pages)
+        images = [store.materialise(ref, mp) for ref in conv.images]
+    except AlternationError as err:
+        skips.add("sft", traj.traj_id, "alternation", str(err))
+        return None
+    except MissingImage as err:
+        skips.add("sft", traj.traj_id, "missing_image", f"trajectory {traj.traj_id}: {err}")
+        return None
+    except BadImage as err:
+        skips.add("sft", traj.traj_id, "bad_image", f"trajectory {traj.traj_id}: {err}")
+        return None
+    except Exception as err:  # noqa: BLE001 - one malformed record never stops the export
+        skips.add("sft", traj.traj_id, "error", f"trajectory {traj.traj_id}: {type(err).__name__}: {err}")
+        return None
+    messages = ([ChatTurn(role="system", content=conv.system)] if conv.system else []) + conv.turns
+    prov = traj.provenance
+    rec = SftRecord(
+        id=traj.traj_id,
+        recipe=traj.recipe,
+        task_id=traj.task_id,
+        traj_id=traj.traj_id,
+        messages=messages,
+        images=images,
+        augmentation=str(traj.extra.get("augmentation") or ""),
+        metadata={
+            "status": traj.status,
+            "sample": traj.sample,
+            "policy": prov.policy,
+            "model_family": family,
+            "boxes_converted": conv.boxes_converted,
+            "boxes_unconverted": conv.boxes_unconverted,
         },
     )
+    return conv, rec

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from vrag_data.export.hf import rl_row
+from vrag_data.export.formats import RlItem
 from vrag_data.export.io import ShardWriter
-from vrag_data.schema.records import RlRecord
 
 _MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
 _EXTRA = pa.struct(
@@ -26,6 +26,7 @@ _EXTRA = pa.struct(
         ("gold_pages", pa.list_(pa.string())),
         ("gold_boxes", pa.string()),
         ("recipe", pa.string()),
+        ("reward", pa.string()),
         ("task_id", pa.string()),
         ("index", pa.int64()),
         ("split", pa.string()),
@@ -77,7 +78,8 @@ class VerlWriter:
             out.append(r)
         return out
 
-    def add_rl(self, rec: RlRecord) -> None:
+    def add_rl(self, item: RlItem) -> None:
+        rec = item.rec
         split = str(rec.extra_info.get("split") or "train")
         w = self.writers.get(split)
         if w is None:

@@ -1,13 +1,12 @@
 """Trajectory filters: score, then keep; every verdict recorded with its reason."""
 
-from vrag_data.filters.base import FilterChain, FilterContext, apply_chain, save_verdicts, verdict
+from vrag_data.filters.base import FilterContext, apply_chain, save_verdicts, verdict
 from vrag_data.filters.difficulty import Difficulty, difficulty_keep
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
-from vrag_data.filters.registry import DEFAULT_CHAINS, FILTERS, default_chain, make_filter
+from vrag_data.filters.registry import FILTERS, FilterChain, configure_filters, default_chain, make_filter
 from vrag_data.filters.setlevel import Balance, Dedup
 
 __all__ = [
-    "DEFAULT_CHAINS",
     "FILTERS",
     "Balance",
     "Correctness",
@@ -18,6 +17,7 @@ __all__ = [
     "RetrievalCompleteness",
     "Structure",
     "apply_chain",
+    "configure_filters",
     "default_chain",
     "difficulty_keep",
     "make_filter",

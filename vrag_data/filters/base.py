@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from vrag_data.schema.records import Task, Trajectory, Verdict
+from vrag_data.store.run import fingerprint_of
 
 # judge(traj, task) -> score in [0, 1]; a model judge (vrag_data.teacher.judge) or the rule scorer.
 JudgeFn = Callable[[Trajectory, Task], float]
@@ -63,20 +64,10 @@ class KeepPassed:
 AnyFilter = Filter | SetFilter
 
 
-@dataclass
-class FilterChain:
+class Chain(Protocol):
+    """An ordered list of filters (`vrag_data.filters.registry.FilterChain`)."""
+
     filters: list[Any]
-
-    @property
-    def names(self) -> list[str]:
-        return [f.name for f in self.filters]
-
-    @classmethod
-    def from_names(cls, names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None) -> "FilterChain":
-        """Build filters by registry name; `options[name]` holds each filter's keyword arguments."""
-        from vrag_data.filters.registry import make_filter
-
-        return cls([make_filter(n, (options or {}).get(n, {})) for n in names])
 
 
 def _score_one(f: Any, item: Trajectory, ctx: FilterContext) -> Verdict:
@@ -89,7 +80,7 @@ def _score_one(f: Any, item: Trajectory, ctx: FilterContext) -> Verdict:
 def apply_chain(
     trajs: Sequence[Trajectory],
     tasks: Mapping[str, Task] | Sequence[Task],
-    chain: FilterChain,
+    chain: Chain,
     ctx: FilterContext | None = None,
 ) -> tuple[list[Trajectory], list[Verdict]]:
     """Run `chain` in order; returns (kept trajectories, every verdict of every filter that saw an item)."""
@@ -114,9 +105,14 @@ def apply_chain(
 
 
 def save_verdicts(run_dir: str, verdicts: Sequence[Verdict], name: str = "filters") -> str:
-    """Write verdicts to `<run_dir>/verdicts/<name>.parquet` (atomic), where the exporter reads them."""
+    """Write verdicts to `<run_dir>/verdicts/<name>.parquet` (atomic), where the exporter reads them, with the
+    fingerprint of the episodes they judged (the run's current newest episodes)."""
+    from vrag_data.store.run import RunDir
     from vrag_data.store.shards import write_records
 
     path = f"{run_dir.rstrip('/')}/verdicts/{name}.parquet"
     write_records(path, list(verdicts), Verdict)
+    rd = RunDir(run_dir)
+    newest = rd.newest()
+    rd.write_fingerprint(fingerprint_of(newest), len(newest))
     return path

@@ -2,11 +2,11 @@
 
 `ctx.student_results[task_id]` lists the student's attempts: (answer, correct) or
 (answer, correct, retrieved_all_gold). Rules:
-- `unidoc_sft`: keep tasks the student gets wrong (UniDoc-RL's difficulty-aware filter; with several
+- `all_wrong`: keep tasks the student gets wrong (UniDoc-RL's difficulty-aware filter; with several
   attempts, every attempt must be wrong).
-- `unidoc_rl`: keep tasks where some attempt retrieved the gold pages yet answered wrong (UniDoc-RL RL
+- `retrieved_but_wrong`: keep tasks where some attempt retrieved the gold pages yet answered wrong (UniDoc-RL RL
   curation: retrieval succeeds, reasoning/perception fails in at least one of n rollouts).
-- `evisrag`: drop tasks the student always gets right (EVisRAG curriculum filter: perfect-score items).
+- `not_always_right`: drop tasks the student always gets right (EVisRAG curriculum filter: perfect-score items).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Literal
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
 from vrag_data.schema.records import Trajectory, Verdict
 
-Rule = Literal["unidoc_sft", "unidoc_rl", "evisrag"]
+Rule = Literal["all_wrong", "retrieved_but_wrong", "not_always_right"]
 
 
 def difficulty_keep(rule: Rule, attempts: list[tuple]) -> tuple[bool, str]:
@@ -25,11 +25,11 @@ def difficulty_keep(rule: Rule, attempts: list[tuple]) -> tuple[bool, str]:
     n = len(attempts)
     n_ok = sum(1 for a in attempts if a[1])
     acc = f"student {n_ok}/{n} correct"
-    if rule == "unidoc_sft":
+    if rule == "all_wrong":
         return n_ok == 0, acc + ("" if n_ok == 0 else ": too easy")
-    if rule == "evisrag":
+    if rule == "not_always_right":
         return n_ok < n, acc + (": always right" if n_ok == n else "")
-    if rule == "unidoc_rl":
+    if rule == "retrieved_but_wrong":
         flags = [a[2] if len(a) > 2 else None for a in attempts]
         if all(f is None for f in flags):
             return False, acc + ": retrieval success of the attempts not recorded"
@@ -40,12 +40,12 @@ def difficulty_keep(rule: Rule, attempts: list[tuple]) -> tuple[bool, str]:
         if wrong_hits == 0:
             return False, acc + f": all {len(hits)} attempts with gold retrieval answered right"
         return True, acc + f"; {wrong_hits} attempt(s) retrieved gold pages but answered wrong"
-    raise ValueError(f"unknown difficulty rule {rule!r}; known: unidoc_sft, unidoc_rl, evisrag")
+    raise ValueError(f"unknown difficulty rule {rule!r}; known: all_wrong, retrieved_but_wrong, not_always_right")
 
 
 @dataclass
 class Difficulty(KeepPassed):
-    rule: Rule = "unidoc_sft"
+    rule: Rule = "all_wrong"
     # When no student ran for a task: "keep" lets the item through with a reason that says so,
     # "drop" fails it. Default keep so a chain that lists this filter still works before a student run.
     missing: Literal["keep", "drop"] = "keep"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from vrag_data.env.actions import parse_action
+from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER, REACT_SELECT_CROP
 
 _ACTION_RE = re.compile(r"<(search|select|bbox|crop|read|answer)>(.*?)</\1>", re.S)
 
@@ -48,7 +49,7 @@ def unidoc_rl_format(texts: Sequence[str]) -> float:
     with an answer."""
     if not texts:
         return 0.0
-    actions = [parse_action(t, "unidoc_rl") for t in texts]
+    actions = [parse_action(t, REACT_SELECT_CROP) for t in texts]
     return float(all(a.kind != "invalid" for a in actions) and actions[-1].kind == "answer")
 
 
@@ -68,7 +69,7 @@ def visor_format_invalid(texts: Sequence[str]) -> bool:
 def evisrag_format(text: str) -> float:
     """EVisRAG format reward: <observe>, <evidence>, <think>, <answer> each exactly once, in this order, with
     numbered evidence lines (the evisrag action grammar)."""
-    return float(bool(text.strip()) and parse_action(text, "evisrag").kind != "invalid")
+    return float(bool(text.strip()) and parse_action(text, OBSERVE_EVIDENCE_ANSWER).kind != "invalid")
 
 
 _EVIDENCE_LINE = re.compile(r"\[(\d+)\]\s*:\s*(.*?)(?=\n\s*\[\d+\]\s*:|\Z)", re.S)

@@ -11,7 +11,7 @@ Contract with the exporter (vrag_data.export, verl parquet rows):
   per-image gold evidence are then read from the tags.
 - `extra_info` written by the exporter: `question`, `answer_format` (Int/Float/Str/List/None or null),
   `gold_pages` (page ids `<stem>_<page>`), `gold_boxes` ({page_id: [[x1, y1, x2, y2] in 0-1000, ...]}),
-  `recipe`, `task_id` (the parquet writer stores `gold_boxes` as a JSON string; both forms are read); optional `sufficient` (EVisRAG label) and `shown_pages` (EVisRAG images in order).
+  `recipe`, `reward` (the reward to score with), `task_id` (the parquet writer stores `gold_boxes` as a JSON string; both forms are read); optional `sufficient` (EVisRAG label) and `shown_pages` (EVisRAG images in order).
 - `extra_info` keys an agent loop may add at rollout time (all optional): `retrieved_pages` (order first
   shown), `search_results` (one list of page ids per search, rank order), `selections`
   ([{"candidates": [...], "selected": [...]}]), `crops` ([{"page_id": ..., "box": [0-1000 x4]}]),
@@ -29,7 +29,7 @@ from typing import Any
 
 from vrag_data.rewards.episode import Episode, Gold
 from vrag_data.rewards.format import action_sequence, last_tag, parse_evidence, tag_contents
-from vrag_data.rewards.recipes import score_episode
+from vrag_data.rewards.recipes import DEFAULT_WEIGHTS, score_episode
 from vrag_data.rewards.retrieval import dedup
 
 # VRAG-RL's trainer dispatches on these data sources; all of them use its reward.
@@ -151,11 +151,12 @@ def compute_score(
     `kwargs` may carry `weights` / `params` overrides from `custom_reward_function.reward_kwargs`.
     """
     extra = dict(extra_info or {})
-    recipe = extra.get("recipe") or DATA_SOURCE_RECIPE.get(data_source)
+    # the row names its reward (a recipe may reuse another paper's reward); older rows name only the recipe
+    recipe = extra.get("reward") or extra.get("recipe") or DATA_SOURCE_RECIPE.get(data_source)
     if recipe is None:
         raise ValueError(
-            f"compute_score: cannot tell the recipe of data_source {data_source!r}; "
-            "export with extra_info.recipe set (vrag_rl, unidoc_rl, visor, evisrag, mmdoc_r1)"
+            f"compute_score: cannot tell the reward of data_source {data_source!r}; "
+            f"export with extra_info.reward set (one of {sorted(DEFAULT_WEIGHTS)})"
         )
     ep = episode_from_solution(solution_str or "", extra)
     gold = gold_from_verl(str(ground_truth), extra)

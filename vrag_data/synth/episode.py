@@ -1,7 +1,7 @@
 """The generic episode loop: context policy -> policy role -> parse_action -> (recipe hook) -> env.step -> Turn.
 
 One loop serves the five recipes; a recipe changes it through four hooks (`prepare`, `refine`, `after_step`,
-`finish`; see `pipelines.base.Recipe`). Every role is answered by a `Responder`: through the teacher pool
+`finish`; see `vrag_data.recipe.Recipe`). Every role is answered by a `Responder`: through the teacher pool
 for OpenAI-compatible endpoints, or by the oracle policy (`vrag_data.synth.oracle`) when the role's kind is
 "oracle". The loop never trusts model text: whatever the reply, `parse_action` yields an action (maybe
 "invalid"), and the environment turns invalid actions into re-prompt observations, counted in the state.
@@ -15,9 +15,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vrag_data.env import ContextPolicy, EnvSettings, Environment, parse_action
+from vrag_data.env.grammar import Grammar
 from vrag_data.ids import traj_id
 from vrag_data.retrieve.base import Searcher
 from vrag_data.schema.records import (
@@ -36,14 +37,18 @@ from vrag_data.schema.records import (
 from vrag_data.store.workspace import Workspace
 from vrag_data.teacher.pool import TeacherError, TeacherPool
 
+if TYPE_CHECKING:
+    from vrag_data.recipe.spec import OracleSpec
+
 
 class RecipeLike(Protocol):
-    """What the loop needs from a recipe (`pipelines.base.Recipe` is the implementation)."""
+    """What the loop needs from a recipe (`vrag_data.recipe.Recipe` is the implementation)."""
 
     name: str
-    grammar: str
+    grammar: Grammar
+    oracle: OracleSpec
     env: EnvSettings
-    extra_prompts: dict[str, str]
+    extra_prompts: Mapping[str, str]
 
     @property
     def max_pixels(self) -> int: ...

@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from vrag_data.errors import VragError
 from vrag_data.schema.records import RunManifest, Trajectory
-from vrag_data.store.shards import iter_records
+from vrag_data.store.run import TRAJ_DIR, RunDir
 
-TRAJ_DIR = "trajectories"
 _SHARD = re.compile(r"^part-(\d+)\.parquet$")
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
 
@@ -57,12 +56,8 @@ def done_keys(run_dir: str | Path, *, retry_errors: bool = True) -> set[Key]:
 
 
 def read_trajectories(run_dir: str | Path) -> list[Trajectory]:
-    """All trajectories of a run, one per (task, sample): the newest shard's record wins."""
-    latest: dict[Key, Trajectory] = {}
-    for p in shard_paths(run_dir):
-        for t in iter_records(str(p), Trajectory):
-            latest[(t.task_id, t.sample)] = t
-    return list(latest.values())
+    """All episodes of a run, one per (task, sample): the newest shard's record wins (`RunDir.episodes`)."""
+    return list(RunDir(str(run_dir)).episodes())
 
 
 class RunLock:
@@ -118,7 +113,4 @@ def write_manifest(run_dir: str | Path, manifest: RunManifest) -> Path:
 
 
 def read_manifest(run_dir: str | Path) -> RunManifest | None:
-    path = Path(run_dir) / "manifest.json"
-    if not path.is_file():
-        return None
-    return RunManifest.model_validate_json(path.read_text())
+    return RunDir(str(run_dir)).manifest()

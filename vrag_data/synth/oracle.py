@@ -22,7 +22,9 @@ import re
 from typing import TYPE_CHECKING
 
 from vrag_data.env import render_action, sanitize_text
-from vrag_data.env.geometry import box_to_model
+from vrag_data.env.geometry import box_area as _area
+from vrag_data.env.geometry import box_to_model, iou
+from vrag_data.env.geometry import intersection as _inter
 from vrag_data.rewards.answer import INSUFFICIENT, normalize_answer
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import Action, ReadRequest
@@ -42,20 +44,6 @@ _STOP = {"what", "which", "when", "where", "who", "whom", "whose", "how", "many"
 
 def gold_boxes(ep: "EpisodeRun", page_id: str) -> list[Box]:
     return [b.box for b in ep.task.evidence_boxes if b.page_id == page_id]
-
-
-def _area(q: tuple[float, float, float, float]) -> float:
-    return max(0.0, q[2] - q[0]) * max(0.0, q[3] - q[1])
-
-
-def _inter(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    return _area((max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])))
-
-
-def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    i = _inter(a, b)
-    u = _area(a) + _area(b) - i  # type: ignore[arg-type]
-    return i / u if u > 0 else 0.0
 
 
 def answer_block(ep: "EpisodeRun", page_id: str) -> Box | None:
@@ -152,10 +140,10 @@ class OraclePolicy:
     # ------------------------------------------------------------------ policy turns
 
     def _policy(self, ep: "EpisodeRun") -> str:
-        g = ep.recipe.grammar
-        if g == "evisrag":
+        style = ep.recipe.oracle.style
+        if style == "evidence":
             return self._evisrag(ep)
-        if g == "mmdoc_r1":
+        if style == "seeker":
             return self._seeker(ep)
         return self._react(ep)
 
@@ -173,7 +161,8 @@ class OraclePolicy:
         shown_now = last is not None and last.observation is not None and last.observation.kind == "search" and bool(last.observation.images)
         if st.forced:
             return self._answer(ep, f"No turns are left; from what I found, the answer is {task.answer}.")
-        if g == "unidoc_rl" and shown_now and st.candidates and last.action.kind == "search":  # type: ignore[union-attr]
+        selects = ep.env.settings.search_mode == "candidates"
+        if selects and shown_now and st.candidates and last.action.kind == "search":  # type: ignore[union-attr]
             base = ep.env.settings.select_base
             idx = [i + base for i, p in enumerate(st.candidates) if p in gold and p not in st.selected_pages]
             if not gold:  # nothing to find: keep the top candidate (UniDoc-RL's pseudo-positive)
@@ -181,7 +170,7 @@ class OraclePolicy:
             if idx:
                 act = Action(kind="select", thought=f"Candidate(s) {idx} relate to the question.", indices=idx)
                 return render_action(act, g)
-        if g in ("vrag_rl", "visor") and shown_now and st.current_page in gold:
+        if ep.recipe.oracle.crop_gold and shown_now and st.current_page in gold:
             pid = st.current_page
             assert pid is not None
             cropped = {c.page_id for c in st.crops}
@@ -193,7 +182,7 @@ class OraclePolicy:
                 act = Action(kind="crop", thought=thought, boxes=[[float(v) for v in model_box(ep, pid, tb[0])]])
                 ep.note("oracle", {"turn": st.turn + 1, "crop": tb[1], "page_id": pid})
                 return render_action(act, g)
-        seen = set(st.selected_pages) if g == "unidoc_rl" else set(st.retrieved_pages) | set(st.selected_pages)
+        seen = set(st.selected_pages) if selects else set(st.retrieved_pages) | set(st.selected_pages)
         missing = [p for p in gold if p not in seen]
         if st.n_searches and not missing:
             if gold:  # page ids stay out of the text: the student never sees them in these recipes
@@ -249,25 +238,25 @@ class OraclePolicy:
         else:
             think, answer = "The images do not hold all the evidence the question needs, so it cannot be answered from them.", INSUFFICIENT
         act = Action(kind="answer", observe=observe, evidence=lines, thought=think, answer=answer)
-        return render_action(act, "evisrag")
+        return render_action(act, ep.recipe.grammar)
 
     def _seeker(self, ep: "EpisodeRun") -> str:
         st, task = ep.env.state, ep.task
         gold = self._gold(ep)
         if st.forced:
-            return render_action(Action(kind="finish", thought="No steps are left; the answer agent takes over."), "mmdoc_r1")
+            return render_action(Action(kind="finish", thought="No steps are left; the answer agent takes over."), ep.recipe.grammar)
         if st.n_searches == 0:
             kws = keywords(task.question)
             act = Action(kind="search", thought=f"First I locate the pages that mention {', '.join(kws)}.", keywords=kws)
-            return render_action(act, "mmdoc_r1")
+            return render_action(act, ep.recipe.grammar)
         unread = [p for p in gold if p not in st.read_pages]
         if unread or (not gold and not st.read_pages):
             pages = unread or self._top_hits(ep)
             names = [str(ep.pages[p].page) if ep.pages[p].stem == (task.doc_stems or [""])[0] else p for p in pages]
             act = Action(kind="read", thought=f"I read page(s) {', '.join(names)} to check what they say about the question.",
                          reads=[ReadRequest(page_ids=names, query=task.question.strip())])
-            return render_action(act, "mmdoc_r1")
-        return render_action(Action(kind="finish", thought="The pages read hold what the question needs."), "mmdoc_r1")
+            return render_action(act, ep.recipe.grammar)
+        return render_action(Action(kind="finish", thought="The pages read hold what the question needs."), ep.recipe.grammar)
 
     def _top_hits(self, ep: "EpisodeRun") -> list[str]:
         hits = [p for s in ep.env.state.searches for p in s["hits"] if p in ep.pages]
@@ -318,4 +307,4 @@ class OraclePolicy:
         return "\n".join(lines)
 
     def _answer_agent(self, ep: "EpisodeRun") -> str:
-        return render_action(Action(kind="answer", thought="The information gathered answers the question.", answer=ep.task.answer), "mmdoc_r1")
+        return render_action(Action(kind="answer", thought="The information gathered answers the question.", answer=ep.task.answer), ep.recipe.grammar)

@@ -18,23 +18,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vrag_data.augment import AugmentError, context_variants, visor_augment
+from vrag_data.augment import AugmentError
 from vrag_data.config import RoleConfig, RunConfig
 from vrag_data.errors import VragError
-from vrag_data.filters.base import FilterChain, FilterContext, apply_chain
+from vrag_data.filters.base import FilterContext, apply_chain
 from vrag_data.filters.judging import judge_lookup, judge_trajectories
-from vrag_data.filters.registry import DEFAULT_OPTIONS
+from vrag_data.filters.registry import FilterChain
+from vrag_data.recipe import Recipe, resolve_recipe
 from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
 from vrag_data.store.shards import write_records
 from vrag_data.store.workspace import Workspace
-from vrag_data.synth.ledger import TRAJ_DIR, read_manifest, read_trajectories
+from vrag_data.store.run import TRAJ_DIR, VERDICTS_FILE, RunDir, fingerprint_of
+from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.judge import make_judge
 from vrag_data.teacher.pool import TeacherPool, resolve_roles
 
-VERDICTS_FILE = "verdicts/filters.parquet"
 
 
 class FilterResult(BaseModel):
@@ -67,62 +68,48 @@ def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any]) -> dict[str, 
     return resolve_roles({k: RoleConfig.model_validate(v) for k, v in raw.items()})
 
 
-def _chain(recipe: str, recipe_filters: list[str], cfg: RunConfig | None) -> FilterChain:
-    names = list(recipe_filters)
-    options = {k: dict(v) for k, v in DEFAULT_OPTIONS.get(recipe, {}).items()}
-    if cfg is not None:
-        names = list(cfg.filters.chains.get(recipe, names))
-        for k, v in cfg.filters.options.items():
-            options.setdefault(k, {}).update(v)
-    try:
-        return FilterChain.from_names(names, options)
-    except ValueError as err:
-        raise VragError(f"filters: {err}") from None
-
-
-def _augment(recipe: str, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
+def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
     out: list[Trajectory] = []
     skipped: list[str] = []
-    for t in kept:
-        task = tasks[t.task_id]
-        try:
-            if recipe == "visor":
-                pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
-                new = [visor_augment(t, task, pages)]
-            elif recipe == "evisrag":
-                res = context_variants(t, task, t.extra.get("ranked_pages") or None)
-                new = res.variants
-                skipped += [f"{t.traj_id}: {s}" for s in res.skipped]
-            else:
-                new = []
-        except AugmentError as err:
-            skipped.append(str(err))
-            continue
-        for a in new:
-            a.extra["source_traj_id"] = t.traj_id  # exports inherit the source's verdicts through this key
-        out += new
+    for aug in recipe.augmentations:
+        for t in kept:
+            try:
+                res = aug.apply(t, tasks[t.task_id], recipe.grammar, doc_pages)
+            except AugmentError as err:
+                skipped.append(f"{aug.name}: {err}")
+                continue
+            skipped += [f"{aug.name}: {t.traj_id}: {s}" for s in res.skipped]
+            for new in res.variants:
+                new.extra["source_traj_id"] = t.traj_id  # exports inherit the source's verdicts through this key
+            out += res.variants
     return out, skipped
 
 
-def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None) -> FilterResult:
-    return asyncio.run(judge_and_filter_async(ws, run_id, cfg))
+def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None) -> FilterResult:
+    return asyncio.run(judge_and_filter_async(ws, run_id, cfg, recipe))
 
 
-async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None) -> FilterResult:
-    from pipelines.registry import get_recipe  # recipes sit above the stages; loaded at call time
-
+async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None,
+                                 recipe: Recipe | None = None) -> FilterResult:
+    """`recipe`: the run's recipe object (default: the registered recipe named in the run manifest, configured by
+    `cfg`); its filter chain and augmentations apply."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     run_dir = Path(ws.run(run_id))
     manifest = read_manifest(run_dir)
     if manifest is None:
         raise VragError(f"{run_dir}: no run manifest; run `vrag-data synth -w {ws.root} --recipe R --run {run_id}` first")
-    recipe = get_recipe(manifest.recipe)
-    trajs = read_trajectories(run_dir)
+    if recipe is None:
+        recipe = resolve_recipe(manifest.recipe, cfg)
+    elif recipe.name != manifest.recipe:
+        raise VragError(f"{run_dir}: run of recipe {manifest.recipe!r}, not {recipe.name!r}")
+    rd = RunDir(str(run_dir))
+    newest = rd.newest()
+    trajs = list(rd.episodes())
     if not trajs:
         raise VragError(f"{run_dir}/{TRAJ_DIR}: no trajectories to filter")
     tasks = {t.task_id: t for t in load_tasks(ws)}
     roles = _roles(cfg, manifest.config)
-    chain = _chain(manifest.recipe, list(recipe.filters), cfg)
+    chain = FilterChain(list(recipe.filters))
     pool = TeacherPool(roles, RequestCache(run_dir), run_id) if roles else None
     try:
         if pool is not None and pool.kind("judge") == "openai":
@@ -141,6 +128,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
                          reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
     vpath = str(run_dir / VERDICTS_FILE)
     write_records(vpath, verdicts, Verdict)
+    rd.write_fingerprint(fingerprint_of(newest), len(newest))
     per: dict[str, dict[str, int]] = {}
     for v in verdicts:
         d = per.setdefault(v.filter, {"passed": 0, "failed": 0})
@@ -148,7 +136,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     doc_pages: dict[str, list[str]] = {}
     for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
         doc_pages.setdefault(p.stem, []).append(p.page_id)
-    augmented, skipped = _augment(manifest.recipe, kept, tasks, doc_pages)
+    augmented, skipped = _augment(recipe, kept, tasks, doc_pages)
     apath = run_dir / TRAJ_DIR / f"aug-{manifest.recipe}.parquet"
     if augmented:
         write_records(str(apath), augmented, Trajectory)

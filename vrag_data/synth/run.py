@@ -7,8 +7,11 @@ missing. Roles left unconfigured fall back to the policy's endpoint; with the or
 the oracle except the judge, which uses the rule scorers. Re-running with the same run id resumes: finished
 (task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
 
-`vrag_data` does not import the recipes package at module level (recipes sit above the stages); this
-orchestration entry point loads it when called.
+The recipe is a `Recipe` object resolved by the caller (a registered name is resolved here, with the run
+config's options). The default run id is derived from everything that changes what synthesis produces: the
+recipe's full description (prompts, grammar, environment, options, roles), the configured models and
+endpoints and the seed. Edit any of them and the next `synth` starts a new run; to add episodes to an existing
+run on purpose (more tasks, more samples, after a crash), pass its id with `--run`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.messages import workspace_image_loader
 from vrag_data.teacher.pool import TeacherPool, resolve_roles
+from vrag_data.recipe import Recipe, resolve_recipe
 from vrag_data.version import code_version
 
 
@@ -71,11 +75,13 @@ def policy_kind(roles: dict[str, RoleConfig]) -> str:
     return "oracle" if roles["policy"].kind == "oracle" else "model"
 
 
-def default_run_id(recipe: str, cfg: RunConfig) -> str:
-    """Content-derived: the same recipe + roles + recipe options + seed give the same run (so it resumes)."""
+def default_run_id(recipe: Recipe | str, cfg: RunConfig) -> str:
+    """Content-derived: the same recipe description (prompts, grammar, environment, options, roles) + configured
+    models + seed give the same run (so it resumes); any change gives a new run."""
+    rec = resolve_recipe(recipe, cfg)
     roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg).items())}
-    key = short_hash(recipe, roles, cfg.synth.recipe_options.get(recipe, {}), cfg.synth.max_turns, cfg.synth.seed, n=10)
-    return f"{recipe}-{key}"
+    key = short_hash(rec.synth_key(), roles, cfg.synth.seed, n=10)
+    return f"{rec.name}-{key}"
 
 
 def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
@@ -88,7 +94,7 @@ def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
     return load_index(ws), True
 
 
-def synth(ws: Workspace | str, cfg: RunConfig, recipe: str, **kwargs: Any) -> RunResult:
+def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe | str, **kwargs: Any) -> RunResult:
     """Blocking entry point of `synth_async` (same keyword arguments)."""
     return asyncio.run(synth_async(ws, cfg, recipe, **kwargs))
 
@@ -96,7 +102,7 @@ def synth(ws: Workspace | str, cfg: RunConfig, recipe: str, **kwargs: Any) -> Ru
 async def synth_async(
     ws: Workspace | str,
     cfg: RunConfig,
-    recipe: str,
+    recipe: Recipe | str,
     run_id: str | None = None,
     samples: int | None = None,
     limit: int | None = None,
@@ -106,13 +112,10 @@ async def synth_async(
 ) -> RunResult:
     """`tasks`: roll out only these (one shard of the workspace's tasks, as the Prefect flows do); default:
     every task of the workspace (up to `limit`)."""
-    from pipelines.registry import get_recipe  # recipes sit above the stages; loaded at call time
-
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     if not ws.is_local:
         raise VragError(f"{ws.root}: synthesis runs write a local run folder; use a local workspace path")
-    turns = cfg.synth.max_turns if "max_turns" in cfg.synth.model_fields_set else None
-    rec = get_recipe(recipe, cfg.synth.recipe_options.get(recipe), turns)
+    rec = resolve_recipe(recipe, cfg)
     roles = resolved_roles(cfg)
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples
@@ -122,7 +125,7 @@ async def synth_async(
     pages = page_index(ws)
     if not pages:
         raise VragError(f"{ws.corpus_table('pages')}: no pages; run `vrag-data ingest -w {ws.root} PDFS` first")
-    run_id = run_id or default_run_id(recipe, cfg)
+    run_id = run_id or default_run_id(rec, cfg)
     run_dir = Path(ws.run(run_id))
     fresh = not run_dir.exists()
     # Endpoints are checked before any work (missing key variable / unreachable server / unknown model);

@@ -20,28 +20,6 @@ from collections.abc import Mapping, Sequence
 
 EPS = 1e-6
 
-# Token scopes per recipe for RS-GRPO: tag -> reward components (names from vrag_data.rewards.recipes).
-# evisrag is the paper's mapping (eq. 7); the others bind each action's tokens to the reward that judges that
-# action, format (where the recipe has one) everywhere, and "other" = tokens outside any listed tag.
-DEFAULT_SCOPES: dict[str, dict[str, list[str]]] = {
-    "evisrag": {
-        "observe": ["perception", "format"],
-        "evidence": ["perception", "format"],
-        "think": ["derivation", "format"],
-        "answer": ["derivation", "format"],
-        "other": ["format"],
-    },
-    "vrag_rl": {"search": ["ndcg", "format"], "bbox": ["ndcg", "format"], "answer": ["judge", "format"],
-                "other": ["format"]},
-    "unidoc_rl": {"search": ["ndcg", "format"], "select": ["select", "format"], "bbox": ["crop", "format"],
-                  "answer": ["judge", "format"], "other": ["format"]},
-    # VISOR's format term is a penalty (1 = bad), so scopes use the answer and retrieval rewards only
-    "visor": {"search": ["retrieval"], "bbox": ["answer"], "answer": ["answer"], "other": ["answer", "retrieval"]},
-    "mmdoc_r1": {"search": ["recall"], "read": ["recall"], "answer": ["correctness"],
-                 "other": ["recall", "correctness"]},
-}
-
-
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs)
 

@@ -77,7 +77,7 @@ class SftConfig(_Section):
 
 class RlConfig(_Section):
     estimator: Estimator = "grpo"
-    recipe: str = "vrag_rl"  # action grammar, prompts, context policy and reward spec
+    recipe: str | None = None  # registered recipe to roll out: action grammar, prompts, context policy, reward spec
     group_size: int = 5  # trajectories per task (VRAG-RL / UniDoc-RL: 5)
     tasks_per_step: int = 2
     max_steps: int = 10
@@ -96,7 +96,7 @@ class RlConfig(_Section):
     micro_batch_size: int = 4
     scale_std: bool = True  # GRPO divides by the group std; False = mean-centred only
     # RS-GRPO: {scope (a tag of the grammar, or "other"): reward components that supervise its tokens};
-    # None = the recipe's default (EVisRAG eq. 7 for evisrag; see advantages.DEFAULT_SCOPES)
+    # None = the recipe's reward spec (its `RewardSpec.scopes`)
     scopes: dict[str, list[str]] | None = None
     rs_mode: Literal["scope", "component"] = "scope"
     embedder: str = "hashed-bow"  # SPO trajectory embedder: "hashed-bow" or "module:factory"

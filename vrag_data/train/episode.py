@@ -48,17 +48,6 @@ class PolicyResponder(Responder):
                      completion_tokens=len(sample.response_ids))
 
 
-def rl_recipe(name: str, max_turns: int, max_pixels: int) -> Any:
-    """The recipe configured for RL: no grounding expert, pages at the model's pixel budget (so the boxes the
-    policy writes refer to the image it was shown)."""
-    from pipelines.registry import get_recipe
-
-    options: dict[str, Any] = {"max_pixels": max_pixels}
-    if name == "vrag_rl":
-        options["grounding"] = False
-    return get_recipe(name, options, max_turns)
-
-
 def make_deps(env: Any, recipe: Any, responder: PolicyResponder, run_id: str) -> EpisodeDeps:
     return EpisodeDeps(
         ws=env.ws, run_id=run_id, recipe=recipe, searcher=env.searcher, pages=env.pages, layout=env.layout,

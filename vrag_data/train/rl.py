@@ -14,6 +14,7 @@ import os
 import math
 import random
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,13 @@ import yaml
 
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
+from vrag_data.recipe import Recipe, get_recipe
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import write_records
 from vrag_data.train import advantages as adv_fns
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.embed import load_embedder
-from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rl_recipe, rollout_group, trajectory_text
+from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rollout_group, trajectory_text
 from vrag_data.train.update import training_rows, update_policy
 from vrag_data.train.model import Policy, load_policy
 from vrag_data.train.rl_env import RlEnvironment
@@ -76,7 +78,7 @@ def _dist() -> tuple[int, int, torch.device]:
 
 
 def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list[Any], embedder: Any,
-                     tokenizer: Any) -> list[list[list[float]]]:
+                     tokenizer: Any, scopes: Mapping[str, Sequence[str]] | None = None) -> list[list[list[float]]]:
     """Per episode, per turn, per response token: the advantage the loss multiplies."""
     rl = cfg.rl
     totals = [b.total for b in breakdowns]
@@ -92,9 +94,14 @@ def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list
     for b in breakdowns:
         for k, v in b.components.items():
             components[k].append(float(v))
-    scopes = rl.scopes or adv_fns.DEFAULT_SCOPES.get(rl.recipe)
+    if rl.scopes:
+        scopes = rl.scopes
+    elif scopes is None:
+        if not rl.recipe:
+            raise VragError("rs_grpo: set rl.recipe (its reward names the token scopes) or rl.scopes in the train config")
+        scopes = {k: list(v) for k, v in get_recipe(rl.recipe).reward.scopes.items()}
     if not scopes:
-        raise VragError(f"rs_grpo: no default token scopes for recipe {rl.recipe!r}; set rl.scopes in the config")
+        raise VragError(f"rs_grpo: recipe {rl.recipe!r} names no token scopes for its reward; set rl.scopes in the config")
     try:
         scope_adv = adv_fns.rs_grpo(components, scopes, rl.rs_mode, rl.scale_std)
     except KeyError as err:
@@ -118,10 +125,14 @@ def _save(policy: Policy, optimizer: Any, step: int, out: Path, logs: list[RlSte
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
 
 
-def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlResult:
+def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe: Recipe | None = None) -> RlResult:
+    """`recipe`: the recipe object to roll out (default: the registered recipe `cfg.rl.recipe`)."""
     from vrag_data.rewards.recipes import score_trajectory
 
     rl = cfg.rl
+    if recipe is None and not rl.recipe:
+        raise VragError("rl.recipe: name the recipe to roll out (e.g. `recipe: vrag_rl` under `rl:` in the train config)")
+    recipe = recipe or get_recipe(rl.recipe or "")
     rank, world, device = _dist()
     env = RlEnvironment.open(cfg.workspace, cfg.data.path)
     out = Path(cfg.output_dir)
@@ -159,7 +170,8 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
     # linear warm-up, then constant; a resumed run continues the schedule at its step
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0,
                                               last_epoch=start - 1 if start else -1)
-    recipe = rl_recipe(rl.recipe, rl.max_turns, cfg.model.max_pixels)
+    recipe = recipe.for_rl(rl.max_turns, cfg.model.max_pixels)
+    scopes = {k: list(v) for k, v in recipe.reward.scopes.items()}
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
     sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,
                                                      recipe.env.page_resize),
@@ -179,8 +191,8 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
             # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
             group = rollout_group(deps, responder, task, rl.group_size,
                                   first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
-            scores = [score_trajectory(ep.trajectory, task, rl.recipe) for ep in group]
-            advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer))
+            scores = [score_trajectory(ep.trajectory, task, recipe.reward.name) for ep in group]
+            advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer, scopes))
             episodes.extend(group)
             breakdowns.extend(scores)
         rows = training_rows(episodes, advs)
@@ -218,10 +230,8 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> RlR
             if rl.save_steps and (step + 1) % rl.save_steps == 0:
                 _save(policy, optimizer, step + 1, out, logs)
         if progress:
-            from vrag_data.cli.common import console
-
-            console.print(f"step {step + 1}/{rl.max_steps} reward {log.reward_mean:.3f} loss {log.loss:.4f} "
-                          f"kl {log.kl:.4f} turns {log.turns}")
+            print(f"step {step + 1}/{rl.max_steps} reward {log.reward_mean:.3f} loss {log.loss:.4f} "
+                          f"kl {log.kl:.4f} turns {log.turns}", flush=True)
     metrics.close()
     final_step = max(start, rl.max_steps)
     if rank == 0:
