@@ -157,7 +157,7 @@ def doc_shards(files: list[str], per_shard: int) -> list[list[str]]:
 
 
 def ingest(ctx: Ctx, paths: list[str]) -> None:
-    from vrag_data.ingest import IngestOptions, discover_inputs
+    from vrag_data.ingest import discover_inputs
 
     c = ctx.cfg.ingest
     if not paths:
@@ -166,7 +166,7 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
                             "folders) or ingest.sample_corpus in the config")
         return
     files = discover_inputs(paths)
-    opts_hash = IngestOptions(dpi=c.dpi, layout=c.layout, ocr=c.ocr, max_pages=c.max_pages).output_hash()
+    opts_hash = c.options().output_hash()
     lanes = []
     for i, shard in enumerate(doc_shards(files, c.docs_per_shard)):
         outputs = [f"{ctx.ws.corpus_table('documents')}/{_stem(f)}.parquet" for f in shard]

@@ -40,9 +40,9 @@ def sample_corpus(out_dir: str, docs: int, seed: int, key: str) -> dict[str, Any
 
 @task(name="ingest-shard", cache_policy=SHARD_CACHE, persist_result=True)
 def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, key: str) -> dict[str, Any]:
-    from vrag_data.ingest import IngestOptions, ingest_paths
+    from vrag_data.ingest import ingest_paths
 
-    opts = IngestOptions(dpi=cfg.dpi, layout=cfg.layout, ocr=cfg.ocr, max_pages=cfg.max_pages, workers=cfg.workers)
+    opts = cfg.options()
     summary = ingest_paths(files, Workspace(ws_root), opts, progress=False)
     if not summary.ok:
         reasons = "; ".join(f"{Path(e.path).name}: {e.reason}" for e in summary.errors[:3])

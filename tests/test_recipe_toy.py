@@ -17,7 +17,7 @@ import yaml
 
 from tests.support.synth_workspace import sample_workspace
 from vrag_data.augment import Augmented, derive
-from vrag_data.config import RoleConfig, RunConfig
+from vrag_data.config import RunConfig
 from vrag_data.env.grammar import REACT_CROP, Grammar
 from vrag_data.errors import VragError
 from vrag_data.export import export_run
@@ -150,7 +150,7 @@ def test_run_id_follows_the_recipe_description(toy):
 
 def test_newest_record_wins_and_stale_verdicts_stop_the_export(toy, ws, tmp_path):
     cfg = oracle_cfg()
-    res = synth(str(ws), cfg, toy, run_id="toy-resume", limit=1, progress=False)
+    synth(str(ws), cfg, toy, run_id="toy-resume", limit=1, progress=False)
     run = RunDir(str(ws / "runs" / "toy-resume"))
     judge_and_filter(str(ws), "toy-resume", cfg)
     assert run.verdict_state()[0] == "fresh"

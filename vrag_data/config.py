@@ -9,8 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vrag_data.errors import ConfigError
+from vrag_data.ingest.options import IngestOptions
+from vrag_data.yamlio import read_yaml_mapping
 
 ROLES = ("policy", "grounding", "judge", "student", "reader", "planner", "question_writer")
 
@@ -45,16 +48,19 @@ class RoleConfig(Section):
     backoff_max_s: float = 30.0
 
 
-class IngestConfig(Section):
+class IngestConfig(IngestOptions):
+    """The run config's `ingest:` section: every ingest setting (`IngestOptions`, the one settings model the CLI
+    and the flows share: dpi, layout, OCR, page caps, `strict`, `max_page_pixels`, the MinerU tier, ...) plus
+    where the documents come from and how the flows shard them."""
+
     paths: list[str] = Field(default_factory=list)  # PDFs, images or folders
     sample_corpus: int | None = None  # generate a synthetic corpus of N docs when set
     sample_seed: int = 0
-    dpi: int = 144
-    layout: Literal["pymupdf", "mineru", "off"] = "pymupdf"
-    ocr: Literal["auto", "rapidocr", "paddleocr", "off"] = "auto"
-    max_pages: int | None = None
-    workers: int = 2
-    docs_per_shard: int = 8
+    docs_per_shard: int = Field(8, ge=1)
+
+    def options(self) -> IngestOptions:
+        """The ingest settings alone (what `ingest_paths` takes)."""
+        return IngestOptions.model_validate(self.model_dump(include=set(IngestOptions.model_fields)))
 
 
 class GenerateConfig(Section):
@@ -154,10 +160,6 @@ class RunConfig(Section):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
 
 
-class ConfigError(ValueError):
-    """A config problem, already phrased as one line for the user."""
-
-
 def _one_line(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
@@ -180,16 +182,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
 def load_config(path: str | Path | None) -> RunConfig:
     if path is None:
         return RunConfig()
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: config file not found; pass an existing YAML file (see configs/)")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: a config must be a YAML mapping at the top level")
-    return parse_config(data, str(p))
+    data = read_yaml_mapping(path, "config", "configs/")
+    return parse_config(data, str(path))
 
 
 def dump_resolved(cfg: RunConfig) -> dict[str, Any]:

@@ -12,5 +12,9 @@ class VragError(Exception):
             self.exit_code = exit_code
 
 
+class ConfigError(ValueError):
+    """A config problem, already phrased as one line for the user."""
+
+
 class MissingComponent(VragError):
     """An optional real component (MinerU, PaddleOCR, ColPali weights, ...) is not installed or has no models."""

@@ -4,30 +4,22 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import get_args
 
 import typer
 
 from vrag_data.cli.common import console, friendly_errors
+from vrag_data.ingest.options import IngestOptions, MinerUSettings
 
 
-class LayoutChoice(str, Enum):
-    pymupdf = "pymupdf"
-    mineru = "mineru"
-    off = "off"
+def _choices(name: str, annotation: object) -> type[Enum]:
+    """A CLI choice enum from a settings model's `Literal` (the settings model is the one source of the values)."""
+    return Enum(name, {v: v for v in get_args(annotation)}, type=str)  # type: ignore[return-value]
 
 
-class OcrChoice(str, Enum):
-    auto = "auto"
-    rapidocr = "rapidocr"
-    paddleocr = "paddleocr"
-    off = "off"
-
-
-class TierChoice(str, Enum):
-    flash = "flash"
-    basic = "basic"
-    standard = "standard"
-    advanced = "advanced"
+LayoutChoice = _choices("LayoutChoice", IngestOptions.model_fields["layout"].annotation)
+OcrChoice = _choices("OcrChoice", IngestOptions.model_fields["ocr"].annotation)
+TierChoice = _choices("TierChoice", MinerUSettings.model_fields["tier"].annotation)
 
 
 def register(app: typer.Typer) -> None:
@@ -47,8 +39,7 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
         """Render pages to JPEG and extract text layer, layout blocks, tables, OCR lines and a TOC."""
-        from vrag_data.ingest import IngestOptions, ingest_paths
-        from vrag_data.ingest.options import MinerUSettings
+        from vrag_data.ingest import ingest_paths
         from vrag_data.store.workspace import Workspace
 
         opts = IngestOptions(

@@ -1,17 +1,28 @@
-"""PDF/image ingest: page images, text layer, layout blocks, tables, OCR, TOC (DESIGN.md "Contracts")."""
+"""PDF/image ingest: page images, text layer, layout blocks, tables, OCR, TOC (DESIGN.md "Contracts").
 
-from vrag_data.ingest.discover import discover_inputs
-from vrag_data.ingest.options import DocStats, IngestOptions, IngestSummary, MinerUSettings, PaddleOcrSettings
-from vrag_data.ingest.pipeline import IngestFailed, check_components, ingest_paths
+Names are imported on first use, so that reading the settings model (`vrag_data.ingest.options`, which the run
+config builds on) does not load PyMuPDF and the layout model."""
 
-__all__ = [
-    "DocStats",
-    "IngestFailed",
-    "IngestOptions",
-    "IngestSummary",
-    "MinerUSettings",
-    "PaddleOcrSettings",
-    "check_components",
-    "discover_inputs",
-    "ingest_paths",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "discover_inputs": "vrag_data.ingest.discover",
+    "DocStats": "vrag_data.ingest.options",
+    "IngestOptions": "vrag_data.ingest.options",
+    "IngestSummary": "vrag_data.ingest.options",
+    "MinerUSettings": "vrag_data.ingest.options",
+    "PaddleOcrSettings": "vrag_data.ingest.options",
+    "IngestFailed": "vrag_data.ingest.pipeline",
+    "check_components": "vrag_data.ingest.pipeline",
+    "ingest_paths": "vrag_data.ingest.pipeline",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

@@ -11,85 +11,25 @@ score arrays are then recomputed for everything because corpus statistics (IDF, 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Literal
 
-import fsspec
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.base import Searcher
 from vrag_data.retrieve.bm25 import BM25Index, Bm25Params, PageMeta, build_postings, weighted_tf
 from vrag_data.retrieve.text import analyser_id, bigrams, page_labels, page_term, tokenize
-from vrag_data.schema.records import Document, Page
-from vrag_data.store import Workspace, read_records
+from vrag_data.schema.records import Page
+from vrag_data.retrieve.store import IndexBuildResult, fs_and_path, load_pages, read_json, write_json
+from vrag_data.store import Workspace
 
 Retriever = Literal["bm25", "colpali"]
 FORMAT = 1
 Progress = Callable[[int, int], None]  # (done, total) documents
-
-
-class IndexBuildResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    retriever: str
-    path: str
-    n_pages: int
-    n_docs: int
-    n_terms: int = 0
-    up_to_date: bool = False  # nothing changed, nothing rebuilt
-    changed_docs: int = 0  # documents re-analysed
-    reused_docs: int = 0  # documents whose cached term counts were reused
-    empty_pages: int = 0  # pages with no indexable text (image-only pages without OCR)
-    seconds: float = 0.0
-
-    @property
-    def message(self) -> str:
-        if self.up_to_date:
-            return f"index up to date ({self.retriever}, {self.n_pages} pages, {self.n_docs} documents)"
-        return (f"built {self.retriever} index: {self.n_pages} pages, {self.n_docs} documents, {self.n_terms} "
-                f"terms; {self.changed_docs} documents analysed, {self.reused_docs} reused, "
-                f"{self.empty_pages} pages without text ({self.seconds:.1f}s)")
-
-
-def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    return fsspec.core.url_to_fs(path)
-
-
-def _read_json(path: str) -> dict | None:
-    fs, p = _fs(path)
-    if not fs.exists(p):
-        return None
-    try:
-        with fs.open(p, "r") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None  # a damaged manifest only means "rebuild"
-
-
-def _write_json(path: str, obj: object) -> None:
-    fs, p = _fs(path)
-    fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
-    tmp = f"{p}.tmp"
-    with fs.open(tmp, "w") as f:
-        json.dump(obj, f, ensure_ascii=False)
-    fs.mv(tmp, p)
-
-
-def load_pages(ws: Workspace) -> tuple[list[Page], dict[str, str]]:
-    """Pages grouped by document and in page order, and document titles by stem."""
-    pages = read_records(ws.corpus_table("pages"), Page)
-    if not pages:
-        raise VragError(f"{ws.corpus_table('pages')}: no pages to index; run `vrag-data ingest` first")
-    seen: dict[str, Page] = {}
-    for p in pages:
-        seen.setdefault(p.page_id, p)  # a page ingested twice is indexed once
-    titles = {d.stem: d.title for d in read_records(ws.corpus_table("documents"), Document)}
-    return sorted(seen.values(), key=lambda p: (p.stem, p.page)), titles
 
 
 def page_fields(page: Page, title: str, head_lines: int) -> dict[str, str]:
@@ -154,11 +94,11 @@ def build_bm25(ws: Workspace, params: Bm25Params | None = None, progress: Progre
                 for stem, ps in by_doc.items()}
     want = {"format": FORMAT, "retriever": "bm25", "analyser": analyser_id(), "params": params.model_dump(),
             "docs": doc_hash}
-    old = _read_json(f"{root}/manifest.json")
-    fs, root_p = _fs(root)
+    old = read_json(f"{root}/manifest.json")
+    fs, root_p = fs_and_path(root)
     if (not force and old is not None and {k: old.get(k) for k in want} == want
             and fs.exists(f"{root_p}/postings.npz") and fs.exists(f"{root_p}/terms.json")):
-        _write_json(ws.path("index", "current.json"), {"retriever": "bm25"})
+        write_json(ws.path("index", "current.json"), {"retriever": "bm25"})
         return IndexBuildResult(retriever="bm25", path=root, n_pages=len(pages), n_docs=len(by_doc),
                                 n_terms=int(old.get("n_terms", 0)), up_to_date=True,
                                 seconds=time.perf_counter() - t0)
@@ -168,13 +108,13 @@ def build_bm25(ws: Workspace, params: Bm25Params | None = None, progress: Progre
     changed = reused = empty = 0
     for d, (stem, ps) in enumerate(by_doc.items()):
         cache_path = f"{root}/terms/{stem}.json"
-        cached = _read_json(cache_path)
+        cached = read_json(cache_path)
         if cached is not None and cached.get("hash") == doc_hash[stem]:
             fields = cached["pages"]
             reused += 1
         else:
             fields = _doc_terms(ps, titles.get(stem, ""), params.head_lines)
-            _write_json(cache_path, {"hash": doc_hash[stem], "pages": fields})
+            write_json(cache_path, {"hash": doc_hash[stem], "pages": fields})
             changed += 1
         for f in fields:
             tf = weighted_tf(f, params)
@@ -191,15 +131,15 @@ def build_bm25(ws: Workspace, params: Bm25Params | None = None, progress: Progre
     BM25Index(metas, vocab, corpus, docscope, params).save(root)
     manifest = {**want, "pages": hashes, "n_pages": len(pages), "n_terms": len(vocab),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    _write_json(f"{root}/manifest.json", manifest)  # written last: a crash mid-build means "rebuild"
-    _write_json(ws.path("index", "current.json"), {"retriever": "bm25"})
+    write_json(f"{root}/manifest.json", manifest)  # written last: a crash mid-build means "rebuild"
+    write_json(ws.path("index", "current.json"), {"retriever": "bm25"})
     return IndexBuildResult(retriever="bm25", path=root, n_pages=len(pages), n_docs=len(by_doc),
                             n_terms=len(vocab), changed_docs=changed, reused_docs=reused, empty_pages=empty,
                             seconds=time.perf_counter() - t0)
 
 
 def _drop_stale_term_caches(root: str, stems: set[str]) -> None:
-    fs, p = _fs(f"{root}/terms")
+    fs, p = fs_and_path(f"{root}/terms")
     if not fs.exists(p):
         return
     for f in fs.ls(p, detail=False):
@@ -224,10 +164,10 @@ def build_index(ws: Workspace, retriever: Retriever = "bm25", model_path: str | 
 def load_index(ws: Workspace, retriever: Retriever | None = None) -> Searcher:
     """Open the index built last (or the named one). Raises `VragError` when there is none."""
     if retriever is None:
-        current = _read_json(ws.path("index", "current.json")) or {}
+        current = read_json(ws.path("index", "current.json")) or {}
         retriever = current.get("retriever", "bm25")
     root = ws.path("index", retriever)
-    if _read_json(f"{root}/manifest.json") is None:
+    if read_json(f"{root}/manifest.json") is None:
         raise VragError(f"{root}: no {retriever} index; run `vrag-data index -w {ws.root} --retriever {retriever}`")
     if retriever == "bm25":
         return BM25Index.load(root)

@@ -66,7 +66,7 @@ def build_colpali(ws: Any, model_path: str | None, progress: Any = None, force: 
     from PIL import Image
     import torch
 
-    from vrag_data.retrieve.build import IndexBuildResult, _read_json, _write_json, load_pages
+    from vrag_data.retrieve.store import IndexBuildResult, load_pages, read_json, write_json
 
     model_dir, model_cls, proc_cls = check_colpali(model_path)
     t0 = time.perf_counter()
@@ -78,9 +78,9 @@ def build_colpali(ws: Any, model_path: str | None, progress: Any = None, force: 
     doc_hash = {s: short_hash(model_dir, [sha256_file(ws.page_image(p.page_id)) for p in ps])
                 for s, ps in by_doc.items()}
     want = {"retriever": "colpali", "model": model_dir, "docs": doc_hash}
-    old = _read_json(f"{root}/manifest.json")
+    old = read_json(f"{root}/manifest.json")
     if not force and old is not None and {k: old.get(k) for k in want} == want:
-        _write_json(ws.path("index", "current.json"), {"retriever": "colpali"})
+        write_json(ws.path("index", "current.json"), {"retriever": "colpali"})
         return IndexBuildResult(retriever="colpali", path=root, n_pages=len(pages), n_docs=len(by_doc),
                                 up_to_date=True, seconds=time.perf_counter() - t0)
     model, processor = _load_model(model_dir, model_cls, proc_cls)
@@ -103,10 +103,10 @@ def build_colpali(ws: Any, model_path: str | None, progress: Any = None, force: 
         if progress:
             progress(d + 1, len(by_doc))
     metas = [[p.page_id, p.doc_id, p.stem, p.page] for p in pages]
-    _write_json(f"{root}/pages.json", metas)
-    _write_json(f"{root}/manifest.json", {**want, "model_class": model_cls, "processor_class": proc_cls,
+    write_json(f"{root}/pages.json", metas)
+    write_json(f"{root}/manifest.json", {**want, "model_class": model_cls, "processor_class": proc_cls,
                                           "n_pages": len(pages)})
-    _write_json(ws.path("index", "current.json"), {"retriever": "colpali"})
+    write_json(ws.path("index", "current.json"), {"retriever": "colpali"})
     return IndexBuildResult(retriever="colpali", path=root, n_pages=len(pages), n_docs=len(by_doc),
                             changed_docs=changed, reused_docs=reused, seconds=time.perf_counter() - t0)
 

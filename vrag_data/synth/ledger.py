@@ -15,8 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from vrag_data.errors import VragError
 from vrag_data.schema.records import RunManifest, Trajectory
 from vrag_data.store.run import TRAJ_DIR, RunDir
@@ -28,11 +26,8 @@ Key = tuple[str, int]
 
 
 def shard_paths(run_dir: str | Path) -> list[Path]:
-    d = Path(run_dir) / TRAJ_DIR
-    if not d.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _SHARD.match(p.name))]
-    return [p for _, p in sorted(found)]
+    """Episode shards in write order (`RunDir.part_files`)."""
+    return [Path(p) for p in RunDir(str(run_dir)).part_files()]
 
 
 def next_shard_index(run_dir: str | Path) -> int:
@@ -47,12 +42,8 @@ def shard_path(run_dir: str | Path, index: int) -> Path:
 def done_keys(run_dir: str | Path, *, retry_errors: bool = True) -> set[Key]:
     """Keys with a trajectory in a complete shard; with `retry_errors`, keys whose newest record is an error
     do not count (they will be rolled out again)."""
-    status: dict[Key, str] = {}
-    for p in shard_paths(run_dir):
-        t = pq.read_table(p, columns=["task_id", "sample", "status"])
-        for tid, s, st in zip(t.column("task_id").to_pylist(), t.column("sample").to_pylist(), t.column("status").to_pylist(), strict=True):
-            status[(tid, int(s))] = st
-    return {k for k, st in status.items() if not (retry_errors and st == "error")}
+    newest = RunDir(str(run_dir)).newest()
+    return {k for k, (_, _, st) in newest.items() if not (retry_errors and st == "error")}
 
 
 def read_trajectories(run_dir: str | Path) -> list[Trajectory]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vrag_data.config import ConfigError
+from vrag_data.yamlio import read_yaml_mapping
 
 Estimator = Literal["grpo", "rs_grpo", "spo"]
 
@@ -125,13 +125,5 @@ def parse_train_config(data: dict[str, Any], source: str = "<config>") -> TrainC
 def load_train_config(path: str | Path | None) -> TrainConfig:
     if path is None:
         return TrainConfig()
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: train config not found; pass a YAML file such as configs/train/tiny-sft.yaml")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: a train config must be a YAML mapping at the top level")
-    return parse_train_config(data, str(p))
+    data = read_yaml_mapping(path, "train config", "configs/train/tiny-sft.yaml")
+    return parse_train_config(data, str(path))
