@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.support.openai_server import OpenAIServer
 from tests.support.rewards_factory import make_task, make_traj
 from vrag_data.config import EndpointConfig, RoleConfig
@@ -51,3 +53,30 @@ def test_rule_judge_and_missing_scores():
                                  FilterContext(judge=judge_lookup({trajs[0].traj_id: 1.0})))
     assert [t.final_answer for t in kept] == ["42"]
     assert "judge failed" in verdicts[1].reason and not verdicts[1].passed
+
+
+def test_judge_outage_stops_the_stage_and_a_rerun_pays_only_for_the_failures(tmp_path):
+    from tests.support.openai_server import Faults
+    from vrag_data.filters.judging import JudgeFailed
+
+    trajs = [make_traj(TASK, STEPS + [("answer", a)], sample=i) for i, a in enumerate(["forty-two", "42"])]
+    role = RoleConfig(endpoints=[EndpointConfig(base_url="http://127.0.0.1:9/v1", model="teacher")], max_retries=0)
+
+    def run(base_url):
+        r = role.model_copy(update={"endpoints": [EndpointConfig(base_url=base_url, model="teacher")]})
+        pool = TeacherPool({"judge": r}, RequestCache(tmp_path), "r1")
+
+        async def go():
+            async with pool:
+                return await judge_trajectories(trajs, {TASK.task_id: TASK}, ModelJudge(pool))
+
+        return asyncio.run(go())
+
+    with OpenAIServer(faults=Faults(p500=1.0)) as down:
+        with pytest.raises(JudgeFailed, match=r"2 of 2 trajectories could not be judged.*roles\.judge"):
+            run(down.base_url)
+    with OpenAIServer(reply=_reply) as up:
+        scores, errors = run(up.base_url)
+        assert not errors and len(scores) == 2 and len(up.requests) == 2
+        scores_again, _ = run(up.base_url)
+        assert scores_again == scores and len(up.requests) == 2  # replayed from the request cache

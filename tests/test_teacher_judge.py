@@ -9,7 +9,7 @@ import pytest
 from tests.support.openai_server import Faults, OpenAIServer
 from vrag_data.config import EndpointConfig, RoleConfig
 from vrag_data.teacher import RequestCache, TeacherPool
-from vrag_data.teacher.judge import HONESTY_SCORE, ModelJudge, RuleJudge, answer_reward, make_judge, parse_judge
+from vrag_data.teacher.judge import JudgeUnavailable, HONESTY_SCORE, ModelJudge, RuleJudge, answer_reward, make_judge, parse_judge
 
 
 @pytest.mark.parametrize(
@@ -89,20 +89,23 @@ def test_unreadable_verdict_gets_a_bounded_nudge():
         assert [m["role"] for m in nudge] == ["system", "user", "assistant", "user"]
 
 
-def test_never_readable_falls_back_to_rules_after_max_attempts(tmp_path):
+def test_never_readable_is_an_error_unless_a_fallback_is_asked_for(tmp_path):
     with OpenAIServer(reply=["I refuse to use tags"]) as srv:
         pool = _pool(srv.base_url, tmp_path)
 
-        async def go():  # noqa: ANN202
+        async def go(fallback):  # noqa: ANN001, ANN202
             async with pool:
-                return await ModelJudge(pool, max_attempts=3).judge("How many?", "12", "12", "Int")
+                return await ModelJudge(pool, max_attempts=3, fallback=fallback).judge("How many?", "12", "12", "Int")
 
-        res = asyncio.run(go())
+        with pytest.raises(JudgeUnavailable, match="unreadable after 3 attempts"):
+            asyncio.run(go(None))
         assert len(srv.requests) == 3
-    assert res.method == "rules" and res.correct and "unreadable after 3 attempts" in res.reason
+        pool = _pool(srv.base_url, tmp_path)
+        res = asyncio.run(go(RuleJudge()))  # asked for explicitly: the rules answer, and the judgment says so
+    assert res.method == "rules-fallback" and res.correct and "unreadable after 3 attempts" in res.reason
 
 
-def test_unavailable_judge_falls_back_to_rules(tmp_path):
+def test_unavailable_judge_is_an_error_not_a_wrong_verdict(tmp_path):
     with OpenAIServer(faults=Faults(p500=1.0)) as srv:
         pool = _pool(srv.base_url, tmp_path)
 
@@ -110,9 +113,9 @@ def test_unavailable_judge_falls_back_to_rules(tmp_path):
             async with pool:
                 return await ModelJudge(pool).judge("How many?", "12", "13", "Int")
 
-        res = asyncio.run(go())
+        with pytest.raises(JudgeUnavailable, match="model judge unavailable"):
+            asyncio.run(go())
         assert len(srv.requests) == 2  # judge role: max_retries=1
-    assert res.method == "rules" and not res.correct and "model judge unavailable" in res.reason
 
 
 def test_visor_gate_uses_honesty_when_retrieval_is_incomplete(tmp_path):

@@ -30,7 +30,7 @@ def workspace(tmp_path_factory):
 
 def _cfg(ws, out: Path, **rl) -> TrainConfig:
     base = {"group_size": 2, "tasks_per_step": 1, "max_steps": 2, "max_turns": 2, "max_new_tokens": 12,
-            "learning_rate": 1e-3, "micro_batch_size": 4}
+            "learning_rate": 1e-3, "micro_batch_size": 4, "judge": "rules"}
     return TrainConfig(model=ModelConfig(tiny=TinyModelConfig(), min_pixels=56 * 56, max_pixels=84 * 84),
                        rl=RlConfig(**{**base, **rl}), workspace=str(ws.root), output_dir=str(out))
 
@@ -75,6 +75,61 @@ def test_rl_grpo_two_steps_then_resume(workspace, tmp_path):
     assert all(x["tokens"] > 0 and x["trajectories"] == 2 for x in lines)
     _check_rollouts(out, ws, tasks, "vrag_rl", steps=2, group=2)
     assert (out / "final" / "config.json").is_file()
+
+
+def test_rl_answer_reward_comes_from_the_judge_role(workspace, tmp_path):
+    from tests.support.openai_server import OpenAIServer
+    from vrag_data.config import EndpointConfig, RoleConfig
+    from vrag_data.errors import VragError
+    from vrag_data.train.rl import run_rl
+
+    ws, tasks = workspace
+    with pytest.raises(VragError, match="rl.judge"):
+        run_rl(_cfg(ws, tmp_path / "none", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=None))
+    # a judge that says every answer is right: answered rollouts get judge 1.0 whatever the rules would say
+    with OpenAIServer(reply=["<judge>True</judge>"]) as srv:
+        judge = RoleConfig(endpoints=[EndpointConfig(base_url=srv.base_url, model="teacher")], max_retries=0)
+        run_rl(_cfg(ws, tmp_path / "judged", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=judge))
+        asked = [r for r in srv.requests if r.path.endswith("/chat/completions")]
+    trajs = _rollouts(tmp_path / "judged")
+    answered = [t for t in trajs if t.final_answer]
+    assert len(asked) == len(answered)
+    for t in trajs:
+        assert t.extra["reward"]["judge"] == (1.0 if t.final_answer else 0.0)
+
+
+def test_answer_judge_scores_honesty_and_outage(tmp_path):
+    from tests.support.openai_server import Faults, OpenAIServer
+    from tests.support.rewards_factory import make_task, make_traj
+    from vrag_data.config import EndpointConfig, RoleConfig
+    from vrag_data.teacher.judge import HONESTY_SCORE, JudgeUnavailable
+    from vrag_data.train.judging import AnswerJudge
+
+    task = make_task(answer="42", pages=["doc_3"])
+    found = make_traj(task, [("search", "q", ["doc_3"]), ("answer", "41")], sample=0)
+    missed = make_traj(task, [("search", "q", ["doc_9"]), ("answer", "I cannot tell from these pages")], sample=1)
+    silent = make_traj(task, [("search", "q", ["doc_3"])], sample=2)
+
+    def role(url):  # noqa: ANN001, ANN202
+        return RoleConfig(endpoints=[EndpointConfig(base_url=url, model="teacher")], max_retries=0)
+
+    with OpenAIServer(reply=["<judge>True</judge>"]) as srv:
+        j = AnswerJudge(role(srv.base_url), tmp_path, "r", honesty=True)
+        try:
+            scores = j.scores([found, missed, silent], task)
+        finally:
+            j.close()
+    # the judge decides correctness (the rules would fail "41"); retrieval incomplete -> honesty credit;
+    # no answer -> 0 without a call
+    assert scores == [(1.0, None), (None, HONESTY_SCORE), (0.0, 0.0)] and len(srv.requests) >= 2
+    assert AnswerJudge("rules", tmp_path, "r").scores([found], task) == [(None, None)]  # rules: asked for explicitly
+    with OpenAIServer(reply=["<judge>True</judge>"], faults=Faults(p500=1.0)) as down:
+        j = AnswerJudge(role(down.base_url), tmp_path / "down", "r")
+        try:
+            with pytest.raises(JudgeUnavailable, match="role judge"):
+                j.scores([found], task)
+        finally:
+            j.close()
 
 
 def test_rl_rs_grpo_evisrag_shows_retrieved_pages(workspace, tmp_path):

@@ -1,6 +1,8 @@
 """Bridge from the async judges (`vrag_data.teacher.judge`) to the synchronous correctness filter: score
 every trajectory once (bounded concurrency, cached by the teacher pool like any request), then hand the
-filter a lookup. A failed judge call leaves no score, so that trajectory's verdict records the error."""
+filter a lookup. A judge that could not give a verdict is an error of the stage, not a verdict: with
+`strict` (the default) `judge_trajectories` raises `JudgeFailed` naming the role, how many calls failed and
+the first reason, after every other call finished (and was cached), so a re-run pays only for the failures."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vrag_data.errors import VragError
 from vrag_data.filters.base import JudgeFn
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.schema.records import Task, Trajectory
@@ -18,10 +21,15 @@ def reference_for(traj: Trajectory, task: Task) -> str:
     return INSUFFICIENT if traj.extra.get("sufficient") is False else task.answer
 
 
+class JudgeFailed(VragError):
+    """Some trajectories could not be judged (endpoint down or unreadable replies)."""
+
+
 async def judge_trajectories(
-    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64
+    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64, strict: bool = True
 ) -> tuple[dict[str, float], dict[str, str]]:
-    """(scores by traj_id, errors by traj_id) from `judge.judge(question, reference, prediction, format)`."""
+    """(scores by traj_id, errors by traj_id) from `judge.judge(question, reference, prediction, format)`.
+    With `strict`, a judge call that failed raises `JudgeFailed` once all calls are done."""
     sem = asyncio.Semaphore(concurrency)
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
@@ -45,6 +53,12 @@ async def judge_trajectories(
         scores[t.traj_id] = float(j.score)
 
     await asyncio.gather(*(one(t) for t in trajs))
+    failed = {k: v for k, v in errors.items() if not v.startswith("task ")}
+    if strict and failed:
+        first = next(iter(failed.values()))
+        raise JudgeFailed(f"judge: {len(failed)} of {len(trajs)} trajectories could not be judged ({first}); fix the "
+                          "judge endpoint (roles.judge) and re-run `vrag-data filter` (verdicts already given are cached), "
+                          "or set `roles.judge: {kind: rules}` to judge with the rule scorers")
     return scores, errors
 
 

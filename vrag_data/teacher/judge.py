@@ -111,15 +111,23 @@ class RuleJudge:
         return self.honesty_sync(prediction)
 
 
+class JudgeUnavailable(TeacherError):
+    """The model judge could not give a verdict (endpoint down, or replies unreadable after the re-asks)."""
+
+
 class ModelJudge:
-    """The `judge` role of a teacher pool. Greedy by default (`sampling` overrides)."""
+    """The `judge` role of a teacher pool. Greedy by default (`sampling` overrides).
+
+    When the endpoint fails or its replies stay unreadable, `judge`/`honesty` raise `JudgeUnavailable`: a missing
+    verdict is never turned into "incorrect". Only an explicitly passed `fallback` (a `RuleJudge`) answers instead,
+    and its judgments say so (method "rules-fallback")."""
 
     def __init__(self, pool: TeacherPool, role: str = "judge", *, max_attempts: int = 3, sampling: SamplingConfig | None = None,
                  fallback: RuleJudge | None = None) -> None:
         self.pool, self.role, self.max_attempts = pool, role, max(1, max_attempts)
         base = pool.roles[role].sampling if role in pool.roles else SamplingConfig()
         self.sampling = sampling or base.model_copy(update={"temperature": 0.0, "top_p": 1.0})
-        self.fallback = fallback or RuleJudge()
+        self.fallback = fallback
 
     async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment:
         if not prediction or not str(prediction).strip():
@@ -127,8 +135,10 @@ class ModelJudge:
         user = JUDGE_USER.format(question=question, reference=reference, prediction=prediction)
         verdict, raw, rids, why = await self._ask(JUDGE_SYSTEM, user, sample)
         if verdict is None:
+            if self.fallback is None:
+                raise JudgeUnavailable(f"role {self.role}: {why}")
             rule = self.fallback.judge_sync(reference, prediction, answer_format)
-            return Judgment(rule.correct, rule.score, "rules", f"{why}; {rule.reason}", raw, rids)
+            return Judgment(rule.correct, rule.score, "rules-fallback", f"{why}; {rule.reason}", raw, rids)
         return Judgment(verdict, 1.0 if verdict else 0.0, "model", "judge: " + ("correct" if verdict else "incorrect"), raw, rids)
 
     async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment:
@@ -136,8 +146,10 @@ class ModelJudge:
             return Judgment(False, 0.0, "honesty-model", "no answer to judge")
         verdict, raw, rids, why = await self._ask(HONESTY_SYSTEM, HONESTY_USER.format(question=question, prediction=prediction), sample)
         if verdict is None:
+            if self.fallback is None:
+                raise JudgeUnavailable(f"role {self.role}: {why}")
             rule = self.fallback.honesty_sync(prediction)
-            return Judgment(rule.correct, rule.score, "honesty-rules", f"{why}; {rule.reason}", raw, rids)
+            return Judgment(rule.correct, rule.score, "honesty-rules-fallback", f"{why}; {rule.reason}", raw, rids)
         return Judgment(verdict, HONESTY_SCORE if verdict else 0.0, "honesty-model", "admits insufficient evidence" if verdict else "fabricates an answer", raw, rids)
 
     async def _ask(self, system: str, user: str, sample: int) -> tuple[bool | None, str, tuple[str, ...], str]:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vrag_data.config import ConfigError
+from vrag_data.config import ConfigError, RoleConfig
 from vrag_data.yamlio import read_yaml_mapping
 
 Estimator = Literal["grpo", "rs_grpo", "spo"]
@@ -100,7 +100,9 @@ class RlConfig(_Section):
     scopes: dict[str, list[str]] | None = None
     rs_mode: Literal["scope", "component"] = "scope"
     embedder: str = "hashed-bow"  # SPO trajectory embedder: "hashed-bow" or "module:factory"
-    judge: Literal["rules"] = "rules"  # answer reward; model judges plug in through vrag_data.rewards
+    # answer reward: the judge role (an OpenAI-compatible endpoint: `{endpoints: [{base_url, model}]}`) or "rules"
+    # (the rule scorers, asked for explicitly); required for RL, there is no silent default
+    judge: RoleConfig | Literal["rules"] | None = None
     seed: int = 0
     save_steps: int = 0  # 0 = only at the end
 

@@ -30,6 +30,7 @@ from vrag_data.store import write_records
 from vrag_data.train import advantages as adv_fns
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.embed import load_embedder
+from vrag_data.train.judging import AnswerJudge
 from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rollout_group, trajectory_text
 from vrag_data.train.update import training_rows, update_policy
 from vrag_data.train.model import Policy, load_policy
@@ -132,6 +133,9 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
     rl = cfg.rl
     if recipe is None and not rl.recipe:
         raise VragError("rl.recipe: name the recipe to roll out (e.g. `recipe: vrag_rl` under `rl:` in the train config)")
+    if rl.judge is None:
+        raise VragError("rl.judge: name the answer judge: an endpoint (`judge: {endpoints: [{base_url: URL, model: NAME}]}`) "
+                        "or `judge: rules` for the rule scorers")
     recipe = recipe or get_recipe(rl.recipe or "")
     rank, world, device = _dist()
     env = RlEnvironment.open(cfg.workspace, cfg.data.path)
@@ -180,6 +184,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
     responder = PolicyResponder(sampler)
     run_id = f"rl-{short_hash(str(out.resolve()))}"
     deps = make_deps(env, recipe, responder, run_id)
+    judge = AnswerJudge(rl.judge, out, run_id, honesty=recipe.reward.honesty)
     logs: list[RlStepLog] = []
     metrics = (out / "metrics.jsonl").open("a")
     for step in range(start, rl.max_steps):
@@ -191,7 +196,9 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
             # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
             group = rollout_group(deps, responder, task, rl.group_size,
                                   first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
-            scores = [score_trajectory(ep.trajectory, task, recipe.reward.name) for ep in group]
+            judged = judge.scores([ep.trajectory for ep in group], task)
+            scores = [score_trajectory(ep.trajectory, task, recipe.reward.name, judge_score=j, honesty_score=h)
+                      for ep, (j, h) in zip(group, judged, strict=True)]
             advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer, scopes))
             episodes.extend(group)
             breakdowns.extend(scores)
@@ -233,6 +240,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
             print(f"step {step + 1}/{rl.max_steps} reward {log.reward_mean:.3f} loss {log.loss:.4f} "
                           f"kl {log.kl:.4f} turns {log.turns}", flush=True)
     metrics.close()
+    judge.close()
     final_step = max(start, rl.max_steps)
     if rank == 0:
         _save(policy, optimizer, final_step, out, logs)
