@@ -44,8 +44,8 @@ SYSTEM = (
     "Start every reply by reasoning inside <think> and </think>, then take exactly one action:\n"
     "- <search>query</search> asks the search engine; it returns several candidate page images, numbered from 1.\n"
     "- <select>[i, j]</select> keeps only the candidates that are really relevant to the question, by their numbers.\n"
-    "- <bbox>[x1, y1, x2, y2]</bbox> zooms into a region of the page you selected last, with coordinates from 0 to "
-    "1000 relative to the page width and height; use it only when a detail is too small to read.\n"
+    "- <bbox>[x1, y1, x2, y2]</bbox> zooms into a region of the page you selected last, with {coords}; use it only when "
+    "a detail is too small to read.\n"
     "- <answer>answer</answer> gives the final answer, short and without explanation.\n"
     "Search again whenever the selected pages do not hold what you need."
 )

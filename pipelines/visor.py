@@ -34,7 +34,7 @@ SYSTEM = (
     "You are an agent that answers a question by exploring a collection of document page images.\n"
     "Every reply must start with your reasoning inside <think> and </think>, followed by exactly one action:\n"
     "- <search>query</search> retrieves one new page image you have not seen yet;\n"
-    "- <bbox>[x1, y1, x2, y2]</bbox> zooms into a region of the page you just received (pixel coordinates of that image), "
+    "- <bbox>[x1, y1, x2, y2]</bbox> zooms into a region of the page you just received ({coords}), "
     "only when a detail is too small or unclear to read;\n"
     "- <answer>answer</answer> gives the final answer, short and without explanation.\n"
     "Whenever you receive a page, write down in <think> everything on it that might help with the question, even if "

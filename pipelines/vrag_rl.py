@@ -42,7 +42,7 @@ SYSTEM = (
     "If, after reasoning, you still lack knowledge, query the search engine by writing <search> your query </search>; "
     "the user replies with the page image that was found.\n"
     "Each time a page image is returned you may zoom into one region of it for a sharper view by writing "
-    "<bbox>[x1, y1, x2, y2]</bbox>, using pixel coordinates of that image.\n"
+    "<bbox>[x1, y1, x2, y2]</bbox>, using {coords}.\n"
     "You may search as many times as you need.\n"
     "When no further information is needed, give the final answer inside <answer> and </answer> without any "
     "explanation, for example <answer> Paris </answer>."
@@ -83,9 +83,9 @@ def _fmt(box: list[float]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class VragRlRecipe(Recipe):
-    def for_rl(self, max_turns: int, max_pixels: int) -> Recipe:
+    def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> Recipe:
         # the trained policy writes its own boxes: no grounding expert during RL rollouts
-        return self.configure({"max_pixels": max_pixels, "grounding": False}, max_turns)
+        return self.configure({**self._rl_options(max_pixels, coord_space), "grounding": False}, max_turns)
 
     async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
         if action.kind != "crop" or not self.options.grounding:
@@ -136,6 +136,6 @@ RECIPE = register(VragRlRecipe(
     reward=RewardSpec("vrag_rl", scopes={"search": ("ndcg", "format"), "bbox": ("ndcg", "format"),
                                          "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=401408, data_source="rag",
-                       sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4"), coord_words=SPACE_WORDS),
+                       sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4")),
     extra_prompts={"grounding": GROUNDING},
 ))

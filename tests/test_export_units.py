@@ -121,3 +121,21 @@ def test_image_store_once_per_image_and_errors(tmp_path):
     with pytest.raises(BadImage):
         store.materialise(ImageRef(page_id="docB_2"), 401408)
     assert json.dumps(a).startswith('"images/')
+
+
+def test_prompt_coordinate_words_follow_the_exported_family():
+    from vrag_data.export.runner import reword_coords
+    from vrag_data.recipe import get_recipe
+    from vrag_data.recipe.spec import COORD_WORDS
+
+    unidoc = get_recipe("unidoc_rl")  # synthesised in 0-1000 (Qwen3-VL's convention)
+    system = unidoc.system_text
+    assert "coordinates from 0 to 1000" in system
+    as_pixels = reword_coords(system, COORD_WORDS, unidoc.coord_space, "qwen2.5-vl")
+    assert "pixel coordinates of that image" in as_pixels and "0 to 1000" not in as_pixels
+    assert reword_coords(system, COORD_WORDS, unidoc.coord_space, "qwen3-vl") == system
+    # the RL trainer rolls the recipe out in its model family's convention, prompt included
+    rl = unidoc.for_rl(4, 200704, "qwen2.5-vl")
+    assert rl.coord_space == "qwen2.5-vl" and rl.system_text == as_pixels
+    vrag = get_recipe("vrag_rl")
+    assert "0 to 1000" in reword_coords(vrag.system_text, COORD_WORDS, "qwen2.5-vl", "qwen3-vl")

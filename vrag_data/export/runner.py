@@ -12,7 +12,7 @@ import logging
 import os
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,9 @@ class _Hints:
                 raise VragError(f"export hints of recipe {recipe!r}: {err}") from None
         return self.by_recipe[recipe]
 
+    def coord_words(self, recipe: str) -> dict[str, str]:
+        return dict(self(recipe).get("coord_words") or {})
+
     def max_pixels(self, recipe: str) -> int:
         return int(self.cfg.max_pixels.get(recipe) or self(recipe)["max_pixels"])
 
@@ -207,7 +210,7 @@ def export_run(
             rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj), traj.extra.get("sufficient")))
         if not sft_writers:
             continue
-        rec = _sft_record(traj, model_family, hints.max_pixels(traj.recipe), pages, store, skips)
+        rec = _sft_record(traj, model_family, hints.max_pixels(traj.recipe), pages, store, skips, hints.coord_words(traj.recipe))
         if rec is None:
             continue
         conv, sft = rec
@@ -290,10 +293,22 @@ def export_run(
     return summary
 
 
+def reword_coords(text: str, words: Mapping[str, str], src_space: str, family: str) -> str:
+    """`text` with the coordinate words of `src_space` replaced by those of `family`, so a prompt describes the
+    boxes the exported record holds (a 0-1000 recipe exported for Qwen2.5-VL speaks pixels, and back)."""
+    old, new = words.get(src_space), words.get(family)
+    return text.replace(old, new) if old and new and old != new else text
+
+
 def _sft_record(traj: Trajectory, family: str, mp: int, pages: _PageSizes, store: ImageStore,
-                skips: _Skips) -> tuple[Any, SftRecord] | None:
+                skips: _Skips, words: Mapping[str, str] | None = None) -> tuple[Any, SftRecord] | None:
     try:
         conv = trajectory_to_conversation(traj, family, mp, pages)
+        src_space = str(traj.extra.get("coord_space") or "")
+        if words and src_space:
+            conv.system = reword_coords(conv.system, words, src_space, family)
+            conv.turns = [t.model_copy(update={"content": reword_coords(t.content, words, src_space, family)})
+                          if t.role == "user" else t for t in conv.turns]
         images = [store.materialise(ref, mp) for ref in conv.images]
     except AlternationError as err:
         skips.add("sft", traj.traj_id, "alternation", str(err))

@@ -32,7 +32,7 @@ from vrag_data.env import AppendOnly, ContextPolicy, EnvSettings
 from vrag_data.env.geometry import QWEN_MIN_PIXELS, CoordSpace
 from vrag_data.env.grammar import Grammar
 from vrag_data.ids import short_hash
-from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec
+from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, coord_words
 from vrag_data.schema.records import Action, Message, Task, Turn
 
 if TYPE_CHECKING:  # the episode run is handed in at call time; no import cycle at runtime
@@ -127,10 +127,14 @@ class Recipe:
         """Environment turns for a configured turn budget (a recipe may need extra internal steps)."""
         return max_turns
 
-    def for_rl(self, max_turns: int, max_pixels: int) -> "Recipe":
-        """The recipe as the RL trainer rolls it out: pages at the model's pixel budget (so its boxes refer to
-        the image it was shown). A recipe that calls helper models during synthesis switches them off here."""
-        return self.configure({"max_pixels": max_pixels}, max_turns)
+    def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> "Recipe":
+        """The recipe as the RL trainer rolls it out: pages at the model's pixel budget and boxes in the model
+        family's coordinates (so its boxes refer to the image it was shown, in the words its prompt uses). A recipe
+        that calls helper models during synthesis switches them off here."""
+        return self.configure(self._rl_options(max_pixels, coord_space), max_turns)
+
+    def _rl_options(self, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
+        return {"max_pixels": max_pixels, **({"coord_space": coord_space} if coord_space else {})}
 
     def context_policy(self) -> ContextPolicy:
         return self.context(self.options)
@@ -139,8 +143,13 @@ class Recipe:
         return short_hash(self.name, self.system_prompt, self.user_template, self.env.prompts.model_dump(),
                           sorted(self.extra_prompts.items()))
 
+    @property
+    def system_text(self) -> str:
+        """The system prompt with the coordinate words of the recipe's coordinate space filled in."""
+        return self.system_prompt.replace("{coords}", coord_words(self.export.coord_words, self.coord_space))
+
     def initial_prompt(self, task: Task) -> list[Message]:
-        msgs = [Message(role="system", text=self.system_prompt)] if self.system_prompt else []
+        msgs = [Message(role="system", text=self.system_text)] if self.system_prompt else []
         return [*msgs, Message(role="user", text=self.user_template.format(question=task.question.strip()))]
 
     def describe(self) -> dict[str, Any]:

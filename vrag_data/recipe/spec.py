@@ -10,6 +10,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 
+# How a prompt names the coordinate convention of a box, per coordinate space. A recipe prompt writes
+# "{coords}" where the words go; synthesis fills in the recipe's space, an export the target model family's.
+COORD_WORDS: dict[str, str] = {
+    "qwen2.5-vl": "pixel coordinates of that image",
+    "raw": "pixel coordinates of that image",
+    "qwen3-vl": "coordinates from 0 to 1000 relative to the page width and height",
+    "norm1000": "coordinates from 0 to 1000 relative to the page width and height",
+}
+
+
+def coord_words(words: dict[str, str] | None, space: str) -> str:
+    return (words or COORD_WORDS).get(space) or COORD_WORDS[space]
+
+
 @dataclass(frozen=True)
 class RoleSpec:
     """One model role the recipe calls: what it is for and whether the pipeline needs it."""
@@ -35,8 +49,9 @@ class ExportHints:
     max_pixels: int  # page pixel budget of the training images
     data_source: str = "rag"  # verl `data_source` when the task's benchmark maps to nothing
     sft: SftHints | None = None  # None: the paper gives no SFT settings (the yaml says so and uses defaults)
-    # how a box is worded per coordinate space, for prompts that tell the model its coordinate convention
-    coord_words: dict[str, str] = field(default_factory=dict)
+    # how a box is worded per coordinate space ("{coords}" in the recipe's prompts); exports re-word the prompt
+    # for the target model family so the words match the boxes in the record
+    coord_words: dict[str, str] = field(default_factory=lambda: dict(COORD_WORDS))
     evidence_rows: bool = False  # the RL prompt is the one-turn evidence form EasyR1's EVisRAG rows expect
 
     def describe(self) -> dict[str, Any]:

@@ -40,6 +40,9 @@ class TinyModelConfig(_Section):
 class ModelConfig(_Section):
     path: str | None = None  # a local pretrained Qwen2-VL / Qwen2.5-VL folder (AutoModelForImageTextToText)
     tiny: TinyModelConfig | None = None  # used when `path` is not set
+    # the model family's box convention: Qwen2/2.5-VL write pixels of the resized image, Qwen3-VL 0-1000; RL
+    # rollouts tell the policy this convention and read its boxes in it
+    coord_space: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
     min_pixels: int = 56 * 56
     max_pixels: int = 112 * 112  # VRAG-RL trains at 401408, UniDoc-RL at 200704
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"

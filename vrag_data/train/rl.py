@@ -174,7 +174,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
     # linear warm-up, then constant; a resumed run continues the schedule at its step
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0,
                                               last_epoch=start - 1 if start else -1)
-    recipe = recipe.for_rl(rl.max_turns, cfg.model.max_pixels)
+    recipe = recipe.for_rl(rl.max_turns, cfg.model.max_pixels, cfg.model.coord_space)
     scopes = {k: list(v) for k, v in recipe.reward.scopes.items()}
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
     sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,
