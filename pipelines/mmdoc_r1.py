@@ -4,10 +4,11 @@
   (from the ingested `Document`) in; a numbered plan of at most 10 steps out (`extra["plan"]`).
 - Seeker (`policy` role, the agent being trained): reasons, then calls one tool per step:
   `<search>["kw1", "kw2"]</search>` = BM25 keyword search restricted to the task's document, returning the
-  matching pages with short snippets; `<read>[{"page_ids": [4, 5], "query": "..."}]</read>` = the `reader`
+  10 best matching pages per keyword (the paper's top-k knee) with short snippets; `<read>[{"page_ids": [4, 5], "query": "..."}]</read>` = the `reader`
   role (a VLM) looks at those page images and reports what bears on the question and the sub-query; the
   seeker sees the reader's text, not the images; `<FINISH>` ends the loop.
-- Answer agent (`policy` role, answer prompt): writes the final answer from the gathered information only.
+- Answer agent (`policy` role, answer prompt): writes the final answer from the gathered information only: the
+  tool outputs and the OCR / text layer of every page read (the paper's ablation shows the OCR text matters).
 
 Where we differ, and why:
 - The seeker's history is the whole conversation (append-only) instead of a re-rendered "steps already
@@ -76,6 +77,8 @@ ANSWER = (
     "Reason inside <think></think>, then give only the final answer inside <answer></answer>."
 )
 ANSWER_USER = "Question: {question}\nInformation gathered:\n{info}"
+PAGE_TEXT = "Text of page {page} (OCR):\n{text}"
+PAGE_TEXT_CHARS = 3000  # per read page: enough for a dense page's text, bounded for the answer agent's context
 INVALID = (
     "That step could not be carried out: {reason}. Reason inside <think>...</think>, then call exactly one tool: "
     "<search>[\"keyword\"]</search>, <read>[{{\"page_ids\": [1], \"query\": \"...\"}}]</read> or <FINISH>."
@@ -94,6 +97,20 @@ def toc_text(ep: "EpisodeRun") -> tuple[str, str]:
         toc += [f"{'  ' * max(0, e.level - 1)}- {sanitize_text(e.title, 300)} (page {e.page})" for e in doc.toc]
         figs += [f"- {f.kind} on page {f.page}{': ' + sanitize_text(f.caption, 300) if f.caption else ''}" for f in doc.figures]
     return "\n".join(toc) or "(no table of contents)", "\n".join(figs) or "(no figures or tables listed)"
+
+
+def read_pages_text(ep: "EpisodeRun", page_ids: list[str]) -> str:
+    """The OCR / text layer of the pages the seeker read (the answer agent synthesises tool outputs and OCR text);
+    document text is neutralised so it cannot act as markup."""
+    parts = []
+    for pid in dict.fromkeys(page_ids):
+        page = ep.pages.get(pid)
+        if page is None:
+            continue
+        text = " ".join((page.text if page.text.strip() else page.ocr_text).split())[:PAGE_TEXT_CHARS]
+        if text:
+            parts.append(PAGE_TEXT.format(page=page.page, text=sanitize_text(text)))
+    return "\n\n".join(parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +149,7 @@ class MmdocRecipe(Recipe):
             return
         info = "\n\n".join(f"Step {t.idx}: {t.observation.text}" for t in ep.turns
                            if t.observation is not None and t.observation.text and t.action.kind in ("search", "read"))
+        info = "\n\n".join(x for x in (info, read_pages_text(ep, st.read_pages)) if x)
         msgs = [Message(role="system", text=self.extra_prompts["answer"]),
                 Message(role="user", text=ANSWER_USER.format(question=ep.task.question.strip(), info=info or "(nothing was found)"))]
         idx = ep.turns[-1].idx if ep.turns else st.turn
@@ -160,8 +178,8 @@ RECIPE = register(MmdocRecipe(
     grammar=GRAMMAR,
     system_prompt=SEEKER,
     user_template=SEEKER_USER,
-    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="text_hits", top_k=5,
-                 search_depth=5, scope="document", max_read_pages=3, max_turns=8,
+    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="text_hits", top_k=10,
+                 search_depth=10, scope="document", max_read_pages=3, max_turns=8,
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
     roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
            RoleSpec("planner", "writes the initial plan from the question and the document outline"),
