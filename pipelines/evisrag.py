@@ -62,8 +62,9 @@ class EvisragRecipe(Recipe):
         return super().configure(options, max_turns)
 
     def turns_for(self, max_turns: int) -> int:
-        # one environment step for the retrieval, then up to 3 answer attempts (the single turn plus re-prompts)
-        return 1 + min(max_turns, 3)
+        # one environment step for the retrieval, then up to 3 answer attempts (the single turn plus re-prompts;
+        # the last one is the forced-answer turn the environment adds once the budget is spent)
+        return min(max_turns, 3)
 
     def initial_prompt(self, task: Task) -> list[Message]:
         return [Message(role="user", text=INSTRUCTION.format(k=self.env.top_k, question=task.question.strip()))]
@@ -93,7 +94,7 @@ RECIPE = register(EvisragRecipe(
     system_prompt="",
     user_template="{question}",
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
-                 scope="corpus", max_turns=4, prompts=EnvPrompts(invalid=INVALID)),
+                 scope="corpus", max_turns=3, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
            RoleSpec("student", "the model to be trained; tasks it always answers right are dropped", required=False)),

@@ -25,6 +25,7 @@ import dataclasses
 
 from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.augment import QueryRewriteVerification
+from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import ContextPolicy, EnvPrompts, VisorContext
 from vrag_data.env.grammar import THINK_FIRST_CROP
 from vrag_data.filters import Correctness, Dedup, RetrievalCompleteness, Structure
@@ -66,12 +67,14 @@ RECIPE = register(VisorRecipe(
     system_prompt=SYSTEM,
     user_template=USER,
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
-                 dedup=True, scope="corpus", crop_margin=28, max_turns=10, prompts=EnvPrompts(invalid=INVALID)),
+                 dedup=True, scope="corpus", crop_margin=28, max_turns=10, crop_min_pixels=VRAG_MIN_PIXELS,
+                 prompts=EnvPrompts(invalid=INVALID)),
     context=evidence_window,
     roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
-    # crop right after a retrieval, no full-page crop, <= 10 retrievals; completeness; correctness
-    filters=(Structure(adjacent=True, max_retrievals=10, max_crop_area=0.9), RetrievalCompleteness(), Correctness(), Dedup()),
+    # crop immediately after a retrieval, no trivial full-image crop (>= 99 % of the page once the margin is
+    # added, i.e. a box written as [0, 0, 1000, 1000] or close), <= 10 retrievals; completeness; correctness
+    filters=(Structure(adjacent=True, max_retrievals=10, max_crop_area=0.99), RetrievalCompleteness(), Correctness(), Dedup()),
     augmentations=(QueryRewriteVerification(),),
     # the format term is a penalty (1 = bad), so the scopes use the answer and retrieval rewards only
     reward=RewardSpec("visor", scopes={"search": ("retrieval",), "bbox": ("answer",), "answer": ("answer",),

@@ -16,6 +16,11 @@ Where we differ, and why:
 - A grounding reply that cannot be read, or a failing grounding endpoint, keeps the teacher's box (recorded
   with the reason) instead of dropping the trajectory.
 - `<region>` is accepted as a synonym of `<bbox>` (the paper's text uses both).
+- Crops are shown and exported at no fewer than 256 x 28 x 28 pixels (VRAG-RL's minimum image budget), so a
+  zoomed region carries as many visual tokens as the paper's; no margin is added around a crop (VISOR's 28 px is
+  VISOR's).
+- Balancing (steps 2-6 x action types): the paper gives no cap; each (steps, action types) bucket is capped at
+  twice the median bucket size, so no kind of episode dominates and a rare bucket never shrinks the others.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import re
 from typing import TYPE_CHECKING
 
 from pipelines.base import ExportHints, Recipe, RewardSpec, RoleSpec, SftHints, base_env
+from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import EnvPrompts, parse_action
 from vrag_data.env.grammar import REACT_CROP
 from vrag_data.filters import Balance, Correctness, Dedup, Structure
@@ -127,7 +133,7 @@ RECIPE = register(VragRlRecipe(
     system_prompt=SYSTEM,
     user_template=USER,
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
-                 scope="corpus", max_turns=8, prompts=EnvPrompts(invalid=INVALID)),
+                 scope="corpus", max_turns=8, crop_min_pixels=VRAG_MIN_PIXELS, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
            RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),

@@ -224,8 +224,10 @@ def test_read_resolves_page_numbers_within_the_document():
 
 
 def test_forced_answer_then_max_turns():
-    env = make_env(max_turns=3)
-    act(env, "<think>a</think><search>revenue</search>")
+    # max_turns = 2: two free turns; the observation of the second asks for the answer; a third non-answer ends it
+    env = make_env(max_turns=2)
+    r = act(env, "<think>a</think><search>revenue</search>")
+    assert not r.done and not env.state.forced
     r = act(env, "<think>b</think><search>cover annual</search>")
     assert not r.done and env.state.forced
     assert r.observation.text.endswith("based on everything you have found so far.")
@@ -243,7 +245,9 @@ def test_forced_answer_is_accepted():
 def test_max_turns_one_and_max_invalid():
     env = make_env(max_turns=1)
     r = act(env, "<think>a</think><search>revenue</search>")
-    assert r.done and r.status == "max_turns"
+    assert not r.done and env.state.forced
+    r = act(env, "<think>a</think><search>cover annual</search>")
+    assert r.done and r.status == "max_turns" and env.state.turn == 2
     env = make_env(max_invalid=2)
     assert not act(env, "garbage").done
     r = act(env, "more garbage")

@@ -89,7 +89,7 @@ def test_visor_verification_hint_and_no_image_prompt():
 
 def test_visor_forced_answer_replaces_plain_prompt():
     env = make_env(grammar="visor", max_turns=2)
-    turns = run(env, ["<think>Start.</think><search>cloud revenue segment</search>"])
+    turns = run(env, ["<think>Start.</think><search>cloud revenue segment</search>", "<think>More.</think><search>annual cover</search>"])
     assert env.state.forced
     msgs = VisorContext(window=2, prompts=VisorPrompts(forced_answer="FINAL NOW.\n{evidence}")).build(PROMPT, turns, env.state)
     last = msgs[-1].text

@@ -233,3 +233,20 @@ def test_verl_row_is_scored_by_the_reward_entry_point(exported):
     bad = rewards.compute_score(row["data_source"], "<think>x</think><search>total</search><answer>17</answer>",
                                 row["reward_model"]["ground_truth"], row["extra_info"])
     assert good["score"] > bad["score"]
+
+
+def test_crops_are_exported_at_the_recipes_standard_resolution(tmp_path):
+    from vrag_data.export.images import ImageStore
+    from vrag_data.schema.geometry_types import Box
+    from vrag_data.schema.records import ImageRef
+
+    ws = build_workspace(tmp_path / "ws")
+    store = ImageStore(ws, tmp_path / "out", "qwen2.5-vl")
+    w, h = Image.open(ws.page_image("docA_2")).size
+    ref = ImageRef(page_id="docA_2", box=Box.from_raw((0, 0, w / 10, h / 10), w, h))  # a small crop
+    small = Image.open(tmp_path / "out" / store.materialise(ref, 401408)).size
+    std = Image.open(tmp_path / "out" / store.materialise(ref, 401408, 200704)).size
+    assert small[0] * small[1] < 200704  # without a standard resolution the crop stays tiny
+    # with it (VRAG-RL's 256 x 28 x 28): scaled up to the same grid the teacher was shown, multiples of 28
+    assert std == tuple(reversed(smart_resize(small[1], small[0], 28, 200704, 401408)))
+    assert std[0] * std[1] >= 200704 and std[0] % 28 == 0 and std[1] % 28 == 0

@@ -73,6 +73,16 @@ def test_structure_rules():
     inv = traj([("search", "q", ["doc_3"]), ("invalid", "<search>oops"), ("answer", "42")])
     assert not f.score(inv, ctx()).passed
     assert Structure(require_valid=False).score(inv, ctx()).passed
+    # VISOR: a crop must come immediately after a retrieval; a crop after a crop fails, a full-image crop fails
+    visor = default_chain("visor").filters[0]
+    once = traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 100, 100)), ("answer", "42")])
+    twice = traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 100, 100)), ("crop", "doc_3", (0, 0, 50, 50)), ("answer", "42")])
+    assert visor.score(once, ctx()).passed
+    v = visor.score(twice, ctx())
+    assert not v.passed and "turn 2: crop not immediately preceded by a retrieval (after crop)" in v.reason
+    assert visor.score(traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 950, 960)), ("answer", "42")]), ctx()).passed
+    full = visor.score(traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 1000, 1000)), ("answer", "42")]), ctx())
+    assert not full.passed and "covers 100%" in full.reason
 
 
 def test_structure_adjacent_and_box_inside_page():
@@ -125,18 +135,19 @@ def _steps(n_search, crop=False):
 
 def test_balance_steps_and_buckets():
     items = (
-        [traj(_steps(1), sample=i) for i in range(5)]  # 2 steps, search only: 5 items
+        [traj(_steps(1), sample=i) for i in range(9)]  # 2 steps, search only: 9 items
         + [traj(_steps(1, crop=True), sample=10 + i) for i in range(2)]  # 3 steps, search+crop: 2 items
+        + [traj(_steps(2, crop=True), sample=15)]  # 4 steps, search+crop: 1 item
         + [traj(_steps(6), sample=20)]  # 7 steps: out of range
         + [traj([("answer", "42")], sample=21)]  # 1 step: out of range
     )
     vs = Balance().score_all(items, ctx())
     passed = [v.passed for v in vs]
-    # cap = 2 x smallest bucket (2) = 4: the first 4 of the big bucket stay
-    assert passed == [True] * 4 + [False] + [True, True] + [False, False]
+    # bucket sizes 9, 2, 1: median 2, cap = ceil(2 x 2) = 4; the single-item bucket does not shrink the others
+    assert passed == [True] * 4 + [False] * 5 + [True, True] + [True] + [False, False]
     assert "over cap 4" in vs[4].reason
-    assert "7 steps outside 2-6" in vs[7].reason
-    assert [v.passed for v in Balance(max_per_bucket=1).score_all(items[:7], ctx())] == [True] + [False] * 4 + [True, False]
+    assert "7 steps outside 2-6" in vs[12].reason
+    assert [v.passed for v in Balance(max_per_bucket=1).score_all(items[:11], ctx())] == [True] + [False] * 8 + [True, False]
 
 
 def test_dedup_keeps_first_and_ignores_samples_of_one_task():

@@ -68,7 +68,7 @@ def test_options_apply_and_unknown_or_out_of_range_options_fail_with_one_line():
     assert r.env.top_k == 5 and r.options.top_k == 5
     assert get_recipe("visor", {"window": 3}).context_policy().window == 3
     assert get_recipe("vrag_rl", None, max_turns=4).env.max_turns == 4
-    assert get_recipe("evisrag", None, max_turns=8).env.max_turns == 4  # retrieval + at most 3 answer attempts
+    assert get_recipe("evisrag", None, max_turns=8).env.max_turns == 3  # retrieval, 2 attempts, then the forced one
     with pytest.raises(ConfigError, match="recipe_options.vrag_rl: windw"):
         get_recipe("vrag_rl", {"windw": 2})
     with pytest.raises(ConfigError, match="1 to 5 pages"):

@@ -109,9 +109,8 @@ class Environment:
         if res.done:
             return res
         if st.turn >= s.max_turns:
-            st.done, st.status, st.reason = True, "max_turns", f"no answer within {s.max_turns} turns"
-            return StepResult(res.observation, True, res.invalid, "max_turns")
-        if st.turn == s.max_turns - 1:
+            # the turn budget is spent without an answer: one more turn, with the forced-answer prompt (VISOR
+            # injects it "when the maximum number of turns is reached"); anything but an answer then ends the episode
             st.forced, st.forced_text = True, s.prompts.forced_answer
             text = "\n\n".join(t for t in (res.observation.text, s.prompts.forced_answer) if t)
             return StepResult(res.observation.model_copy(update={"text": text}), False, res.invalid)

@@ -320,9 +320,9 @@ MIN_PIXELS = 56 * 56
 DEFAULT_MAX_PIXELS = 401408
 
 
-def model_image_size(width: int, height: int, family: str, max_pixels: int) -> tuple[int, int]:
+def model_image_size(width: int, height: int, family: str, max_pixels: int, min_pixels: int = MIN_PIXELS) -> tuple[int, int]:
     """(width, height) of a page image as exported for `family`."""
-    h, w = smart_resize(height, width, factor=FACTOR[family], min_pixels=MIN_PIXELS, max_pixels=max_pixels)
+    h, w = smart_resize(height, width, factor=FACTOR[family], min_pixels=min_pixels, max_pixels=max_pixels)
     return w, h
 
 

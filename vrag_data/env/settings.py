@@ -51,6 +51,8 @@ class EnvSettings(BaseModel):
     require_search_before_answer: bool = True
     select_base: Literal[0, 1] = 1  # numbering of candidates in the listing and in <select>
     crop_margin: float = CROP_MARGIN
+    # a crop is shown (and exported) at no fewer pixels than this, smart-resized up like a page; None = its own size
+    crop_min_pixels: int | None = Field(None, ge=QWEN_MIN_PIXELS)
     min_crop: float = MIN_CROP
     max_read_pages: int = Field(5, ge=1)
     snippet_chars: int = Field(240, ge=0)

@@ -71,8 +71,13 @@ class ImageStore:
             raise BadImage(f"{page_id}: cannot decode the page image: {err}") from None
         return img if img.size == (w, h) else img.resize((w, h), Image.Resampling.BICUBIC)
 
-    def materialise(self, ref: ImageRef, max_pixels: int) -> str:
-        key = short_hash(self.page_sha(ref.page_id), ref.model_dump(mode="json"), self.family, max_pixels, n=20)
+    def materialise(self, ref: ImageRef, max_pixels: int, crop_min_pixels: int | None = None) -> str:
+        """The image of `ref` for training: a page at the family's processor size; a crop at its own size within
+        `max_pixels`, scaled up to `crop_min_pixels` when the recipe shows crops at a standard resolution."""
+        parts: list = [self.page_sha(ref.page_id), ref.model_dump(mode="json"), self.family, max_pixels]
+        if crop_min_pixels:
+            parts.append(crop_min_pixels)
+        key = short_hash(*parts, n=20)
         rel = self._done.get(key)
         if rel is not None:
             return rel
@@ -88,7 +93,10 @@ class ImageStore:
                     img = render_image_ref(self.ws, ref)
                 except (ValueError, OSError) as err:
                     raise BadImage(f"{ref.page_id}: cannot render {ref.model_dump(mode='json')}: {err}") from None
-                if img.width * img.height > max_pixels:
+                if crop_min_pixels:
+                    w, h = model_image_size(img.width, img.height, self.family, max_pixels, min_pixels=crop_min_pixels)
+                    img = img if img.size == (w, h) else img.resize((w, h), Image.Resampling.BICUBIC)
+                elif img.width * img.height > max_pixels:
                     s = (max_pixels / (img.width * img.height)) ** 0.5
                     img = img.resize((max(1, int(img.width * s)), max(1, int(img.height * s))), Image.Resampling.BICUBIC)
             tmp = self.dir / f".{key}.tmp"

@@ -115,16 +115,21 @@ class _Hints:
         m = run.manifest()
         described = (m.config.get("recipe") or {}) if m is not None else {}
         if m is not None and isinstance(described.get("export"), dict):
-            self.by_recipe[m.recipe] = {**described["export"], "reward": (described.get("reward") or {}).get("name")}
+            self.by_recipe[m.recipe] = {**described["export"], "reward": (described.get("reward") or {}).get("name"),
+                                        "crop_min_pixels": (described.get("env") or {}).get("crop_min_pixels")}
 
     def __call__(self, recipe: str) -> dict[str, Any]:
         if recipe not in self.by_recipe:
             try:
                 r = get_recipe(recipe)
-                self.by_recipe[recipe] = {**r.export.describe(), "reward": r.reward.name}
+                self.by_recipe[recipe] = {**r.export.describe(), "reward": r.reward.name, "crop_min_pixels": r.env.crop_min_pixels}
             except ConfigError as err:
                 raise VragError(f"export hints of recipe {recipe!r}: {err}") from None
         return self.by_recipe[recipe]
+
+    def crop_min_pixels(self, recipe: str) -> int | None:
+        v = self(recipe).get("crop_min_pixels")
+        return int(v) if v else None
 
     def coord_words(self, recipe: str) -> dict[str, str]:
         return dict(self(recipe).get("coord_words") or {})
@@ -210,7 +215,8 @@ def export_run(
             rl_sources.setdefault((traj.task_id, traj.recipe), _RlSource(traj.recipe, traj.prompt, _answer_evidence(traj), traj.extra.get("sufficient")))
         if not sft_writers:
             continue
-        rec = _sft_record(traj, model_family, hints.max_pixels(traj.recipe), pages, store, skips, hints.coord_words(traj.recipe))
+        rec = _sft_record(traj, model_family, hints.max_pixels(traj.recipe), pages, store, skips, hints.coord_words(traj.recipe),
+                          hints.crop_min_pixels(traj.recipe))
         if rec is None:
             continue
         conv, sft = rec
@@ -301,7 +307,8 @@ def reword_coords(text: str, words: Mapping[str, str], src_space: str, family: s
 
 
 def _sft_record(traj: Trajectory, family: str, mp: int, pages: _PageSizes, store: ImageStore,
-                skips: _Skips, words: Mapping[str, str] | None = None) -> tuple[Any, SftRecord] | None:
+                skips: _Skips, words: Mapping[str, str] | None = None,
+                crop_min_pixels: int | None = None) -> tuple[Any, SftRecord] | None:
     try:
         conv = trajectory_to_conversation(traj, family, mp, pages)
         src_space = str(traj.extra.get("coord_space") or "")
@@ -309,7 +316,7 @@ def _sft_record(traj: Trajectory, family: str, mp: int, pages: _PageSizes, store
             conv.system = reword_coords(conv.system, words, src_space, family)
             conv.turns = [t.model_copy(update={"content": reword_coords(t.content, words, src_space, family)})
                           if t.role == "user" else t for t in conv.turns]
-        images = [store.materialise(ref, mp) for ref in conv.images]
+        images = [store.materialise(ref, mp, crop_min_pixels) for ref in conv.images]
     except AlternationError as err:
         skips.add("sft", traj.traj_id, "alternation", str(err))
         return None

@@ -57,8 +57,9 @@ class RetrievalCompleteness(KeepPassed):
 class Structure(KeepPassed):
     """Structural validity of the actions (VISOR's SFT filters, generalised).
 
-    - a crop targets a page that an earlier search or selection showed; with `adjacent` the crop must
-      come right after that retrieval (only other crops in between), VISOR's "immediately preceded" rule;
+    - a crop targets a page that an earlier search or selection showed; with `adjacent` the crop must come
+      immediately after that retrieval (the previous action is the search/selection, not another crop),
+      VISOR's "immediately preceded by a retrieval step" rule;
     - no crop covers (nearly) the whole page: normalised area >= `max_crop_area` (share of the page);
     - crop boxes lie inside the page (raw pixels vs the page size when known, else 0-1000 bounds);
     - at most `max_retrievals` search actions;
@@ -79,6 +80,7 @@ class Structure(KeepPassed):
         for c in item.crops:
             crops_by_turn.setdefault(c.turn, []).append(c)
         n_search = 0
+        prev_kind = ""
         for turn in item.turns:
             a, obs = turn.action, turn.observation
             pages = [im.page_id for im in obs.images if im.box is None] if obs else []
@@ -87,6 +89,8 @@ class Structure(KeepPassed):
                 shown.update(pages)
                 last_retrieval = set(pages)
             elif a.kind == "crop":
+                if self.adjacent and prev_kind not in ("search", "select"):
+                    problems.append(f"turn {turn.idx}: crop not immediately preceded by a retrieval (after {prev_kind or 'nothing'})")
                 for c in crops_by_turn.get(turn.idx, []) or []:
                     pool = last_retrieval if self.adjacent else shown
                     if c.page_id not in pool:
@@ -100,6 +104,8 @@ class Structure(KeepPassed):
                         problems.append(f"turn {turn.idx}: crop box {list(c.box.raw)} outside page {c.page_id}")
             elif a.kind not in ("think", "invalid"):
                 last_retrieval = set()
+            if a.kind not in ("think", "invalid"):
+                prev_kind = a.kind
         if n_search > self.max_retrievals:
             problems.append(f"{n_search} retrievals > {self.max_retrievals}")
         if self.require_valid and item.n_invalid:

@@ -206,4 +206,5 @@ def base_env(**kw: Any) -> EnvSettings:
     so the image the teacher gets is exactly the grid its pixel coordinates refer to)."""
     kw.setdefault("page_resize", "smart")
     kw.setdefault("page_min_pixels", QWEN_MIN_PIXELS)
+    kw.setdefault("crop_margin", 0)  # a margin around crops is a recipe's choice (VISOR's 28 px), not a default
     return EnvSettings(**kw)

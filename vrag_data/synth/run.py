@@ -147,7 +147,7 @@ async def synth_async(
         for b in load_layout(ws):
             layout.setdefault(b.page_id, []).append(b)
         documents = {d.stem: d for d in load_documents(ws)}
-        inner = workspace_image_loader(ws, max_pixels=rec.max_pixels)
+        inner = workspace_image_loader(ws, max_pixels=rec.max_pixels, crop_min_pixels=rec.env.crop_min_pixels)
         oracle = OraclePolicy() if any(r.kind == "oracle" for r in roles.values()) else None
         responder = Responder(pool, oracle, labelled_loader(ws, inner, rec.max_pixels))
         resolved = dump_resolved(cfg.model_copy(update={"roles": roles}))

@@ -63,8 +63,10 @@ def to_openai(messages: Sequence[Message], images: Sequence[bytes | str]) -> lis
     return out
 
 
-def workspace_image_loader(workspace: Any, *, max_pixels: int | None = None, min_pixels: int | None = None) -> ImageLoader:
-    """A loader that renders pages/crops of a workspace with the environment's image helpers."""
+def workspace_image_loader(workspace: Any, *, max_pixels: int | None = None, min_pixels: int | None = None,
+                           crop_min_pixels: int | None = None) -> ImageLoader:
+    """A loader that renders pages/crops of a workspace with the environment's image helpers; crops are scaled
+    up to at least `crop_min_pixels` (the recipe's standard crop resolution) when it is set."""
     from vrag_data.env.images import encode_jpeg, render_image_ref  # imported lazily: env is another stage
 
     kwargs: dict[str, Any] = {}
@@ -74,6 +76,9 @@ def workspace_image_loader(workspace: Any, *, max_pixels: int | None = None, min
         kwargs["min_pixels"] = min_pixels
 
     def load(ref: ImageRef, **override: Any) -> bytes:  # the pool passes max_pixels=... when a call sets it
-        return encode_jpeg(render_image_ref(workspace, ref, **{**kwargs, **override}))
+        args = {**kwargs, **override}
+        if crop_min_pixels and (ref.box is not None or ref.stacked):
+            args["min_pixels"] = max(int(args.get("min_pixels") or 0), crop_min_pixels)
+        return encode_jpeg(render_image_ref(workspace, ref, **args))
 
     return load

@@ -102,7 +102,9 @@ class RlConfig(_Section):
     # None = the recipe's reward spec (its `RewardSpec.scopes`)
     scopes: dict[str, list[str]] | None = None
     rs_mode: Literal["scope", "component"] = "scope"
-    embedder: str = "hashed-bow"  # SPO trajectory embedder: "hashed-bow" or "module:factory"
+    # SPO trajectory embedder, named explicitly: "module:factory" (the paper uses a dense encoder, BGE-M3) or
+    # "hashed-bow" (an offline hashed bag of words, a stand-in); required when estimator is spo
+    embedder: str | None = None
     # answer reward: the judge role (an OpenAI-compatible endpoint: `{endpoints: [{base_url, model}]}`) or "rules"
     # (the rule scorers, asked for explicitly); required for RL, there is no silent default
     judge: RoleConfig | Literal["rules"] | None = None

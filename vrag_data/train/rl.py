@@ -176,7 +176,10 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
                                               last_epoch=start - 1 if start else -1)
     recipe = recipe.for_rl(rl.max_turns, cfg.model.max_pixels, cfg.model.coord_space)
     scopes = {k: list(v) for k, v in recipe.reward.scopes.items()}
-    embedder = load_embedder(rl.embedder) if rl.estimator == "spo" else None
+    if rl.estimator == "spo" and not rl.embedder:
+        raise VragError("rl.embedder: SPO needs a trajectory embedder; name one (`module:factory`, e.g. a BGE-M3 wrapper "
+                        "as in the paper) or `hashed-bow` for the offline stand-in")
+    embedder = load_embedder(rl.embedder) if rl.estimator == "spo" and rl.embedder else None
     sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,
                                                      recipe.env.page_resize),
                             rl.max_new_tokens, rl.temperature, rl.top_p, cfg.data.default_system,
