@@ -13,8 +13,9 @@ Where we differ, and why:
   to, and exports re-materialise the same grid, so no box drifts between synthesis and training.
 - The paper's prompt puts instruction and question together in one user turn; we keep the instruction as the
   system message (same content, clearer for SFT exports that store the system prompt apart).
-- A grounding reply that cannot be read, or a failing grounding endpoint, keeps the teacher's box (recorded
-  with the reason) instead of dropping the trajectory.
+- A grounding reply that cannot be read, or a failing grounding endpoint, ends the episode in error (a re-run
+  retries it); only with `grounding_fallback: true` in the recipe options is the teacher's box kept instead, and
+  each such turn is recorded in `extra["grounding"]` with `fallback: teacher_box`.
 - `<region>` is accepted as a synonym of `<bbox>` (the paper's text uses both).
 - Crops are shown and exported at no fewer than 256 x 28 x 28 pixels (VRAG-RL's minimum image budget), so a
   zoomed region carries as many visual tokens as the paper's; no margin is added around a crop (VISOR's 28 px is
@@ -109,12 +110,10 @@ class VragRlRecipe(Recipe):
         try:
             reply = await ep.ask("grounding", msgs, "grounding")
         except TeacherError as err:
-            ep.note("grounding", {**record, "used": False, "reason": f"grounding failed: {err}"})
-            return action, text
+            return self._without_grounding(ep, record, f"grounding failed: {err}", action, text)
         box = parse_grounding(reply.text)
         if box is None:
-            ep.note("grounding", {**record, "used": False, "reason": "no box in the grounding reply", "reply": reply.text[:200]})
-            return action, text
+            return self._without_grounding(ep, record, f"no box in the grounding reply {reply.text[:120]!r}", action, text)
         new_text = _BOX_TAG.sub(lambda m: f"<{m.group(1)}>{_fmt(box)}</{m.group(1)}>", text, count=1)
         new_action = parse_action(new_text, self.grammar)
         if new_action.kind != "crop":  # cannot happen for a text that parsed as a crop; keep the teacher's
@@ -122,6 +121,15 @@ class VragRlRecipe(Recipe):
             return action, text
         ep.note("grounding", {**record, "grounding_boxes": [box], "used": True, "request_id": reply.request_id})
         return new_action, new_text
+
+    def _without_grounding(self, ep: "EpisodeRun", record: dict, why: str, action: Action, text: str) -> tuple[Action, str]:
+        """The grounding expert gave no box. The episode ends in error (the role is part of the recipe) unless the
+        run config asks for the teacher's box instead (`grounding_fallback: true`), which is recorded."""
+        if not self.options.grounding_fallback:
+            raise TeacherError(f"role grounding: {why}; fix roles.grounding, or set synth.recipe_options.{self.name}."
+                               "grounding_fallback: true to keep the teacher's box")
+        ep.note("grounding", {**record, "used": False, "fallback": "teacher_box", "reason": why})
+        return action, text
 
 
 GRAMMAR = dataclasses.replace(REACT_CROP, name="vrag_rl")

@@ -221,3 +221,29 @@ def test_unidoc_candidate_step_accepts_a_proposed_box_matched_by_iou(ws, tmp_pat
     assert crop.action.thought == "The figure area." and len(t.crops) == 1
     if step["how"].startswith("own box"):
         assert crop.action.boxes == [[0.0, 0.0, 1000.0, 1000.0]]
+
+
+@pytest.mark.parametrize("mode", ["down", "unreadable"])
+def test_grounding_role_outage_ends_the_episode_unless_a_fallback_is_asked_for(ws, tmp_path, mode):
+    """VRAG-RL's grounding expert is part of the recipe: when it gives no box the crop is not silently kept."""
+    def grounding_reply(req):  # noqa: ANN001, ANN202
+        return "I would rather not say."
+
+    faults = Faults(p500=1.0) if mode == "down" else None
+    with OpenAIServer(reply=teacher) as policy, OpenAIServer(reply=grounding_reply, faults=faults) as ground:
+        role = {"endpoints": [{"base_url": ground.base_url, "model": "teacher"}], "max_retries": 0, "timeout_s": 10}
+        cfg = write_config(tmp_path / "cfg.yaml", policy.base_url, extra={"roles": {"grounding": role}})
+        data = yaml.safe_load(cfg.read_text())
+        data["roles"]["policy"] = yaml.safe_load(write_config(tmp_path / "p.yaml", policy.base_url).read_text())["roles"]["policy"]
+        cfg.write_text(yaml.safe_dump(data))
+        invoke("synth", "-w", ws, "--recipe", "vrag_rl", "--config", cfg, "--limit", 1, "--run", f"g-{mode}", "-q")
+        (t,) = read_trajectories(ws / "runs" / f"g-{mode}")
+        assert t.status == "error" and "role grounding" in t.reason and "grounding_fallback" in t.reason
+        # asked for explicitly: the teacher's box is kept and every such turn says so
+        data["synth"] = {"recipe_options": {"vrag_rl": {"grounding_fallback": True}}}
+        cfg.write_text(yaml.safe_dump(data))
+        invoke("synth", "-w", ws, "--recipe", "vrag_rl", "--config", cfg, "--limit", 1, "--run", f"gf-{mode}", "-q")
+    (t,) = read_trajectories(ws / "runs" / f"gf-{mode}")
+    assert t.status == "answered", t.reason
+    notes = t.extra["grounding"]
+    assert notes and all(n["used"] is False and n["fallback"] == "teacher_box" for n in notes)

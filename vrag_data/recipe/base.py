@@ -50,6 +50,7 @@ class RecipeOptions(BaseModel):
     max_invalid: int | None = Field(None, ge=1)  # end an episode (status error) after this many invalid actions
     window: int = Field(2, ge=1)  # sliding-window context: turns kept in full
     grounding: bool = True  # a grounding expert re-locates every crop box (recipes that have one)
+    grounding_fallback: bool = False  # keep the teacher's box when the grounding expert gives none (recorded)
     max_candidates: int = Field(12, ge=1, le=64)  # candidate-region step: regions drawn per selected page
     candidate_retries: int = Field(1, ge=0, le=5)  # candidate-region step: re-asks after an unusable reply
     scope: Literal["corpus", "document"] | None = None
