@@ -247,3 +247,15 @@ def test_grounding_role_outage_ends_the_episode_unless_a_fallback_is_asked_for(w
     assert t.status == "answered", t.reason
     notes = t.extra["grounding"]
     assert notes and all(n["used"] is False and n["fallback"] == "teacher_box" for n in notes)
+
+
+@pytest.mark.parametrize("role", ["planner", "reader"])
+def test_mmdoc_side_role_outage_ends_the_episode_naming_the_role(ws, tmp_path, role):
+    with OpenAIServer(reply=teacher) as policy, OpenAIServer(reply=teacher, faults=Faults(p500=1.0)) as down:
+        data = yaml.safe_load(write_config(tmp_path / "cfg.yaml", policy.base_url).read_text())
+        data["roles"][role] = {"endpoints": [{"base_url": down.base_url, "model": "teacher"}], "max_retries": 0, "timeout_s": 10}
+        (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(data))
+        invoke("synth", "-w", ws, "--recipe", "mmdoc_r1", "--config", tmp_path / "cfg.yaml", "--limit", 1, "--run", f"m-{role}", "-q")
+    (t,) = read_trajectories(ws / "runs" / f"m-{role}")
+    assert t.status == "error" and f"role {role}" in t.reason, t.reason
+    assert len(down.requests) >= 1 and all(r.outcome != "ok" for r in down.requests)
