@@ -1,6 +1,6 @@
 """Report benchmark: `vrag-data report` over a workspace with 1M synthetic trajectory rows.
 
-    .venv/bin/python bench/bench_report.py [--rows 1000000] [--threads 2] [--shard-rows 100000] [--keep DIR]
+    .venv/bin/python bench/bench_report.py [--rows 1000000] [--threads 2] [--shard-rows 100000] [--keep DIR] [--compact]
 
 `--shard-rows 64` writes shards the size a synth run writes (~15.6k trajectory shards for 1M rows).
 
@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--shard-rows", type=int, default=100_000, help="trajectories (and verdicts) per shard")
     ap.add_argument("--keep", type=Path, default=None, help="keep the generated workspace here")
+    ap.add_argument("--compact", action="store_true", help="compact the run's shards first (what synth and filter do)")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     try:
@@ -170,6 +171,12 @@ def main() -> None:
         else:
             ws = generate(root / "ws", args.rows, shard=args.shard_rows)
         gen = time.perf_counter() - t
+        if args.compact:
+            from vrag_data.store.run import RunDir
+
+            t = time.perf_counter()
+            c = RunDir(ws.run("bench")).compact()
+            print(f"compaction: {c.shards} shards -> 1 ({c.rows:,} rows) in {time.perf_counter() - t:.1f}s")
         cpu = time.process_time()
         res = build_report(ws, threads=args.threads)
         cpu = time.process_time() - cpu

@@ -4,6 +4,9 @@ Layout of `runs/<run_id>/`:
 - `manifest.json`: the resolved config and the recipe's description (`RunManifest`),
 - `trajectories/part-NNNNNN.parquet`: episodes as synth wrote them, in order; a (task, sample) may appear in
   several shards (an episode that ended in error and was rolled out again on resume): the newest record wins,
+- `trajectories/part-NNNNNN~merged.parquet`: a compaction of the shards up to NNNNNN (`compact()`): it sorts
+  right after `part-NNNNNN.parquet` and before `part-(NNNNNN+1)`, by name as in `part_files()`, so "newest wins"
+  reads the same whether or not a compaction finished (a killed compaction leaves duplicates, never a gap),
 - `trajectories/aug-<recipe>.parquet`: augmented trajectories written by `vrag-data filter`,
 - `verdicts/filters.parquet`: every filter verdict; `verdicts/fingerprint.json`: which episodes they judged,
 - `requests.sqlite`: the teacher request cache; `.lock`: one writer at a time.
@@ -15,6 +18,7 @@ stale and the export stops with one line instead of dropping the new episodes si
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -23,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import RunManifest, Trajectory
 from vrag_data.store.shards import iter_records
@@ -34,7 +40,8 @@ TRAJ_DIR = "trajectories"
 VERDICTS_DIR = "verdicts"
 VERDICTS_FILE = f"{VERDICTS_DIR}/filters.parquet"
 FINGERPRINT_FILE = f"{VERDICTS_DIR}/fingerprint.json"
-_PART = re.compile(r"^part-(\d+)\.parquet$")
+_PART = re.compile(r"^part-(\d+)(~merged)?\.parquet$")
+MERGED = "~merged"
 _SOURCE_KEYS = ("source_traj_id", "parent_traj_id")
 
 Key = tuple[str, int]
@@ -66,6 +73,48 @@ class Verdicts:
         return False
 
 
+def part_index(name: str) -> tuple[int, int]:
+    """Sort key of an episode shard name: (index, 0) for a written shard, (index, 1) for a merged one."""
+    m = _PART.match(name)
+    if m is None:
+        raise ValueError(f"{name}: not an episode shard name")
+    return int(m.group(1)), 1 if m.group(2) else 0
+
+
+class RunLock:
+    """One writer per run folder; a second process gets a one-line error instead of interleaved shards.
+    Local run folders only: `flock` is dropped by the kernel when the holder dies (kill -9)."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise VragError(f"{self.path.parent}: another process is writing this run; wait for it or pick another --run") from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclass
+class Compaction:
+    merged: str = ""  # the merged shard written ("" = nothing to do)
+    shards: int = 0  # shards it replaced
+    rows: int = 0  # episodes it holds (superseded records of the group dropped)
+    removed_leftovers: int = 0  # shards a killed compaction had left behind
+
+
 def fingerprint_of(newest: dict[Key, tuple[int, str, str]]) -> str:
     """Hash of the newest episodes' ids: what a set of verdicts was computed over."""
     return short_hash(sorted(trid for _, trid, _ in newest.values()), n=16)
@@ -93,8 +142,8 @@ class RunDir:
         return sorted(f for f in self.fs.ls(d, detail=False) if f.endswith(".parquet") and "/.tmp-" not in f)
 
     def part_files(self) -> list[str]:
-        """Episode shards in write order (by shard number)."""
-        found = [(int(m.group(1)), f) for f in self._files(TRAJ_DIR) if (m := _PART.match(f.rsplit("/", 1)[-1]))]
+        """Episode shards in write order (by shard number; a merged shard right after the last one it covers)."""
+        found = [(part_index(f.rsplit("/", 1)[-1]), f) for f in self._files(TRAJ_DIR) if _PART.match(f.rsplit("/", 1)[-1])]
         return [f for _, f in sorted(found)]
 
     def augmented_files(self) -> list[str]:
@@ -187,3 +236,62 @@ class RunDir:
             for tid, ok in zip(cols["traj_id"], cols["passed"], strict=True):
                 v.passed[tid] = v.passed.get(tid, True) and bool(ok)
         return v
+
+    # ------------------------------------------------------------------ compaction
+
+    def compact(self, min_shards: int = 2) -> Compaction:
+        """Merge the written shards after the last merged one into one merged shard (local run folders; takes the
+        run lock). Readers see the same newest episodes before, during and after; a kill at any point loses
+        nothing (the originals are removed only after the merged shard is in place, and leftovers are removed
+        on the next call). Superseded records inside the group are dropped."""
+        res = Compaction()
+        with RunLock(self.path):
+            parts = self.part_files()
+            keys = [part_index(f.rsplit("/", 1)[-1]) for f in parts]
+            merged_at = [k[0] for k in keys if k[1]]
+            last_merged = max(merged_at, default=-1)
+            for f, k in zip(parts, keys, strict=True):  # originals a killed compaction left behind
+                if not k[1] and k[0] <= last_merged:
+                    os.remove(f)
+                    res.removed_leftovers += 1
+            group = [f for f, k in zip(parts, keys, strict=True) if not k[1] and k[0] > last_merged]
+            if len(group) < min_shards:
+                return res
+            res.rows, res.shards = self._merge(group), len(group)
+            res.merged = group[-1].replace(".parquet", f"{MERGED}.parquet")
+            for f in group:
+                os.remove(f)
+        return res
+
+    def _merge(self, group: list[str]) -> int:
+        last: dict[Key, tuple[int, str]] = {}
+        for i, f in enumerate(group):
+            cols = self._read_columns(f, ["task_id", "sample", "traj_id"])
+            for tid, s, trid in zip(cols["task_id"], cols["sample"], cols["traj_id"], strict=True):
+                last[(tid, int(s))] = (i, trid)
+        final = Path(group[-1].replace(".parquet", f"{MERGED}.parquet"))
+        tmp = final.with_name(f".tmp-{os.getpid()}-{final.name}")
+        writer: pq.ParquetWriter | None = None
+        rows = 0
+        try:
+            for i, f in enumerate(group):
+                t = pq.read_table(f)
+                keep = [last.get((tid, int(s))) == (i, trid) for tid, s, trid in
+                        zip(t.column("task_id").to_pylist(), t.column("sample").to_pylist(), t.column("traj_id").to_pylist(), strict=True)]
+                t = t.filter(pa.array(keep, type=pa.bool_()))
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, t.schema, compression="zstd")
+                writer.write_table(t.cast(writer.schema), row_group_size=64_000)
+                rows += t.num_rows
+            if writer is not None:
+                writer.close()
+                writer = None
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        finally:
+            if writer is not None:
+                writer.close()
+            if tmp.exists():
+                tmp.unlink()
+        return rows

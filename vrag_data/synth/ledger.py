@@ -8,18 +8,18 @@ Local run folders only: the lock uses `flock`, which the kernel drops when the h
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from vrag_data.errors import VragError
 from vrag_data.schema.records import RunManifest, Trajectory
-from vrag_data.store.run import TRAJ_DIR, RunDir
+from vrag_data.store.run import TRAJ_DIR, RunDir, RunLock, part_index
 
-_SHARD = re.compile(r"^part-(\d+)\.parquet$")
+__all__ = ["RunLock", "done_keys", "next_shard_index", "read_manifest", "read_trajectories", "shard_path", "shard_paths",
+           "write_manifest"]
+
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
 
 Key = tuple[str, int]
@@ -32,7 +32,7 @@ def shard_paths(run_dir: str | Path) -> list[Path]:
 
 def next_shard_index(run_dir: str | Path) -> int:
     paths = shard_paths(run_dir)
-    return int(_SHARD.match(paths[-1].name).group(1)) + 1 if paths else 0  # type: ignore[union-attr]
+    return part_index(paths[-1].name)[0] + 1 if paths else 0
 
 
 def shard_path(run_dir: str | Path, index: int) -> Path:
@@ -49,31 +49,6 @@ def done_keys(run_dir: str | Path, *, retry_errors: bool = True) -> set[Key]:
 def read_trajectories(run_dir: str | Path) -> list[Trajectory]:
     """All episodes of a run, one per (task, sample): the newest shard's record wins (`RunDir.episodes`)."""
     return list(RunDir(str(run_dir)).episodes())
-
-
-class RunLock:
-    """One writer per run folder; a second process gets a one-line error instead of interleaved shards."""
-
-    def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / ".lock"
-        self._fd: int | None = None
-
-    def __enter__(self) -> "RunLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise VragError(f"{self.path.parent}: another process is writing this run; wait for it or pick another --run") from None
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 def scrub_secrets(obj: Any) -> Any:

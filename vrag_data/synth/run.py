@@ -29,6 +29,7 @@ from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.build import build_index, load_index
 from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
+from vrag_data.store.run import Compaction, RunDir
 from vrag_data.store.corpus import load_documents, load_layout, page_index
 from vrag_data.store.workspace import Workspace
 from vrag_data.synth.annotate import labelled_loader
@@ -82,6 +83,15 @@ def default_run_id(recipe: Recipe | str, cfg: RunConfig) -> str:
     roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg).items())}
     key = short_hash(rec.synth_key(), roles, cfg.synth.seed, n=10)
     return f"{rec.name}-{key}"
+
+
+def _compact(run_dir: Path) -> Compaction:
+    """Merge the run's small shards (the report and the exporters pay per file); another writer holding the run
+    means it is not finished: leave it to that writer's own compaction."""
+    try:
+        return RunDir(str(run_dir)).compact()
+    except VragError:
+        return Compaction()
 
 
 def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
@@ -165,5 +175,9 @@ async def synth_async(
                                    progress=progress, run_id=run_id, recipe=rec.name, policy=kind, pool=pool, manifest=manifest)
     finally:
         await pool.close()
+    compaction = _compact(run_dir)
+    stats_d = stats.as_dict()
+    if compaction.shards:
+        stats_d["compacted_shards"] = compaction.shards
     return RunResult(run_id=run_id, run_dir=str(run_dir), recipe=rec.name, policy=kind, n_tasks=len(tasks), samples=samples,
-                     stats=stats.as_dict(), index_built=built)
+                     stats=stats_d, index_built=built)
