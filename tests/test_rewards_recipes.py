@@ -147,3 +147,25 @@ def test_split_turns_without_template():
     turns = split_turns("<think>a</think><search>q</search>obs<think>b</think><answer>x</answer>")
     assert turns == ["<think>a</think><search>q</search>", "obs<think>b</think><answer>x</answer>"]
     assert split_turns("<think>cut off") == ["<think>cut off"]
+
+
+def test_paper_fixes_visor_no_answer_and_mmdoc_recall_counts_reads_only():
+    from tests.support.rewards_factory import make_task, make_traj
+    from vrag_data.rewards.recipes import score_trajectory
+
+    task = make_task(answer="42", pages=["doc_3"])
+    # VISOR eq. 3: I_format = 1 only when an answer comes without a search; never answering is not a format
+    # violation: r = r_ans + r_ret = 0 + (-0.5: complete retrieval, no verification search) = -0.5
+    silent = make_traj(task, [("search", "q", ["doc_3"])], recipe="visor")
+    b = score_trajectory(silent, task, "visor")
+    assert (b.components["format_penalty"], b.components["answer"], b.components["retrieval"], b.total) == (0.0, 0.0, -0.5, -0.5)
+    # MM-Doc-R1: recall over pages the agent read; a search that only listed the gold page earns no recall
+    listed = make_traj(task, [("search", "q", ["doc_3"]), ("answer", "42")], recipe="mmdoc_r1")
+    assert score_trajectory(listed, task, "mmdoc_r1").total == 1.0  # correctness 1 + recall 0
+    from vrag_data.schema.records import Action, Observation, ReadRequest, Turn
+
+    reading = Turn(idx=1, assistant='<think>read it</think><read>[{"page_ids": [3], "query": "revenue"}]</read>',
+                   action=Action(kind="read", page_ids=["doc_3"], reads=[ReadRequest(page_ids=["doc_3"], query="revenue")]),
+                   observation=Observation(kind="read", text="Page 3: revenue 42"))
+    read = listed.model_copy(update={"turns": [listed.turns[0], reading, listed.turns[1].model_copy(update={"idx": 2})]})
+    assert score_trajectory(read, task, "mmdoc_r1").total == 2.0

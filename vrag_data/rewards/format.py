@@ -54,8 +54,9 @@ def unidoc_rl_format(texts: Sequence[str]) -> float:
 
 
 def visor_format_invalid(texts: Sequence[str]) -> bool:
-    """VISOR's format indicator: 1 (invalid) when the episode answers without any search before it,
-    or never answers."""
+    """VISOR's format indicator (eq. 3): 1 (invalid) when the trajectory invokes no search before its answer
+    action. A trajectory that never answers has no answer action to violate the rule: its reward comes from the
+    answer (0) and retrieval terms alone."""
     seen_search = False
     for t in texts:
         for tag, _ in action_sequence(t):
@@ -63,7 +64,7 @@ def visor_format_invalid(texts: Sequence[str]) -> bool:
                 seen_search = True
             elif tag == "answer":
                 return not seen_search
-    return True
+    return False
 
 
 def evisrag_format(text: str) -> float:

@@ -169,8 +169,8 @@ def score_episode(
         }
         return RewardBreakdown(recipe, comps, w, _weighted(recipe, comps, w), extras=extras)
     if recipe == "mmdoc_r1":
-        read = ep.read_pages or ep.retrieved
-        comps = {"recall": read_page_recall(read, gold.pages), "correctness": _judge(ep, gold, judge_score)}
+        # recall over the pages the agent READ (the read tool); pages a search only listed earn nothing
+        comps = {"recall": read_page_recall(ep.read_pages, gold.pages), "correctness": _judge(ep, gold, judge_score)}
         return RewardBreakdown(recipe, comps, w, _weighted(recipe, comps, w))
     raise ValueError(f"unknown recipe {recipe!r}")
 
