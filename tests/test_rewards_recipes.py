@@ -169,3 +169,24 @@ def test_paper_fixes_visor_no_answer_and_mmdoc_recall_counts_reads_only():
                    observation=Observation(kind="read", text="Page 3: revenue 42"))
     read = listed.model_copy(update={"turns": [listed.turns[0], reading, listed.turns[1].model_copy(update={"idx": 2})]})
     assert score_trajectory(read, task, "mmdoc_r1").total == 2.0
+
+
+def test_verl_crop_reward_reads_boxes_in_the_rows_coordinate_space():
+    from vrag_data.env.geometry import raw_to_family
+    from vrag_data.rewards.verl import compute_score
+
+    gold_norm = [100, 200, 500, 600]  # 0-1000 on a 1000 x 1400 page = raw (100, 280, 500, 840)
+    base = {"gold_pages": ["doc_3"], "gold_boxes": {"doc_3": [gold_norm]}, "retrieved_pages": ["doc_3"],
+            "reward": "unidoc_rl", "question": "q", "answer_format": "Int"}
+
+    def score(space, box):  # noqa: ANN001, ANN202
+        extra = {**base, "coord_space": space, "max_pixels": 401408, "page_sizes": {"doc_3": [1000, 1400]}}
+        sol = f"<think>s</think><search>q</search><think>z</think><bbox>{box}</bbox><think>a</think><answer>42</answer>"
+        return compute_score("rag", sol, "42", extra)["crop"]
+
+    pixels = raw_to_family((100, 280, 500, 840), 1000, 1400, "qwen2.5-vl", 401408)
+    assert pixels == [53, 146, 266, 437]  # on the 532 x 728 smart-resized page
+    assert score("qwen2.5-vl", pixels) > 0.98  # the perfect box in pixels of the resized page: IoU ~1 (rounding)
+    assert score("qwen3-vl", gold_norm) == 1.0
+    # the same numbers read as 0-1000: overlap 166 x 237 = 39342, union 213 x 291 + 400 x 400 - 39342 = 182641
+    assert abs(score("qwen3-vl", pixels) - 39342 / 182641) < 1e-9

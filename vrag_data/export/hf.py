@@ -46,6 +46,9 @@ RL_FEATURES = datasets.Features(
             "gold_boxes": datasets.Value("string"),  # JSON {page_id: [[x1,y1,x2,y2] 0-1000]}: keys vary per row
             "recipe": datasets.Value("string"),
             "reward": datasets.Value("string"),
+            "coord_space": datasets.Value("string"),
+            "max_pixels": datasets.Value("int64"),
+            "page_sizes": datasets.Value("string"),  # JSON {page_id: [width, height]} of the gold pages
             "task_id": datasets.Value("string"),
             "index": datasets.Value("int64"),
             "split": datasets.Value("string"),
@@ -62,6 +65,7 @@ def extra_info_row(extra: dict[str, Any]) -> dict[str, Any]:
     by page ids would grow one column per page of the corpus."""
     out = dict(extra)
     out["gold_boxes"] = json.dumps(extra.get("gold_boxes") or {}, sort_keys=True)
+    out["page_sizes"] = json.dumps(extra.get("page_sizes") or {}, sort_keys=True)
     return out
 
 

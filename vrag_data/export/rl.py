@@ -55,6 +55,9 @@ def task_to_rl(
     ability: str = "fact-reasoning",
     shown_pages: list[str] | None = None,
     reward: str | None = None,
+    coord_space: str = "qwen3-vl",
+    max_pixels: int = 0,
+    page_sizes: dict[str, tuple[int, int]] | None = None,
 ) -> RlRecord:
     file_name, reference_page = vrag_file_fields(task)
     extra: dict[str, Any] = {
@@ -64,6 +67,11 @@ def task_to_rl(
         "gold_boxes": gold_boxes(task),
         "recipe": recipe,
         "reward": reward or recipe,  # the reward `vrag_data.rewards` scores this row with
+        # how the policy writes boxes in this row (the exported model family) and what converting them needs:
+        # the reward reads a <bbox> the policy wrote in this space, against gold boxes in 0-1000
+        "coord_space": coord_space,
+        "max_pixels": int(max_pixels),
+        "page_sizes": {p: list(map(int, wh)) for p, wh in (page_sizes or {}).items()},
         "task_id": task.task_id,
         "index": index,
         "split": task.split,

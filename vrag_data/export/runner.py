@@ -256,8 +256,15 @@ def export_run(
             code = "missing_image" if isinstance(err, MissingImage) else "bad_image"
             skips.add("rl", f"{task_id}:{recipe}", code, f"task {task_id}: {err}")
             continue
+        sizes = {}
+        for p in task.evidence_pages:
+            try:
+                sizes[p] = pages(p)
+            except KeyError:
+                pass  # a gold page without an image: its boxes cannot be converted, the reward scores what it can
         rec = task_to_rl(task, prompt, images, recipe, index, hints.data_source(recipe, task.benchmark), cfg.ability,
-                         [r.page_id for r in refs], reward=(hints(recipe).get("reward") or recipe))
+                         [r.page_id for r in refs], reward=(hints(recipe).get("reward") or recipe),
+                         coord_space=model_family, max_pixels=mp, page_sizes=sizes)
         index += 1
         item = RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient)
         for w in rl_writers:

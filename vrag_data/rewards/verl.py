@@ -90,6 +90,25 @@ def _boxes_of(v: Any) -> dict[str, list[list[float]]]:
     return {str(k): [[float(x) for x in b] for b in _as_list(bs)] for k, bs in dict(v).items()}
 
 
+def _to_norm(box: list[float], page: str, extra: dict[str, Any]) -> list[float]:
+    """A <bbox> the policy wrote in the row's `coord_space` -> 0-1000 of the page (the gold boxes' space). Pixel
+    spaces need the page's size (`page_sizes`) and the row's `max_pixels`; 0-1000 spaces pass through."""
+    space = str(extra.get("coord_space") or "qwen3-vl")
+    if space in ("qwen3-vl", "norm1000"):
+        return box
+    sizes = extra.get("page_sizes") or {}
+    if isinstance(sizes, str):
+        sizes = json.loads(sizes or "{}")
+    wh = sizes.get(page)
+    if not wh:
+        return box  # no size to convert with: read as written
+    from vrag_data.env.geometry import family_to_raw
+
+    w, h = int(wh[0]), int(wh[1])
+    x1, y1, x2, y2 = family_to_raw(box, w, h, space, int(extra.get("max_pixels") or 0) or 401408)
+    return [x1 * 1000 / w, y1 * 1000 / h, x2 * 1000 / w, y2 * 1000 / h]
+
+
 def episode_from_solution(solution_str: str, extra: dict[str, Any]) -> Episode:
     texts = split_turns(solution_str)
     ep = Episode(texts=texts, final_answer=last_tag(solution_str, "answer"))
@@ -113,7 +132,7 @@ def episode_from_solution(solution_str: str, extra: dict[str, Any]) -> Episode:
         ep.crops = [(str(c["page_id"]), [float(v) for v in c["box"]]) for c in _as_list(extra["crops"])]
     elif ep.retrieved:
         page = ep.retrieved[-1]
-        ep.crops = [(page, b) for b in (_box(x) for x in tag_contents(solution_str, "bbox")) if b is not None]
+        ep.crops = [(page, _to_norm(b, page, extra)) for b in (_box(x) for x in tag_contents(solution_str, "bbox")) if b is not None]
     ep.read_pages = [str(p) for p in _as_list(extra.get("read_pages"))]
     ep.shown_pages = [str(p) for p in _as_list(extra.get("shown_pages"))] or list(ep.retrieved)
     block = tag_contents(texts[-1], "evidence") if texts else []
