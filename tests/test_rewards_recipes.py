@@ -190,3 +190,40 @@ def test_verl_crop_reward_reads_boxes_in_the_rows_coordinate_space():
     assert score("qwen3-vl", gold_norm) == 1.0
     # the same numbers read as 0-1000: overlap 166 x 237 = 39342, union 213 x 291 + 400 x 400 - 39342 = 182641
     assert abs(score("qwen3-vl", pixels) - 39342 / 182641) < 1e-9
+
+
+def test_evisrag_targets_evidence_and_insufficient_contexts():
+    from tests.support.rewards_factory import make_task
+    from vrag_data.export.rl import evidence_ground_truth
+    from vrag_data.rewards.easyr1 import compute_score as easyr1_score
+    from vrag_data.rewards.recipes import score_trajectory
+    from vrag_data.schema.records import Action, Message, Provenance, Trajectory, Turn
+
+    task = make_task(answer="42", pages=["doc_3"])
+    from vrag_data.schema.geometry_types import Box
+    from vrag_data.schema.records import EvidenceBox
+
+    task = task.model_copy(update={"evidence_boxes": [EvidenceBox(page_id="doc_3", box=Box.from_norm((0, 0, 500, 500), 1000, 1400), text="revenue  42")]})
+    # the teacher's lines are stored one per image, without their [i]: prefix (the grammar's convention)
+    gt = evidence_ground_truth(task, ["doc_1", "doc_3"], ["no relevant information", "the table says revenue 42"])
+    assert gt == "<evidence>\n[1]: no relevant information\n[2]: the table says revenue 42\n</evidence>\n<answer>42</answer>"
+    insufficient = evidence_ground_truth(task, ["doc_1", "doc_2"])
+    assert insufficient.endswith("<answer>insufficient to answer</answer>")
+
+    def response(answer: str) -> str:
+        return ("<observe>two pages</observe><evidence>\n[1]: no relevant information\n[2]: no relevant information\n"
+                f"</evidence><think>nothing here</think><answer>{answer}</answer>")
+
+    honest, bluff = easyr1_score([{"response": response("insufficient to answer"), "ground_truth": insufficient},
+                                  {"response": response("42"), "ground_truth": insufficient}])
+    assert honest["derivation"] == 1.0 and honest["perception"] == 1.0 and honest["overall"] == 1.0
+    assert bluff["derivation"] == 0.0 and bluff["overall"] < honest["overall"]
+
+    # a perfect trajectory (its evidence line is the gold box's text) scores perception 1.0, not 0.75
+    text = "<observe>o</observe><evidence>\n[1]: no relevant information\n[2]: revenue 42\n</evidence><think>t</think><answer>42</answer>"
+    traj = Trajectory(traj_id="t", run_id="r", task_id=task.task_id, sample=0, recipe="evisrag",
+                      prompt=[Message(role="user", text="q")], final_answer="42", status="answered",
+                      turns=[Turn(idx=0, assistant=text, action=Action(kind="answer", answer="42", evidence=["no relevant information", "revenue 42"]))],
+                      extra={"shown_pages": ["doc_1", "doc_3"], "sufficient": True}, provenance=Provenance(recipe="evisrag", policy="model"))
+    b = score_trajectory(traj, task, "evisrag")
+    assert (b.components["perception"], b.components["derivation"], b.components["format"]) == (1.0, 1.0, 1.0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from vrag_data.ids import split_page_id
+from vrag_data.rewards.answer import INSUFFICIENT
+from vrag_data.rewards.format import evidence_map
 from vrag_data.schema.records import RewardModel, RlRecord, Task
 
 # VRAG-RL's reward dispatch knows only these data sources; benchmarks map onto them (configurable).
@@ -91,7 +93,9 @@ def task_to_rl(
 
 
 def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: list[str] | None = None) -> str:
-    """EVisRAG ground truth: one `[i]: ...` line per image (1-indexed) inside `<evidence>`, then `<answer>`.
+    """EVisRAG ground truth: one `[i]: ...` line per image (1-indexed) inside `<evidence>`, then `<answer>`: the
+    task's answer when every gold page is among the images, else "insufficient to answer" (the target the paper
+    trains for an insufficient context; a reward that sees only the response and this text scores it right).
 
     A gold page's line is the trajectory's own evidence line for that image when it has one, else the text of
     the task's evidence boxes on that page, else a pointer to the answer; other pages get "no relevant information".
@@ -101,22 +105,16 @@ def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: li
         if eb.text.strip():
             by_page.setdefault(eb.page_id, []).append(" ".join(eb.text.split()))
     gold = set(task.evidence_pages)
+    mine = evidence_map(model_evidence or [])
     lines = []
     for i, pid in enumerate(image_pages, start=1):
-        mine = _model_line(model_evidence or [], i)
+        own = mine.get(i, "").strip()
+        own = "" if own.lower().rstrip(".") == NO_EVIDENCE else own
         if pid in gold:
-            text = mine or "; ".join(by_page.get(pid, [])) or f"this page supports the answer: {task.answer}"
+            text = own or "; ".join(by_page.get(pid, [])) or f"this page supports the answer: {task.answer}"
         else:
             text = NO_EVIDENCE
         lines.append(f"[{i}]: {text}")
-    return "<evidence>\n" + "\n".join(lines) + "\n</evidence>\n<answer>" + task.answer + "</answer>"
-
-
-def _model_line(evidence: list[str], i: int) -> str:
-    prefix = f"[{i}]:"
-    for line in evidence:
-        s = line.strip()
-        if s.startswith(prefix):
-            rest = s[len(prefix) :].strip()
-            return "" if rest.lower() == NO_EVIDENCE else rest
-    return ""
+    sufficient = bool(gold) and gold <= set(image_pages)
+    answer = task.answer if sufficient else INSUFFICIENT
+    return "<evidence>\n" + "\n".join(lines) + "\n</evidence>\n<answer>" + answer + "</answer>"

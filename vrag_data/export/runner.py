@@ -29,7 +29,7 @@ from vrag_data.export.formats import FORMAT_NAMES, FORMATS, RlItem, WriterContex
 from vrag_data.export.hf import push_to_hub
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.io import write_json, write_text
-from vrag_data.export.rl import data_source_for, task_to_rl
+from vrag_data.export.rl import data_source_for, evidence_ground_truth, task_to_rl
 from vrag_data.recipe import get_recipe
 from vrag_data.schema.records import ChatTurn, Message, SftRecord, Task, Trajectory
 from vrag_data.store import Workspace, read_records, read_table
@@ -265,6 +265,12 @@ def export_run(
         rec = task_to_rl(task, prompt, images, recipe, index, hints.data_source(recipe, task.benchmark), cfg.ability,
                          [r.page_id for r in refs], reward=(hints(recipe).get("reward") or recipe),
                          coord_space=model_family, max_pixels=mp, page_sizes=sizes)
+        if hints(recipe).get("evidence_rows") and refs:
+            # one-turn evidence recipes: the target holds the per-image gold evidence and the sufficiency-aware
+            # answer, so the perception and derivation rewards have what they compare against
+            shown = [r.page_id for r in refs]
+            rec.reward_model.ground_truth = evidence_ground_truth(task, shown, src.evidence)
+            rec.extra_info["sufficient"] = bool(task.evidence_pages) and set(task.evidence_pages) <= set(shown)
         index += 1
         item = RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient)
         for w in rl_writers:

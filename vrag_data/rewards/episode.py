@@ -63,6 +63,25 @@ def episode_from_trajectory(traj: Trajectory) -> Episode:
     return ep
 
 
+def _gold_evidence(task: Task, shown: list[str]) -> dict[int, str] | None:
+    """Per-image gold evidence of the shown pages: the text of the task's evidence boxes on a gold page, "no
+    relevant information" on the others; None when a gold page has no box text (nothing to compare against)."""
+    texts: dict[str, list[str]] = {}
+    for eb in task.evidence_boxes:
+        if eb.text.strip():
+            texts.setdefault(eb.page_id, []).append(" ".join(eb.text.split()))
+    gold = set(task.evidence_pages)
+    out: dict[int, str] = {}
+    for i, pid in enumerate(shown, 1):
+        if pid in gold:
+            if pid not in texts:
+                return None
+            out[i] = "; ".join(texts[pid])
+        else:
+            out[i] = "no relevant information"
+    return out
+
+
 def gold_from_task(task: Task, traj: Trajectory | None = None) -> Gold:
     boxes: dict[str, list[list[float]]] = {}
     for eb in task.evidence_boxes:
@@ -70,6 +89,8 @@ def gold_from_task(task: Task, traj: Trajectory | None = None) -> Gold:
     extra = traj.extra if traj is not None else {}
     gold_ev = extra.get("gold_evidence") or task.extra.get("gold_evidence")
     evidence = {int(k): str(v) for k, v in gold_ev.items()} if isinstance(gold_ev, dict) else None
+    if evidence is None and extra.get("shown_pages"):
+        evidence = _gold_evidence(task, list(extra["shown_pages"]))
     return Gold(
         answer=task.answer,
         answer_format=task.answer_format,
