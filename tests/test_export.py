@@ -28,6 +28,12 @@ from vrag_data.export import export_run, kept_trajectories  # noqa: E402
 from vrag_data.env.geometry import raw_to_family, smart_resize  # noqa: E402
 
 
+
+@pytest.fixture(autouse=True)
+def _rule_judge(monkeypatch):
+    """These tests check the rule-judged rewards; the rule scorers are asked for explicitly, as a user would."""
+    monkeypatch.setenv("VRAG_REWARD_JUDGE", "rules")
+
 def lf_sharegpt_check(example: dict, attr: dict) -> tuple[str, list[dict]]:
     tags, cols = attr["tags"], attr["columns"]
     msgs = example[cols["messages"]]

@@ -119,8 +119,8 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     def rollout(answer: str) -> str:
         return f"<think>look it up</think><search>the question</search><think>found it</think><answer>{answer}</answer>"
 
-    good = compute_score(row["data_source"], rollout(gold), gold, row["extra_info"])
-    bad = compute_score(row["data_source"], rollout("certainly not this"), gold, row["extra_info"])
+    good = compute_score(row["data_source"], rollout(gold), gold, row["extra_info"], judge="rules")
+    bad = compute_score(row["data_source"], rollout("certainly not this"), gold, row["extra_info"], judge="rules")
     assert set(good) >= {"score", "judge", "format", "ndcg"}  # VRAG-RL's components: the reward the recipe names
     assert (good["judge"], bad["judge"], good["format"]) == (1.0, 0.0, 1.0) and good["score"] > bad["score"]
 

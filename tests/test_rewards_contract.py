@@ -13,6 +13,12 @@ from vrag_data.rewards import easyr1
 from vrag_data.rewards.verl import compute_score
 
 
+
+@pytest.fixture(autouse=True)
+def _rule_judge(monkeypatch):
+    """These tests check the rule-judged rewards; the rule scorers are asked for explicitly, as a user would."""
+    monkeypatch.setenv("VRAG_REWARD_JUDGE", "rules")
+
 def _roundtrip(row: dict, tmp_path) -> dict:
     path = tmp_path / "rl.parquet"
     pd.DataFrame([row]).to_parquet(path)
@@ -46,3 +52,34 @@ def test_easyr1_batch_reward_on_exporter_ground_truth():
     assert scores[0]["overall"] == pytest.approx(1.0)
     assert scores[1]["format"] == 0.0 and scores[1]["derivation"] == 0.0
     assert set(scores[0]) == set(scores[1])
+
+
+def test_verl_entry_point_asks_the_configured_judge(tmp_path, monkeypatch):
+    from tests.support.openai_server import Faults, OpenAIServer
+    from vrag_data.rewards.judge_client import JudgeConfigError
+    from vrag_data.rewards.verl import compute_score
+
+    monkeypatch.delenv("VRAG_REWARD_JUDGE", raising=False)
+    extra = {"reward": "vrag_rl", "question": "What was revenue?", "gold_pages": ["doc_3"], "retrieved_pages": ["doc_3"]}
+    sol = "<think>s</think><search>revenue</search><think>a</think><answer>forty-two</answer>"
+    with pytest.raises(JudgeConfigError, match="VRAG_JUDGE_URL"):
+        compute_score("rag", sol, "42", extra)  # no judge and no explicit rules: one line, no silent fallback
+    cache = str(tmp_path / "judge.sqlite")
+    with OpenAIServer(reply=["<judge>True</judge>"]) as srv:
+        kw = {"judge_url": srv.base_url, "judge_model": "teacher", "judge_cache": cache}
+        got = compute_score("rag", sol, "42", extra, **kw)
+        assert got["judge"] == 1.0  # the rules would say "forty-two" != 42; the judge decides
+        assert got["score"] == pytest.approx(0.7 * 1.0 + 0.1 * 1.0 + 0.2 * 1.0)
+        n = len(srv.requests)
+        compute_score("rag", sol, "42", extra, **kw)
+        assert len(srv.requests) == n  # the same question is asked once (durable cache)
+        # VISOR, retrieval incomplete: the honesty check, 0.2 when the judge accepts the refusal
+        visor = {**extra, "reward": "visor", "gold_pages": ["doc_3", "doc_4"]}
+        v = compute_score("rag", "<think>s</think><search>q</search><answer>I cannot tell</answer>", "42", visor, **kw)
+        assert v["answer"] == pytest.approx(0.2)
+        body = srv.requests[-1].body["messages"][0]["content"]
+        assert "42" not in srv.requests[-1].body["messages"][-1]["content"] and body  # honesty prompt: no reference
+    with OpenAIServer(reply=["<judge>True</judge>"], faults=Faults(p500=1.0)) as down:
+        kw = {"judge_url": down.base_url, "judge_model": "teacher"}
+        with pytest.raises(RuntimeError, match=f"judge endpoint {down.base_url}"):
+            compute_score("rag", sol.replace("forty-two", "forty-three"), "42", extra, **kw)

@@ -14,6 +14,12 @@ from vrag_data.rewards.verl import compute_score, split_turns
 NDCG_RANK2 = 1 / math.log2(3)  # one gold page found at rank 2 of the de-duplicated list
 
 
+
+@pytest.fixture(autouse=True)
+def _rule_judge(monkeypatch):
+    """These tests check the rule-judged rewards; the rule scorers are asked for explicitly, as a user would."""
+    monkeypatch.setenv("VRAG_REWARD_JUDGE", "rules")
+
 def test_vrag_rl_reward():
     task = make_task(answer="42", fmt="Int", pages=["doc_3"])
     traj = make_traj(task, [("search", "revenue 2019", ["doc_1", "doc_3"]), ("answer", "42")])

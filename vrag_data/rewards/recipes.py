@@ -36,6 +36,9 @@ DEFAULT_WEIGHTS: dict[str, dict[str, float]] = {
     "evisrag": {"perception": 1 / 3, "derivation": 1 / 3, "format": 1 / 3},
     "mmdoc_r1": {"recall": 1.0, "correctness": 1.0},
 }
+# Rewards whose answer term is a judge's verdict (a model judge in the papers), and those with VISOR's honesty gate.
+JUDGED_REWARDS = frozenset({"vrag_rl", "unidoc_rl", "visor", "mmdoc_r1"})
+HONESTY_REWARDS = frozenset({"visor"})
 # Recipe knobs that are not weights. k_pos: EVisRAG's up-weighting of relevant images in the perception
 # reward (the paper leaves its value open; 2.0 is our default). honesty: VISOR's partial credit.
 DEFAULT_PARAMS: dict[str, dict[str, float]] = {

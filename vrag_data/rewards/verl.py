@@ -18,7 +18,10 @@ Contract with the exporter (vrag_data.export, verl parquet rows):
   `read_pages`, `judge_score` (a model judge's 0/1 computed upstream).
 Without the rollout keys the retrieval and crop components fall back to what the text shows: page ids of
 gold documents mentioned in the rollout, and <bbox> boxes (read as 0-1000) on the last mentioned page.
-The answer reward is the rule scorer (`answer_correct`) unless `judge_score` is given.
+The answer reward of the judged recipes (VRAG-RL, UniDoc-RL, VISOR with its honesty gate, MM-Doc-R1) comes from
+`judge_score` when the rollout supplies it, else from the judge endpoint configured by `VRAG_JUDGE_URL` /
+`VRAG_JUDGE_MODEL` (see `vrag_data.rewards.judge_client`), else from the rule scorers only when
+`VRAG_REWARD_JUDGE=rules` (or the reward kwarg `judge: rules`) says so; otherwise it raises one line.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from typing import Any
 
 from vrag_data.rewards.episode import Episode, Gold
 from vrag_data.rewards.format import action_sequence, last_tag, parse_evidence, tag_contents
-from vrag_data.rewards.recipes import DEFAULT_WEIGHTS, score_episode
+from vrag_data.rewards.answer import INSUFFICIENT
+from vrag_data.rewards.judge_client import judge_scores, judge_setting
+from vrag_data.rewards.recipes import DEFAULT_WEIGHTS, HONESTY_REWARDS, JUDGED_REWARDS, score_episode
+from vrag_data.rewards.retrieval import retrieval_complete
 from vrag_data.rewards.retrieval import dedup
 
 # VRAG-RL's trainer dispatches on these data sources; all of them use its reward.
@@ -180,8 +186,13 @@ def compute_score(
     ep = episode_from_solution(solution_str or "", extra)
     gold = gold_from_verl(str(ground_truth), extra)
     judge = extra.get("judge_score")
+    judge_score, honesty = (None if judge is None else float(judge)), None
+    if judge_score is None and recipe in JUDGED_REWARDS:
+        honesty_gate = recipe in HONESTY_REWARDS and not retrieval_complete(ep.retrieved, gold.pages)
+        reference = INSUFFICIENT if gold.sufficient is False else gold.answer
+        judge_score, honesty = judge_scores(judge_setting(kwargs), gold.question, reference, ep.final_answer, honesty_gate)
     breakdown = score_episode(
-        ep, gold, recipe, judge_score=None if judge is None else float(judge),
+        ep, gold, recipe, judge_score=judge_score, honesty_score=honesty,
         weights=kwargs.get("weights"), params=kwargs.get("params"),
     )
     return breakdown.as_dict()
