@@ -99,7 +99,7 @@ RECIPE = register(EvisragRecipe(
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
            RoleSpec("student", "the model to be trained; tasks it always answers right are dropped", required=False)),
     # keep correct trajectories; drop what the student always answers (curriculum filter)
-    filters=(Correctness(), Difficulty(rule="not_always_right"), Dedup()),
+    filters=(Correctness(), Difficulty(rule="not_always_right", samples=8, temperature=1.0), Dedup()),
     augmentations=(TopKVariants(),),
     # RS-GRPO token scopes (eq. 7)
     reward=RewardSpec("evisrag", scopes={"observe": ("perception", "format"), "evidence": ("perception", "format"),

@@ -166,7 +166,7 @@ RECIPE = register(UniDocRecipe(
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
            RoleSpec("student", "the model to be trained, whose wrong answers mark the hard tasks", required=False)),
     # A.3: quality (correct), then difficulty-aware (every student attempt wrong)
-    filters=(Structure(), Correctness(), Difficulty(rule="all_wrong"), Dedup()),
+    filters=(Structure(), Correctness(), Difficulty(rule="all_wrong", samples=1, temperature=0.0), Dedup()),
     reward=RewardSpec("unidoc_rl", scopes={"search": ("ndcg", "format"), "select": ("select", "format"),
                                            "bbox": ("crop", "format"), "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix")),

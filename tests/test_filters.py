@@ -122,8 +122,11 @@ def test_difficulty_filter_uses_student_results():
     assert not v.passed and v.score == 1.0
     v = f.score(t, ctx(student_results={TASK.task_id: [("42", True)] * 7 + [("1", False)]}))
     assert v.passed and v.score == pytest.approx(7 / 8)
-    assert f.score(t, ctx()).passed and "not applied" in f.score(t, ctx()).reason
+    # no student: only a fallback the config asked for (keep / drop), and the verdict says the rule was not applied
+    keep = Difficulty(missing="keep").score(t, ctx())
+    assert keep.passed and keep.reason.startswith("rule not applied")
     assert not Difficulty(missing="drop").score(t, ctx()).passed
+    assert not f.score(t, ctx()).passed  # the default ("fail") never passes an item the rule did not judge
 
 
 def _steps(n_search, crop=False):

@@ -29,6 +29,14 @@ def ws(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def student_cfg(tmp_path_factory):
+    """The offline student (reads retrieved page text, never the gold) for the difficulty filters."""
+    path = tmp_path_factory.mktemp("student") / "student.yaml"
+    path.write_text("roles:\n  student: {kind: extractive}\n")
+    return path
+
+
+@pytest.fixture(scope="module")
 def tasks(ws):
     return {t.task_id: t for t in load_tasks(Workspace(str(ws)))}
 
@@ -47,7 +55,7 @@ def _run(ws, recipe):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_oracle_runs_every_recipe_end_to_end(ws, tasks, recipe):
+def test_oracle_runs_every_recipe_end_to_end(ws, tasks, recipe, student_cfg):
     run_dir, run = _run(ws, recipe)
     trajs = read_trajectories(run_dir)
     assert {t.task_id for t in trajs} == set(tasks) and len(trajs) == len(tasks)
@@ -70,9 +78,13 @@ def test_oracle_runs_every_recipe_end_to_end(ws, tasks, recipe):
     manifest = read_manifest(run_dir)
     assert manifest is not None and manifest.status == "finished" and manifest.config["policy"] == "oracle"
 
-    out = cli("filter", "-w", ws, "--run", run)
+    out = cli("filter", "-w", ws, "--run", run, "--config", student_cfg)
     assert "kept" in out
     verdicts = read_records(str(run_dir / "verdicts" / "filters.parquet"), Verdict)
+    difficulty = [v for v in verdicts if v.filter == "difficulty"]
+    if recipe in ("unidoc_rl", "evisrag"):  # the student answered: every verdict is a decision, not a skip
+        assert difficulty and all("student" in v.reason and "not applied" not in v.reason for v in difficulty)
+        assert "student: extractive" in out
     assert {v.traj_id for v in verdicts} == {t.traj_id for t in trajs}
     assert all(v.passed for v in verdicts if v.filter == "correctness")  # gold answers pass the rule judge
 
@@ -122,10 +134,10 @@ def test_unidoc_rl_selects_then_crops_a_layout_candidate(ws, tasks):
     assert sum(len(t.crops) for t in trajs) >= 5
 
 
-def test_visor_records_evidence_space_and_augments(ws):
+def test_visor_records_evidence_space_and_augments(ws, student_cfg):
     trajs = _trajs(ws, "visor")
     assert all(t.evidence_space for t in trajs)
-    cli("filter", "-w", ws, "--run", "oracle-visor")
+    cli("filter", "-w", ws, "--run", "oracle-visor", "--config", student_cfg)
     aug = read_records(str(ws / "runs" / "oracle-visor" / "trajectories" / "aug-visor.parquet"), Trajectory)
     assert aug and all(a.extra["augmentation"] and a.extra["source_traj_id"] for a in aug)
     for a in aug:
@@ -133,7 +145,7 @@ def test_visor_records_evidence_space_and_augments(ws):
         assert kinds[-2:] == ["search", "answer"]  # the verification round before the answer
 
 
-def test_evisrag_labels_sufficiency_and_builds_topk_variants(ws, tasks):
+def test_evisrag_labels_sufficiency_and_builds_topk_variants(ws, tasks, student_cfg):
     trajs = _trajs(ws, "evisrag")
     for t in trajs:
         gold = set(tasks[t.task_id].evidence_pages)
@@ -143,7 +155,7 @@ def test_evisrag_labels_sufficiency_and_builds_topk_variants(ws, tasks):
         assert len(t.turns[0].action.evidence) == len(shown)
         assert [im.page_id for im in t.prompt[-1].images] == shown
     assert any(t.extra["sufficient"] for t in trajs) and any(not t.extra["sufficient"] for t in trajs)
-    cli("filter", "-w", ws, "--run", "oracle-evisrag")
+    cli("filter", "-w", ws, "--run", "oracle-evisrag", "--config", student_cfg)
     aug = read_records(str(ws / "runs" / "oracle-evisrag" / "trajectories" / "aug-evisrag.parquet"), Trajectory)
     assert {a.extra["top_k"] for a in aug} >= {1, 2, 3}
 

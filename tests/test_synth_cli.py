@@ -82,16 +82,26 @@ def test_every_recipe_through_the_real_client_with_faults(ws, tmp_path, recipe):
         out = cli("synth", "-w", ws, "--recipe", recipe, "--config", cfg, "--limit", LIMIT, "--run", run, "-q")
         assert srv.requests == [] and f"0 episode(s) rolled out, {LIMIT} already done" in out
 
-        # the judge role falls back to the policy's endpoint; its verdicts are cached like any request
-        cli("filter", "-w", ws, "--run", run)
+        # the judge role falls back to the policy's endpoint; its verdicts are cached like any request; the
+        # student (difficulty filters) is its own role, here served by the same scripted server
+        fcfg = tmp_path / "filter.yaml"
+        fcfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
+                                                              "backoff_s": 0.01, "backoff_max_s": 0.05, "max_retries": 6}}}))
+        cli("filter", "-w", ws, "--run", run, "--config", fcfg)
         verdicts = read_records(str(run_dir / "verdicts" / "filters.parquet"), Verdict)
         assert {v.traj_id for v in verdicts} == {t.traj_id for t in trajs}
         for v in verdicts:
             if v.filter == "structure":  # the recipes that check structure drop episodes with invalid turns
                 assert not v.passed and "invalid turn" in v.reason
         judged = sum(1 for r in srv.requests if "grade the answers" in str(r.body))
+        asked = sum(1 for r in srv.requests if "Answer the question from the document page images" in str(r.body))
+        if recipe in ("unidoc_rl", "evisrag"):
+            assert asked >= LIMIT  # the student answered every task (UniDoc-RL once, EVisRAG 8 samples)
+            diff = [v for v in verdicts if v.filter == "difficulty"]  # UniDoc-RL: structure drops them first
+            assert recipe == "unidoc_rl" or diff
+            assert all("student" in v.reason and "not applied" not in v.reason for v in diff)
         srv.clear()
-        cli("filter", "-w", ws, "--run", run)
+        cli("filter", "-w", ws, "--run", run, "--config", fcfg)
         assert judged >= 1 and srv.requests == []
 
 

@@ -39,7 +39,9 @@ class SamplingConfig(Section):
 
 
 class RoleConfig(Section):
-    kind: Literal["openai", "oracle", "rules"] = "openai"
+    # openai: an endpoint; oracle: the gold-guided offline policy; rules: the rule scorers (judge);
+    # extractive: the offline student that reads retrieved page text (not gold-guided)
+    kind: Literal["openai", "oracle", "rules", "extractive"] = "openai"
     endpoints: list[EndpointConfig] = Field(default_factory=list)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     timeout_s: float = 120.0

@@ -33,6 +33,8 @@ def teacher(req: dict[str, Any]) -> str:
     # ---- side roles
     if "grade the answers" in system:
         return "<judge>True</judge>"
+    if "Answer the question from the document page images" in system:  # the student (difficulty filters)
+        return f"<think>The table on the page gives it.</think><answer>{ANSWER}</answer>"
     if "visual grounding expert" in system:
         return f"<bbox>{GROUNDING_BOX}</bbox>"
     if "You plan how to explore" in system:

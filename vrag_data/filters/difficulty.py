@@ -46,16 +46,20 @@ def difficulty_keep(rule: Rule, attempts: list[tuple]) -> tuple[bool, str]:
 @dataclass
 class Difficulty(KeepPassed):
     rule: Rule = "all_wrong"
-    # When no student ran for a task: "keep" lets the item through with a reason that says so,
-    # "drop" fails it. Default keep so a chain that lists this filter still works before a student run.
-    missing: Literal["keep", "drop"] = "keep"
+    samples: int = 1  # student attempts per task (UniDoc-RL curation: 5; EVisRAG: 8)
+    temperature: float | None = None  # the student's sampling temperature (None = its role's setting)
+    top_k: int = 3  # pages the student is shown (the index's top-k for the question)
+    # Without a student (no `roles.student`, or a gold-guided one): "fail" stops `vrag-data filter` with one line
+    # naming the role; "keep" / "drop" pass / fail every item with a reason code saying the rule was not applied
+    # (a fallback the config must ask for).
+    missing: Literal["fail", "keep", "drop"] = "fail"
     name: str = "difficulty"
 
     def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
         attempts = list(ctx.student_results.get(item.task_id, []))
         if not attempts:
             ok = self.missing == "keep"
-            return verdict(item, self.name, ok, f"no student results for task {item.task_id} (rule not applied)")
+            return verdict(item, self.name, ok, f"rule not applied: no student (missing: {self.missing}) for task {item.task_id}")
         keep, reason = difficulty_keep(self.rule, attempts)
         accuracy = sum(1 for a in attempts if a[1]) / len(attempts)
         return verdict(item, self.name, keep, f"{self.rule}: {reason}", accuracy)

@@ -29,6 +29,7 @@ from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
 from vrag_data.store.shards import write_records
 from vrag_data.store.workspace import Workspace
+from vrag_data.student.stage import student_results
 from vrag_data.store.run import TRAJ_DIR, VERDICTS_FILE, RunDir, fingerprint_of
 from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
@@ -44,6 +45,7 @@ class FilterResult(BaseModel):
     recipe: str
     chain: list[str]
     judge: str  # "model" or "rules"
+    student: str = ""  # who answered for the difficulty filters: "model:<name>", "extractive", "none" (rule skipped)
     n_trajectories: int
     n_kept: int
     per_filter: dict[str, dict[str, int]] = Field(default_factory=dict)  # name -> {"passed": n, "failed": n}
@@ -57,15 +59,18 @@ class FilterResult(BaseModel):
     def message(self) -> str:
         steps = ", ".join(f"{k} {v.get('passed', 0)}/{v.get('passed', 0) + v.get('failed', 0)}" for k, v in self.per_filter.items())
         aug = f"; {self.n_augmented} augmented trajectories -> {self.augmented_path}" if self.n_augmented else ""
-        return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {self.judge}; {steps})"
+        who = f"; student: {self.student}" if self.student else ""
+        return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {self.judge}{who}; {steps})"
                 f" -> {self.verdicts_path}{aug}")
 
 
 def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any]) -> dict[str, RoleConfig]:
-    if cfg is not None and cfg.roles:
-        return resolve_roles(cfg.roles)
+    """The run's roles (from its manifest), with the roles the filter's config names replacing theirs."""
     raw = manifest_config.get("roles") or {}
-    return resolve_roles({k: RoleConfig.model_validate(v) for k, v in raw.items()})
+    roles = {k: RoleConfig.model_validate(v) for k, v in raw.items()}
+    if cfg is not None:
+        roles.update(cfg.roles)
+    return resolve_roles(roles)
 
 
 def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
@@ -117,11 +122,14 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
         judge = make_judge(pool)
         kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
         scores, errors = await judge_trajectories(trajs, tasks, judge)
+        pages = page_index(ws)
+        needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
+        student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)
     finally:
         if pool is not None:
             await pool.close()
-    pages = page_index(ws)
-    ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
+    ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
+                        page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
     known = [t for t in trajs if t.task_id in tasks]
     kept, verdicts = apply_chain(known, tasks, chain, ctx)
     verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
@@ -142,6 +150,6 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
         write_records(str(apath), augmented, Trajectory)
     elif apath.exists():
         os.remove(apath)  # an earlier filter run's augmentations no longer apply
-    return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, n_trajectories=len(trajs),
+    return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, student=student_label, n_trajectories=len(trajs),
                         n_kept=len(kept), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
                         n_augmented=len(augmented), augmented_path=str(apath) if augmented else "", augment_skipped=skipped)

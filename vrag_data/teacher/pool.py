@@ -52,13 +52,14 @@ class ChatResult:
 
 def resolve_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
     """Fill unconfigured roles from the policy: same endpoints and settings; with an oracle policy the
-    judge falls back to the rule-based scorers. Without a policy, nothing is filled in."""
+    judge is the rule-based scorer. The student is never filled in (it is the model to be trained, not the
+    teacher). Without a policy, nothing is filled in."""
     out = dict(roles)
     policy = out.get("policy")
     if policy is None:
         return out
     for role in ROLES:
-        if role in out:
+        if role in out or role == "student":  # the student is the model to be trained, never the teacher
             continue
         if policy.kind == "oracle" and role == "judge":
             out[role] = RoleConfig(kind="rules")

@@ -1,0 +1,43 @@
+"""The student stage: an offline reader that never sees the gold, and a student endpoint's outage."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from tests.support.openai_server import Faults, OpenAIServer
+from tests.support.synth_workspace import cli, sample_workspace
+from vrag_data.cli.main import app
+from vrag_data.schema.records import Page
+from vrag_data.student import extractive_answer
+
+
+def page(n: int, text: str) -> Page:
+    return Page(page_id=f"d_{n}", doc_id="sha", stem="d", page=n, image=f"pages/d_{n}.jpg", width=10, height=10, dpi=72, text=text)
+
+
+def test_extractive_student_reads_the_best_matching_line():
+    pages = [page(1, "Annual report 2020\nOur people"), page(2, "Net income in 2020 was 673 million\nRevenue grew 4%")]
+    # the line sharing most words with the question, its first number not in the question
+    assert extractive_answer("What was the net income in 2020?", pages) == "673"
+    # a second sample reads the next best line: samples can disagree, as a student's do
+    assert extractive_answer("What was the net income in 2020?", pages, sample=1) != "673"
+    assert extractive_answer("Who leads the company?", []) == ""
+
+
+def test_student_outage_stops_filter_with_one_line_and_rerun_resumes(tmp_path_factory, tmp_path):
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    cli("synth", "-w", ws, "--recipe", "evisrag", "--policy", "oracle", "--limit", "2", "--run", "student-outage", "-q")
+    with OpenAIServer(reply="<answer>1</answer>", faults=Faults(p500=1.0)) as down:
+        cfg = tmp_path / "f.yaml"
+        cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": down.base_url, "model": "teacher"}],
+                                                             "max_retries": 0, "timeout_s": 5}}}))
+        res = CliRunner().invoke(app, ["filter", "-w", str(ws), "--run", "student-outage", "--config", str(cfg)])
+    assert res.exit_code != 0
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert lines[0].startswith("error:") and "student" in lines[0], res.output
+    assert not (ws / "runs" / "student-outage" / "verdicts").exists()  # no verdict was made up
+    with OpenAIServer(reply="<think>t</think><answer>not it</answer>") as up:
+        cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": up.base_url, "model": "teacher"}]}}}))
+        out = cli("filter", "-w", ws, "--run", "student-outage", "--config", cfg)
+    assert "student: model:teacher" in out

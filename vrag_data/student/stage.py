@@ -1,0 +1,64 @@
+"""The student stage of `vrag-data filter`: when the recipe's chain holds a difficulty filter, the configured
+student answers the run's tasks and the filters get its attempts. No silent fallback: without a usable student
+(none configured, or a gold-guided oracle) the stage stops with one line naming `roles.student`, unless every
+difficulty filter asks for `missing: keep|drop`, which its verdicts then record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from vrag_data.config import RoleConfig
+from vrag_data.errors import VragError
+from vrag_data.filters.difficulty import Difficulty
+from vrag_data.retrieve.build import load_index
+from vrag_data.schema.records import Page, Task
+from vrag_data.store.shards import write_table_atomic
+from vrag_data.store.workspace import Workspace
+from vrag_data.student.run import StudentAttempt, run_student
+from vrag_data.teacher.messages import workspace_image_loader
+
+ATTEMPTS_FILE = "student/attempts.parquet"
+USABLE = ("openai", "extractive")
+
+
+async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig], pool: Any, ws: Workspace,
+                          run_dir: Path, tasks: Sequence[Task], pages: Mapping[str, Page],
+                          max_pixels: int | None = None) -> tuple[dict[str, list[tuple]], str]:
+    """({task_id: [(answer, correct, retrieved_all_gold), ...]}, student label); ({}, "") without a difficulty filter."""
+    diffs = [f for f in filters if isinstance(f, Difficulty)]
+    if not diffs:
+        return {}, ""
+    role = roles.get("student")
+    if role is None or role.kind not in USABLE:
+        if any(d.missing == "fail" for d in diffs):
+            what = "no roles.student" if role is None else f"roles.student is kind {role.kind!r} (gold-guided or not a model)"
+            raise VragError(f"filter difficulty: {what}; point roles.student at the model to be trained (an OpenAI-compatible "
+                            "endpoint), or `roles.student: {kind: extractive}` for the offline reader, or set "
+                            "`filters.options.difficulty.missing: keep` to skip the rule (recorded in every verdict)")
+        return {}, "none"
+    if role.kind == "openai":
+        await pool.check()
+    model = role.endpoints[0].model if role.endpoints else ""
+    attempts = await run_student(
+        tasks, max(d.samples for d in diffs), load_index(ws), pages, kind=role.kind, pool=pool,
+        top_k=max(d.top_k for d in diffs), temperature=next((d.temperature for d in diffs if d.temperature is not None), None),
+        model=model, image_loader=workspace_image_loader(ws, max_pixels=max_pixels))
+    _write(run_dir / ATTEMPTS_FILE, attempts)
+    out: dict[str, list[tuple]] = {}
+    for a in attempts:
+        out.setdefault(a.task_id, []).append(a.as_tuple())
+    return out, (f"model:{model}" if role.kind == "openai" else "extractive")
+
+
+def _write(path: Path, attempts: Sequence[StudentAttempt]) -> None:
+    t = pa.table({
+        "task_id": [a.task_id for a in attempts], "sample": [a.sample for a in attempts],
+        "answer": [a.answer for a in attempts], "correct": [a.correct for a in attempts],
+        "retrieved_all_gold": [a.retrieved_all_gold for a in attempts], "student": [a.student for a in attempts],
+        "pages": [list(a.pages) for a in attempts],
+    })
+    write_table_atomic(t, str(path))
