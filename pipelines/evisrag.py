@@ -22,7 +22,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env
-from vrag_data.augment import TopKVariants
+from vrag_data.augment.evisrag import TeacherTopKVariants
 from vrag_data.config import ConfigError
 from vrag_data.env import EnvPrompts
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
@@ -100,7 +100,7 @@ RECIPE = register(EvisragRecipe(
            RoleSpec("student", "the model to be trained; tasks it always answers right are dropped", required=False)),
     # keep correct trajectories; drop what the student always answers (curriculum filter)
     filters=(Correctness(), Difficulty(rule="not_always_right", samples=8, temperature=1.0), Dedup()),
-    augmentations=(TopKVariants(),),
+    augmentations=(TeacherTopKVariants(instruction=INSTRUCTION),),
     # RS-GRPO token scopes (eq. 7)
     reward=RewardSpec("evisrag", scopes={"observe": ("perception", "format"), "evidence": ("perception", "format"),
                                          "think": ("derivation", "format"), "answer": ("derivation", "format"),

@@ -13,8 +13,9 @@ turn). The stored trajectory keeps the plain observations; only the request diff
 Where we differ, and why:
 - The system prompt asks for a verification search before answering, as the paper's does, but the
   environment does not enforce it; the oracle does not verify either. The paper adds the verification
-  round to SFT data by augmentation, which `vrag-data filter` applies (`visor_augment`), together with
-  the replacement of every search query by the original question.
+  round to SFT data by augmentation, which `vrag-data filter` applies (`TeacherVerification`: the teacher
+  writes the verification reasoning from a random unseen page of the same document), together with the
+  replacement of every search query by the original question; the augmented trajectory replaces its source.
 - Retrieval is BM25 by default (ColQwen2.5 in the paper) and the page budget is smart_resize at 401408
   pixels, so pixel boxes refer to exactly the image that was sent and exported.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
-from vrag_data.augment import QueryRewriteVerification
+from vrag_data.augment.visor import TeacherVerification
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import ContextPolicy, EnvPrompts, VisorContext
 from vrag_data.env.grammar import THINK_FIRST_CROP
@@ -75,7 +76,7 @@ RECIPE = register(VisorRecipe(
     # crop immediately after a retrieval, no trivial full-image crop (>= 99 % of the page once the margin is
     # added, i.e. a box written as [0, 0, 1000, 1000] or close), <= 10 retrievals; completeness; correctness
     filters=(Structure(adjacent=True, max_retrievals=10, max_crop_area=0.99), RetrievalCompleteness(), Correctness(), Dedup()),
-    augmentations=(QueryRewriteVerification(),),
+    augmentations=(TeacherVerification(),),  # replaces its source in the SFT data
     # the format term is a penalty (1 = bad), so the scopes use the answer and retrieval rewards only
     reward=RewardSpec("visor", scopes={"search": ("retrieval",), "bbox": ("answer",), "answer": ("answer",),
                                        "other": ("answer", "retrieval")}, honesty=True),

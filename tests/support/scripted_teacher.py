@@ -33,6 +33,8 @@ def teacher(req: dict[str, Any]) -> str:
     # ---- side roles
     if "grade the answers" in system:
         return "<judge>True</judge>"
+    if "You verify an answer" in system:  # VISOR's verification round (augmentation)
+        return f"<think>The extra page confirms the figure already found.</think><answer>{ANSWER}</answer>"
     if "Answer the question from the document page images" in system:  # the student (difficulty filters)
         return f"<think>The table on the page gives it.</think><answer>{ANSWER}</answer>"
     if "visual grounding expert" in system:

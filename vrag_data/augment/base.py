@@ -47,6 +47,24 @@ class Augmentation(Protocol):
     def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented: ...
 
 
+# The teacher an augmentation may ask: `await teacher(messages, sample, purpose=...)` -> reply text (`purpose`
+# names the request: "verification", "evidence_answer"; an endpoint ignores it, the oracle augmenter needs it). It is the run's policy
+# role (an endpoint through the pool and request cache), or the oracle augmenter offline; `teacher.label` says
+# which ("model:<name>" / "oracle") and goes into each augmented trajectory's `extra["augmented_by"]`.
+Teacher = Any
+
+
+@runtime_checkable
+class TeacherAugmentation(Protocol):
+    """An augmentation written by the teacher: `apply_async(traj, task, grammar, doc_pages, teacher)`; it may
+    also declare `replaces_source = True` (the augmented copy replaces its source in the SFT data)."""
+
+    name: str
+
+    async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
+                          teacher: Teacher) -> Augmented: ...
+
+
 def render(action: Action, grammar: "Grammar | str", fallback: str) -> str:
     """Canonical text of `action` in the recipe's grammar; `fallback` when the grammar cannot express it
     (an unknown recipe name, or an action kind the grammar lacks)."""

@@ -5,6 +5,7 @@ the target answer is "insufficient to answer" and the gold pages' evidence lines
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 from vrag_data.augment.base import Augmented, derive, render
@@ -114,3 +115,52 @@ class TopKVariants:
 
     def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
         return context_variants(traj, task, traj.extra.get("ranked_pages") or None, range(1, self.max_k + 1), grammar)
+
+
+@dataclass(frozen=True)
+class TeacherTopKVariants:
+    """EVisRAG's context-size augmentation answered by the TEACHER: for k = 1..max_k the prompt is re-rendered
+    for the top-k pages of the episode's ranking (`instruction` with `{k}` and `{question}`, so its text names
+    the images it shows) and the teacher answers over them; a variant is kept when its answer is right for that
+    context (the task's answer when every gold page is shown, else "insufficient to answer"), with the
+    teacher's own observe/evidence/think text."""
+
+    instruction: str
+    name: str = "teacher_topk_context_variants"
+    max_k: int = 5
+
+    def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
+        return context_variants(traj, task, traj.extra.get("ranked_pages") or None, range(1, self.max_k + 1), grammar)
+
+    async def apply_async(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]],
+                          teacher: Any) -> Augmented:
+        from vrag_data.env.actions import parse_action
+        from vrag_data.rewards.answer import answer_correct
+        from vrag_data.schema.records import Message
+
+        out = Augmented()
+        ranked = list(traj.extra.get("ranked_pages") or traj.extra.get("shown_pages") or traj.retrieved_pages)
+        gold = set(task.evidence_pages)
+        for k in range(1, self.max_k + 1):
+            if k > len(ranked):
+                out.skipped.append(f"{traj.traj_id} top-{k}: only {len(ranked)} ranked pages")
+                continue
+            shown = ranked[:k]
+            sufficient = bool(gold) and gold <= set(shown)
+            target = task.answer if sufficient else INSUFFICIENT
+            prompt = [Message(role="user", text=self.instruction.format(k=k, question=task.question.strip()),
+                              images=[ImageRef(page_id=p) for p in shown])]
+            reply = await teacher(prompt, traj.sample * 16 + k, purpose="evidence_answer")
+            action = parse_action(reply, grammar)
+            if action.kind != "answer":
+                out.skipped.append(f"{traj.traj_id} top-{k}: the teacher's reply is not a valid answer ({action.reason})")
+                continue
+            if answer_correct(action.answer, target, None if not sufficient else task.answer_format) < 0.5:
+                out.skipped.append(f"{traj.traj_id} top-{k}: the teacher answered {action.answer!r}, expected {target!r}")
+                continue
+            turn = traj.turns[-1].model_copy(update={"assistant": reply, "action": action, "observation": None})
+            out.variants.append(derive(traj, f"evisrag_top{k}", prompt=prompt, turns=[turn], retrieved_pages=shown,
+                                       final_answer=action.answer,
+                                       extra={"shown_pages": shown, "sufficient": sufficient, "top_k": k,
+                                              "augmented_by": getattr(teacher, "label", "teacher")}))
+        return out

@@ -8,7 +8,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrag_data.augment.base import AugmentError, Augmented, derive, render
 from vrag_data.ids import short_hash
@@ -22,10 +22,16 @@ _ANSWER = re.compile(r"<answer>.*?</answer>", re.S)
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
 
 VERIFY_INTENT = "Before answering I will run one more search to check this against another page."
-VERIFY_TEMPLATE = (
-    "The extra page ({page}) adds nothing that contradicts the evidence gathered so far, "
-    "so the answer stands: {answer}."
+VERIFY_TEMPLATE = (  # the oracle augmenter's text; page ids never go into a trajectory's text
+    "The extra page adds nothing that contradicts the evidence gathered so far, so the answer stands: {answer}."
 )
+VERIFY_SYSTEM = (
+    "You verify an answer to a question about documents. You get the question, the evidence gathered so far, the "
+    "proposed answer and one more page image from the same document. Reason inside <think></think> about whether "
+    "this page confirms, contradicts or does not bear on the evidence, then repeat the final answer inside "
+    "<answer></answer> (change it only if the page clearly contradicts the evidence)."
+)
+VERIFY_USER = "Question: {question}\nEvidence so far: {evidence}\nProposed answer: {answer}\nThe extra page is attached."
 VerificationText = str | Callable[[Trajectory, Task, str], str] | None
 
 
@@ -80,7 +86,7 @@ def add_verification(
     if callable(verification):
         reasoning = verification(traj, task, page)
     else:
-        reasoning = verification or VERIFY_TEMPLATE.format(page=page, answer=traj.final_answer)
+        reasoning = verification or VERIFY_TEMPLATE.format(answer=traj.final_answer)
     think_m = _THINK.search(last.assistant)
     thought = (think_m.group(1).strip() + " " if think_m else "") + VERIFY_INTENT
     q = task.question.strip()
@@ -129,3 +135,44 @@ class QueryRewriteVerification:
     def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
         pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
         return Augmented([visor_augment(traj, task, pages, seed=self.seed, grammar=grammar)])
+
+
+@dataclass(frozen=True)
+class TeacherVerification:
+    """VISOR's augmentation as the paper builds it (App. B): every search query becomes the question, then a
+    random unseen page of the same document is shown and the TEACHER writes the verification reasoning from
+    that page's image. The augmented trajectory replaces its source in the SFT data. A teacher whose answer
+    changes on the new page does not confirm the evidence: that trajectory is skipped (recorded)."""
+
+    name: str = "query_rewrite+teacher_verification"
+    seed: int = 0
+    replaces_source: bool = True
+
+    def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
+        raise AugmentError(f"{self.name} needs the teacher; `vrag-data filter` runs it with the run's policy role")
+
+    async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
+                          teacher: Any) -> Augmented:
+        from vrag_data.rewards.answer import answer_correct
+        from vrag_data.rewards.format import last_tag, tag_contents
+        from vrag_data.schema.records import Message
+
+        pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
+        page = pick_unseen_page(traj, task, pages, self.seed)
+        notes = [t.action.thought for t in traj.turns if t.action.thought][-3:]
+        msgs = [Message(role="system", text=VERIFY_SYSTEM),
+                Message(role="user", text=VERIFY_USER.format(question=task.question.strip(), evidence=" ".join(notes) or "(none)",
+                                                            answer=traj.final_answer), images=[ImageRef(page_id=page)])]
+        reply = await teacher(msgs, traj.sample, purpose="verification")
+        said = last_tag(reply, "answer")
+        if said is not None and answer_correct(said, traj.final_answer or "", task.answer_format) < 0.5:
+            return Augmented(skipped=[f"{traj.traj_id}: the teacher's answer changed on the extra page ({said!r})"])
+        from vrag_data.env.sanitize import sanitize_text
+
+        reasoning = sanitize_text(" ".join(((tag_contents(reply, "think") or [reply])[-1]).split()))
+        if not reasoning:
+            return Augmented(skipped=[f"{traj.traj_id}: the teacher wrote no verification reasoning"])
+        out = add_verification(replace_queries(traj, task, grammar), task, pages, reasoning, self.seed, grammar)
+        aug = derive(traj, self.name, turns=out.turns, retrieved_pages=out.retrieved_pages,
+                     extra={"verification_page": page, "augmented_by": getattr(teacher, "label", "teacher")})
+        return Augmented([aug])

@@ -21,13 +21,15 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from vrag_data.augment.visor import VERIFY_TEMPLATE
 from vrag_data.env import render_action, sanitize_text
+from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
 from vrag_data.env.geometry import box_area as _area
 from vrag_data.env.geometry import box_to_model, iou
 from vrag_data.env.geometry import intersection as _inter
 from vrag_data.rewards.answer import INSUFFICIENT, normalize_answer
 from vrag_data.schema.geometry_types import Box
-from vrag_data.schema.records import Action, ReadRequest
+from vrag_data.schema.records import Action, Message, ReadRequest, Task
 
 if TYPE_CHECKING:
     from vrag_data.synth.episode import EpisodeRun
@@ -308,3 +310,40 @@ class OraclePolicy:
 
     def _answer_agent(self, ep: "EpisodeRun") -> str:
         return render_action(Action(kind="answer", thought="The information gathered answers the question.", answer=ep.task.answer), ep.recipe.grammar)
+
+
+class OracleAugmenter:
+    """The oracle as the augmenting teacher (offline runs): it reads the task's gold, writes in the same formats
+    a teacher would and is labelled "oracle" in every trajectory it writes (`extra["augmented_by"]`)."""
+
+    label = "oracle"
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    async def __call__(self, messages: list[Message], sample: int, purpose: str = "") -> str:
+        if purpose == "verification":
+            user = messages[-1].text
+            m = re.search(r"Proposed answer: (.*)", user)
+            answer = (m.group(1).strip() if m else "") or self.task.answer
+            return f"<think>{VERIFY_TEMPLATE.format(answer=answer)}</think>\n<answer>{answer}</answer>"
+        if purpose == "evidence_answer":
+            shown = [im.page_id for m in messages for im in m.images]
+            gold = set(self.task.evidence_pages)
+            lines = []
+            for pid in shown:
+                texts = [b.text.strip() for b in self.task.evidence_boxes if b.page_id == pid and b.text.strip()]
+                if pid in gold:
+                    lines.append(sanitize_text("; ".join(texts)) or f"it holds information that answers the question ({self.task.answer})")
+                else:
+                    lines.append(NO_INFO)
+            sufficient = bool(gold) and gold <= set(shown)
+            relevant = [i for i, p in enumerate(shown, 1) if p in gold]
+            act = Action(kind="answer", observe=f"{len(shown)} image(s) shown; relevant content in image(s) {relevant}." if relevant
+                         else f"{len(shown)} image(s) shown; none of them holds content relevant to the question.",
+                         evidence=lines,
+                         thought=(f"The evidence gives the answer: {self.task.answer}." if sufficient else
+                                  "The images do not hold all the evidence the question needs."),
+                         answer=self.task.answer if sufficient else INSUFFICIENT)
+            return render_action(act, OBSERVE_EVIDENCE_ANSWER)
+        raise ValueError(f"the oracle augmenter has no reply for {purpose!r}")

@@ -30,6 +30,8 @@ from vrag_data.store.corpus import page_index
 from vrag_data.store.shards import write_records
 from vrag_data.store.workspace import Workspace
 from vrag_data.student.stage import student_results
+from vrag_data.synth.oracle import OracleAugmenter
+from vrag_data.teacher.messages import workspace_image_loader
 from vrag_data.store.run import TRAJ_DIR, VERDICTS_FILE, RunDir, fingerprint_of
 from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
@@ -73,21 +75,42 @@ def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any]) -> dict[str, 
     return resolve_roles(roles)
 
 
-def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]]) -> tuple[list[Trajectory], list[str]]:
+async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]],
+                   teacher_for: Any) -> tuple[list[Trajectory], list[str], dict[str, str]]:
+    """(augmented trajectories, skipped reasons, {replaced source traj_id: its replacement's traj_id})."""
     out: list[Trajectory] = []
     skipped: list[str] = []
+    replaced: dict[str, str] = {}
     for aug in recipe.augmentations:
         for t in kept:
+            task = tasks[t.task_id]
             try:
-                res = aug.apply(t, tasks[t.task_id], recipe.grammar, doc_pages)
+                if hasattr(aug, "apply_async"):
+                    res = await aug.apply_async(t, task, recipe.grammar, doc_pages, teacher_for(task))
+                else:
+                    res = aug.apply(t, task, recipe.grammar, doc_pages)
             except AugmentError as err:
                 skipped.append(f"{aug.name}: {err}")
                 continue
-            skipped += [f"{aug.name}: {t.traj_id}: {s}" for s in res.skipped]
+            skipped += [f"{aug.name}: {x}" if x.startswith(t.traj_id) else f"{aug.name}: {t.traj_id}: {x}" for x in res.skipped]
             for new in res.variants:
                 new.extra["source_traj_id"] = t.traj_id  # exports inherit the source's verdicts through this key
+                if getattr(aug, "replaces_source", False):
+                    replaced[t.traj_id] = new.traj_id
             out += res.variants
-    return out, skipped
+    return out, skipped, replaced
+
+
+def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: Any) -> Any:
+    """`teacher_for(task)`: the run's policy role when it is an endpoint, else the oracle augmenter for that task."""
+    policy = roles.get("policy")
+    if pool is not None and policy is not None and policy.kind == "openai":
+        async def ask(messages: list, sample: int, purpose: str = "") -> str:
+            return (await pool.chat("policy", messages, sample=sample, image_loader=loader)).text
+
+        ask.label = f"model:{policy.endpoints[0].model if policy.endpoints else 'policy'}"  # type: ignore[attr-defined]
+        return lambda task: ask
+    return lambda task: OracleAugmenter(task)
 
 
 def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None) -> FilterResult:
@@ -125,15 +148,28 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
         pages = page_index(ws)
         needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
         student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)
+        ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
+                            page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
+        known = [t for t in trajs if t.task_id in tasks]
+        kept, verdicts = apply_chain(known, tasks, chain, ctx)
+        verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
+                             reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
+        doc_pages: dict[str, list[str]] = {}
+        for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
+            doc_pages.setdefault(p.stem, []).append(p.page_id)
+        loader = workspace_image_loader(ws, max_pixels=recipe.max_pixels, crop_min_pixels=recipe.env.crop_min_pixels)
+        augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, _teachers(pool, roles, loader))
     finally:
         if pool is not None:
             await pool.close()
-    ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
-                        page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
-    known = [t for t in trajs if t.task_id in tasks]
-    kept, verdicts = apply_chain(known, tasks, chain, ctx)
-    verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
-                         reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
+    by_id = {t.traj_id: t for t in kept}
+    for src, new in replaced.items():  # the augmented copy replaces its source in the SFT data (recorded)
+        t = by_id[src]
+        verdicts.append(Verdict(run_id=t.run_id, traj_id=src, task_id=t.task_id, filter="augmentation", passed=False,
+                                reason=f"replaced by its augmented copy {new}"))
+    for a in augmented:
+        verdicts.append(Verdict(run_id=a.run_id, traj_id=a.traj_id, task_id=a.task_id, filter="augmentation", passed=True,
+                                reason=f"{a.extra.get('augmentation')} of {a.extra.get('source_traj_id')} by {a.extra.get('augmented_by', 'rules')}"))
     vpath = str(run_dir / VERDICTS_FILE)
     write_records(vpath, verdicts, Verdict)
     rd.write_fingerprint(fingerprint_of(newest), len(newest))
@@ -141,15 +177,11 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     for v in verdicts:
         d = per.setdefault(v.filter, {"passed": 0, "failed": 0})
         d["passed" if v.passed else "failed"] += 1
-    doc_pages: dict[str, list[str]] = {}
-    for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
-        doc_pages.setdefault(p.stem, []).append(p.page_id)
-    augmented, skipped = _augment(recipe, kept, tasks, doc_pages)
     apath = run_dir / TRAJ_DIR / f"aug-{manifest.recipe}.parquet"
     if augmented:
         write_records(str(apath), augmented, Trajectory)
     elif apath.exists():
         os.remove(apath)  # an earlier filter run's augmentations no longer apply
     return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, student=student_label, n_trajectories=len(trajs),
-                        n_kept=len(kept), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
+                        n_kept=len(kept) - len(replaced), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
                         n_augmented=len(augmented), augmented_path=str(apath) if augmented else "", augment_skipped=skipped)
