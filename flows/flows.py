@@ -24,6 +24,7 @@ from flows.runner import describe_runner, make_task_runner, resolve_runner
 from vrag_data.config import ConfigError, RunConfig, load_config
 from vrag_data.export.formats import FORMATS
 from vrag_data.recipe import recipe_names, resolve_recipe
+from vrag_data.student.stage import student_problem
 from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
@@ -38,8 +39,10 @@ def load(config: str | None, workspace: str | None = None, runner: str | None = 
     cfg = load_config(config)
     if not cfg.synth.recipes:
         raise ConfigError(f"{config or '<defaults>'}: synth.recipes is empty; name the recipes to run, e.g. [{', '.join(recipe_names())}]")
-    for name in cfg.synth.recipes:  # every recipe and its options resolve before any work (one line otherwise)
-        resolve_recipe(name, cfg)
+    for name in cfg.synth.recipes:  # every recipe, its options and the roles its filters need: before any work
+        problem = student_problem(resolve_recipe(name, cfg).filters, cfg.roles)
+        if problem:
+            raise ConfigError(f"{config or '<defaults>'}: {name}: {problem}")
     if workspace:
         cfg = cfg.model_copy(update={"workspace": workspace})
     root = cfg.workspace if "://" in cfg.workspace else str(Path(cfg.workspace).expanduser().resolve())

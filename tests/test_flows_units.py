@@ -73,3 +73,17 @@ def test_runner_config_is_checked():
         parse_config({"runner": {"retries": -1}})
     with pytest.raises(ConfigError, match="runner.kind"):
         parse_config({"runner": {"kind": "dask"}})
+
+
+def test_a_recipe_whose_filters_need_a_student_fails_before_any_work(tmp_path):
+    import yaml
+
+    from flows.flows import load
+    from vrag_data.config import ConfigError
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"workspace": str(tmp_path / "ws"), "synth": {"recipes": ["unidoc_rl"]},
+                                   "roles": {"policy": {"kind": "oracle"}}}))
+    with pytest.raises(ConfigError, match=r"unidoc_rl: filter difficulty: no roles\.student"):
+        load(str(cfg))
+    assert not (tmp_path / "ws").exists()  # nothing was created

@@ -72,7 +72,7 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         "workspace": str(ws),
         "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1},
         "synth": {"recipes": ["evisrag"]},
-        "roles": {"policy": {"kind": "oracle"}},
+        "roles": {"policy": {"kind": "oracle"}, "student": {"kind": "extractive"}},
         "runner": {"max_concurrency": 2, "retries": 0},
     }))
     vrag = str(BIN / "vrag-data")

@@ -25,6 +25,19 @@ ATTEMPTS_FILE = "student/attempts.parquet"
 USABLE = ("openai", "extractive")
 
 
+def student_problem(filters: Sequence[Any], roles: Mapping[str, RoleConfig]) -> str:
+    """One line naming what is missing for the chain's difficulty filters ("" when nothing is): checked by the
+    entry points before any work starts, and again by the filter stage."""
+    diffs = [f for f in filters if isinstance(f, Difficulty)]
+    role = roles.get("student")
+    if not diffs or (role is not None and role.kind in USABLE) or not any(d.missing == "fail" for d in diffs):
+        return ""
+    what = "no roles.student" if role is None else f"roles.student is kind {role.kind!r} (gold-guided or not a model)"
+    return (f"filter difficulty: {what}; point roles.student at the model to be trained (an OpenAI-compatible endpoint), "
+            "or `roles.student: {kind: extractive}` for the offline reader, or set `filters.options.difficulty.missing: "
+            "keep` to skip the rule (recorded in every verdict)")
+
+
 async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig], pool: Any, ws: Workspace,
                           run_dir: Path, tasks: Sequence[Task], pages: Mapping[str, Page],
                           max_pixels: int | None = None) -> tuple[dict[str, list[tuple]], str]:
@@ -33,12 +46,10 @@ async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig
     if not diffs:
         return {}, ""
     role = roles.get("student")
+    problem = student_problem(filters, roles)
+    if problem:
+        raise VragError(problem)
     if role is None or role.kind not in USABLE:
-        if any(d.missing == "fail" for d in diffs):
-            what = "no roles.student" if role is None else f"roles.student is kind {role.kind!r} (gold-guided or not a model)"
-            raise VragError(f"filter difficulty: {what}; point roles.student at the model to be trained (an OpenAI-compatible "
-                            "endpoint), or `roles.student: {kind: extractive}` for the offline reader, or set "
-                            "`filters.options.difficulty.missing: keep` to skip the rule (recorded in every verdict)")
         return {}, "none"
     if role.kind == "openai":
         await pool.check()
