@@ -148,11 +148,13 @@ class Environment:
         if s.search_mode == "candidates":
             st.candidates = fresh
             st.current_page = None  # a crop waits for a <select>
-            listing = "\n".join(f"[{i + s.select_base}] {p}" for i, p in enumerate(fresh))
+            # page ids come from file names: untrusted, neutralised like page text wherever they reach a prompt
+            listing = "\n".join(f"[{i + s.select_base}] {sanitize_text(p)}" for i, p in enumerate(fresh))
             return StepResult(Observation(kind="search", text=s.prompts.candidates.format(listing=listing), images=images), False)
         st.current_page = fresh[-1]
         st.last_view = (fresh[-1], "page")
-        return StepResult(Observation(kind="search", text=s.prompts.search.format(pages=", ".join(fresh)), images=images), False)
+        return StepResult(Observation(kind="search", text=s.prompts.search.format(pages=", ".join(sanitize_text(p) for p in fresh)),
+                                      images=images), False)
 
     def _merge(self, ranked: list[list[SearchHit]]) -> list[SearchHit]:
         """Several queries' rankings interleaved by rank, duplicates and unknown pages dropped."""
@@ -182,7 +184,7 @@ class Environment:
                 all_ids.append(h.page_id)
                 page = self.pages.get(h.page_id)
                 snippet = _snippet(page, q, s.snippet_chars) if page is not None else ""
-                lines.append(f"  page {h.page} ({h.page_id}){': ' + snippet if snippet else ''}")
+                lines.append(f"  page {h.page} ({sanitize_text(h.page_id)}){': ' + snippet if snippet else ''}")
         st.searches.append({"turn": st.turn, "queries": queries, "hits": all_ids, "shown": []})
         # listed pages count as retrieved (in rank order, once each), so NDCG and completeness mean the same
         # for MM-Doc-R1's text search as for the image searches of the other recipes
@@ -220,7 +222,7 @@ class Environment:
         if a.page_ids:
             pid = a.page_ids[0]
             if pid not in self._shown():
-                return self._invalid(f"page {pid} has not been shown yet; crop only pages you have seen")
+                return self._invalid(f"page {sanitize_text(pid)} has not been shown yet; crop only pages you have seen")
         elif st.current_page is None:
             why = "select a page first" if st.candidates else "search first"
             return self._invalid(f"there is no page to crop yet: {why}")
@@ -228,7 +230,7 @@ class Environment:
             pid = st.current_page
         page = self.pages.get(pid)
         if page is None:
-            return self._invalid(f"page {pid} is not in the corpus")
+            return self._invalid(f"page {sanitize_text(pid)} is not in the corpus")
         raw = (page.width, page.height)
         display = self._rule.display_size(*raw) if s.coord_space == "qwen2.5-vl" else None
         regions = []
@@ -266,7 +268,7 @@ class Environment:
             for p in r.page_ids:
                 rid = self._resolve(p)
                 if rid is None:
-                    return self._invalid(f"page {p} does not exist in this document")
+                    return self._invalid(f"page {sanitize_text(p)} does not exist in this document")
                 if rid not in ids:
                     ids.append(rid)
             if len(ids) > s.max_read_pages:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vrag_data.env.sanitize import sanitize_text
 from vrag_data.schema.records import CropRecord, ReadRequest
 
 
@@ -40,7 +41,7 @@ class EnvState:
 
     def evidence_space(self) -> list[str]:
         """The evidence space as lines "<page id>: <note>", in the order pages were seen."""
-        return [f"{pid}: {note}" for pid, notes in self.evidence.items() for note in notes]
+        return [f"{sanitize_text(pid)}: {note}" for pid, notes in self.evidence.items() for note in notes]
 
     def trajectory_fields(self) -> dict[str, Any]:
         """The Trajectory fields this state owns (the runner adds ids, turns, usage, provenance)."""
