@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from vrag_data.secrets import redact, register_secret
+
 ATTEMPTS = 3
 _LOCK = threading.Lock()
 _MEMO: dict[str, bool] = {}
@@ -50,6 +52,7 @@ def judge_setting(kwargs: dict[str, Any]) -> JudgeEndpoint | str:
             raise JudgeConfigError(f"judge endpoint {url}: set VRAG_JUDGE_MODEL to the model it serves")
         key_env = kwargs.get("judge_api_key_env") or os.environ.get("VRAG_JUDGE_API_KEY_ENV")
         key = os.environ.get(key_env) if key_env else None
+        register_secret(key)
         if key_env and not key:
             raise JudgeConfigError(f"judge endpoint {url}: environment variable {key_env} (its API key) is not set")
         return JudgeEndpoint(str(url).rstrip("/"), str(model), key, kwargs.get("judge_cache") or os.environ.get("VRAG_JUDGE_CACHE"))
@@ -104,7 +107,7 @@ def ask(ep: JudgeEndpoint, system: str, user: str) -> bool:
         try:
             reply = _chat(ep, messages)
         except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as err:
-            last = f"{type(err).__name__}: {err}"
+            last = redact(f"{type(err).__name__}: {err}")
             time.sleep(min(2.0, 0.2 * 2**attempt))
             continue
         verdict = parse_judge(reply)

@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from vrag_data.secrets import redact, register_secret
 from vrag_data.config import EndpointConfig
 
 try:  # orjson ships with prefect; the stdlib is the fallback
@@ -50,6 +51,7 @@ class Endpoint:
         self.url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json"}
         if api_key:
+            register_secret(api_key)  # redacted from anything stored or printed, echoed bodies included
             self._headers["Authorization"] = f"Bearer {api_key}"  # kept in memory only, never logged
         self.in_flight = 0  # bounded by cfg.max_in_flight (TeacherPool._acquire)
         self.ok = 0
@@ -94,7 +96,7 @@ async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float) -> tu
         # the kind leads the reason: the report groups failures by the text before any number
         raise Retryable("rate limited (HTTP 429)" if status == 429 else f"server error (HTTP {status})", ra)
     if status >= 400:
-        snippet = raw[:200].decode("utf-8", "replace").replace("\n", " ")
+        snippet = redact(raw[:2000].decode("utf-8", "replace"))[:200].replace("\n", " ")
         raise Fatal(f"HTTP {status} (not retried): {snippet}")
     try:
         data = loads(raw)

@@ -1,0 +1,59 @@
+"""A server that echoes the API key back in its 401 body: the key never lands in any file the run writes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
+
+from tests.support.synth_workspace import sample_workspace
+from typer.testing import CliRunner
+from vrag_data.cli.main import app
+
+KEY = "sk-test-echo-0123456789abcdef"
+
+
+class _Echo(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        return None
+
+    def _send(self, code: int, obj: object) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._send(200, {"object": "list", "data": [{"id": "teacher", "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send(401, {"error": f"invalid credentials: {self.headers.get('Authorization')}"})
+
+
+def test_an_echoed_api_key_is_redacted_everywhere(tmp_path_factory, tmp_path, monkeypatch):
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("ECHO_KEY", KEY)
+        cfg = tmp_path / "c.yaml"
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": url, "model": "teacher", "api_key_env": "ECHO_KEY"}],
+                                                            "max_retries": 0}}}))
+        res = CliRunner().invoke(app, ["synth", "-w", str(ws), "--recipe", "vrag_rl", "--config", str(cfg), "--limit", "1",
+                                       "--run", "echo-key", "-q"])
+    finally:
+        srv.shutdown()
+    assert KEY not in res.output
+    run = ws / "runs" / "echo-key"
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert files  # the run recorded its (failed) episode
+    for p in files:
+        assert KEY.encode() not in p.read_bytes(), p
+    # the episode's recorded reason still says what happened, with the key replaced by a mark
+    assert any(b"<redacted>" in p.read_bytes() for p in files)
