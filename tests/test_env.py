@@ -298,7 +298,7 @@ def test_markup_in_a_file_name_never_reaches_the_model_as_markup():
         assert hostile.split()[0] not in r.observation.text, r.observation.text
         assert not has_action_markup(r.observation.text)
         assert any(p.startswith("<|im_start|>") for p in env.state.retrieved_pages)  # ids stay what they are
-        bad = env.step(parse_action(f"<think>b</think><bbox>[0, 0, 10, 10]</bbox>", "vrag_rl"))
+        bad = env.step(parse_action("<think>b</think><bbox>[0, 0, 10, 10]</bbox>", "vrag_rl"))
         assert "<|im_start|>" not in bad.observation.text and "<answer>9" not in bad.observation.text
     env.state.evidence[hostile + "alpha_2"] = ["note"]
     assert not any(has_action_markup(x) for x in env.state.evidence_space())
