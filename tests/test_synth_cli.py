@@ -176,7 +176,8 @@ def test_an_endpoint_that_keeps_failing_ends_episodes_with_error_not_the_run(ws,
     with OpenAIServer(reply=teacher, faults=Faults(p500=1.0)) as srv:
         cfg = write_config(tmp_path / "cfg.yaml", srv.base_url, max_retries=1)
         res = invoke("synth", "-w", ws, "--recipe", "visor", "--config", cfg, "--limit", 2, "--run", "failing", "-q")
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == 3, res.output  # no episode finished: the stage did not do its job
+        assert "error: all 2 episode(s) of run failing ended in error" in res.output
         trajs = read_trajectories(ws / "runs" / "failing")
         assert len(trajs) == 2 and all(t.status == "error" for t in trajs)
         assert all("HTTP 500" in t.reason and "gave up after 2 attempts" in t.reason for t in trajs)

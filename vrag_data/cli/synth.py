@@ -81,6 +81,11 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]{n} episode(s) ended in error:[/] {escape(reason)}", highlight=False, soft_wrap=True)
         _summary(workspace, res.run_id)
         typer.echo(res.run_id)
+        finished, errors = int(res.stats.get("finished", 0)), int(res.stats.get("errors", 0))
+        if finished and errors == finished:  # the stage did not do its job: say so, and in the exit code
+            console.print(f"error: all {finished} episode(s) of run {res.run_id} ended in error; fix the cause above and re-run "
+                          "the same command (finished work is kept, failed episodes are rolled out again)", highlight=False)
+            raise typer.Exit(3)
 
     @app.command("recipes")
     @friendly_errors
