@@ -130,8 +130,10 @@ def up(ws_root: str | Path, port: int | None = None, timeout: float = 240.0, cwd
     env = base_env(home)
     workdir = Path(cwd or os.getcwd()).resolve()
     server_log, serve_log = home / "server.log", home / "serve.log"
+    # the UI asks /ui-settings where the API is: without these it says 4200 while the server runs on `port`
+    server_env = {**env, "PREFECT_UI_API_URL": api_url, "PREFECT_SERVER_API_PORT": str(port), "PREFECT_UI_URL": ui_url}
     server = _spawn([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                    env, server_log, workdir)
+                    server_env, server_log, workdir)
     started: list[tuple[subprocess.Popen[bytes], Path]] = [(server, server_log)]
     try:
         _wait("prefect server", lambda: healthy(api_url), started, timeout)

@@ -87,6 +87,11 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert (ws / ".prefect" / "prefect.db").is_file()  # SQLite under the workspace
         pids = [state["server_pid"], state["serve_pid"]]
         assert all(_alive(p) for p in pids)
+        # the UI reads where the API is from /ui-settings: it must name this server's port, not Prefect's 4200
+        import httpx
+
+        ui = httpx.get(f"{state['ui_url']}/ui-settings", timeout=10).json()
+        assert ui["api_url"] == api, ui
 
         run = subprocess.run(
             [str(BIN / "prefect"), "deployment", "run", "synth/default", "--param", f"config={cfg}", "--watch", "--watch-interval", "2"],
