@@ -152,7 +152,8 @@ def test_verl_parquet_as_rlhf_dataset_reads_it(exported):
     assert n_placeholders == len(ev["images"]) == 3
     for im in ev["images"]:
         assert set(im) == {"image"}  # verl's process_image must not see a `bytes` key next to `image`
-        Image.open(im["image"]).verify()
+        assert not Path(im["image"]).is_absolute()  # relative to the export folder: movable
+        Image.open(out / im["image"]).verify()
     assert sorted({r["extra_info"]["index"] for r in ds}) == [0, 1, 2, 3]
 
 
@@ -168,7 +169,11 @@ def test_easyr1_jsonl(exported):
     assert v["prompt"].count("<image>") == len(v["image"]) == 1 and "[1]: the total is 42" in v["answer"]
     assert all((out / p).is_file() for r in rows for p in r["image"])
     cfg = yaml.safe_load((out / "easyr1" / "data_config.yaml").read_text())["data"]
-    assert cfg["image_key"] == "image" and Path(cfg["image_dir"]) == out.resolve()
+    # movable: paths relative to the export folder (EasyR1 runs from there), a validation set, a prompt budget
+    # that keeps every row (EasyR1's default 512 would filter them all)
+    assert cfg["image_key"] == "image" and cfg["image_dir"] == "." and cfg["train_files"] == "easyr1/train"
+    assert cfg["val_files"] and (out / cfg["val_files"]).is_dir()
+    assert cfg["max_prompt_length"] >= 3 * (3920000 // 784) and cfg["max_prompt_length"] % 1024 == 0
 
 
 def test_no_verdicts_keeps_answered_with_warning(tmp_path):
@@ -256,3 +261,23 @@ def test_crops_are_exported_at_the_recipes_standard_resolution(tmp_path):
     # with it (VRAG-RL's 256 x 28 x 28): scaled up to the same grid the teacher was shown, multiples of 28
     assert std == tuple(reversed(smart_resize(small[1], small[0], 28, 200704, 401408)))
     assert std[0] * std[1] >= 200704 and std[0] % 28 == 0 and std[1] % 28 == 0
+
+
+def test_a_copied_export_loads_with_datasets_and_relative_paths(exported, tmp_path):
+    import shutil
+
+    _, out, _ = exported
+    moved = tmp_path / "elsewhere" / "export"
+    shutil.copytree(out, moved)  # the workspace and the original folder are out of the picture
+    sft = datasets.load_dataset(str(moved / "hf"), "sft", split="train")
+    rl = datasets.load_dataset(str(moved / "hf"), "rl", split="train")
+    assert len(sft) > 0 and len(rl) > 0 and set(sft.column_names) != set(rl.column_names)
+    assert rl[0]["extra_info"]["answer"]  # what VRAG-RL's trainer reads
+    lf = yaml.safe_load(next((moved / "llamafactory").glob("sft_*.yaml")).read_text())
+    assert (lf["dataset_dir"], lf["media_dir"]) == ("llamafactory", ".")
+    info = json.loads((moved / lf["dataset_dir"] / "dataset_info.json").read_text())
+    assert lf["dataset"] in info
+    for f in (moved / "llamafactory").rglob("*.json"):
+        if f.name != "dataset_info.json":
+            for row in json.loads(f.read_text()):
+                assert all((moved / lf["media_dir"] / p).is_file() for p in row["images"])

@@ -6,11 +6,14 @@ from typing import Any
 
 _FRONT = """---
 configs:
-- config_name: default
+- config_name: sft
+  default: true
   data_files:
-  - split: sft
+  - split: train
     path: data/sft-*.parquet
-  - split: rl
+- config_name: rl
+  data_files:
+  - split: train
     path: data/rl-*.parquet
 tags:
 - visual-rag

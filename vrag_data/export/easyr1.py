@@ -29,6 +29,7 @@ class EasyR1Writer:
         self.dir = out_root / "easyr1"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
+        self.max_prompt_tokens = 0
 
     def add_rl(self, item: RlItem) -> None:
         """One row: the prompt as one text with an `<image>` per image, the evidence ground truth, the images
@@ -45,6 +46,9 @@ class EasyR1Writer:
         user = "\n".join(m["content"] for m in item.prompt if m["role"] != "system")
         if not item.refs:
             user = with_placeholders(user, len(images))
+        # prompt length as EasyR1 counts it: text tokens (~1 per 3 characters, generously) + each image's visual tokens
+        text = (system + "\n\n" + user) if system else user
+        self.max_prompt_tokens = max(self.max_prompt_tokens, len(text) // 3 + len(images) * (item.max_pixels // (28 * 28)))
         self.add_row(task.split or "train", {
             "id": rec.id,
             "prompt": (system + "\n\n" + user) if system else user,
@@ -73,17 +77,20 @@ class EasyR1Writer:
         for split, w in sorted(self.writers.items()):
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
-        data: dict = {"train_files": str((self.dir / "train").resolve())}
+        # paths relative to the export folder: run EasyR1 from there (the folder can be copied anywhere)
+        data: dict = {"train_files": "easyr1/train", "val_files": "easyr1/train"}  # EasyR1 needs a validation set
         for split in sorted(self.writers):
             if split != "train":
-                data["val_files"] = str((self.dir / split).resolve())
+                data["val_files"] = f"easyr1/{split}"
+        budget = max(1024, -(-self.max_prompt_tokens // 1024) * 1024)  # EasyR1's default (512) would drop every row
         cfg = {
             "data": {
                 **data,
                 "prompt_key": "prompt",
                 "answer_key": "answer",
                 "image_key": "image",
-                "image_dir": str(self.out_root.resolve()),
+                "image_dir": ".",
+                "max_prompt_length": budget,
             }
         }
         write_text(self.out_root, self.dir / "data_config.yaml", yaml.safe_dump(cfg, sort_keys=False))

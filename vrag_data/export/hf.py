@@ -41,6 +41,7 @@ RL_FEATURES = datasets.Features(
         "reward_model": {"style": datasets.Value("string"), "ground_truth": datasets.Value("string")},
         "extra_info": {
             "question": datasets.Value("string"),
+            "answer": datasets.Value("string"),
             "answer_format": datasets.Value("string"),
             "gold_pages": datasets.List(datasets.Value("string")),
             "gold_boxes": datasets.Value("string"),  # JSON {page_id: [[x1,y1,x2,y2] 0-1000]}: keys vary per row

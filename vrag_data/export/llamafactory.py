@@ -101,7 +101,8 @@ class LlamaFactoryWriter:
                 "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"},
             }
             hints = self.hints(recipe) if self.hints is not None else {}
-            cfg = sft_yaml(recipe, self.family, self.dir.resolve(), self.out_root.resolve(), hints)
+            # relative to the export folder: run `llamafactory-cli train llamafactory/<this yaml>` from there
+            cfg = sft_yaml(recipe, self.family, Path("llamafactory"), Path("."), hints)
             sft = hints.get("sft") or {}
             head = (f"# {recipe}: SFT settings from {sft.get('source') or 'the recipe'}\n" if sft else
                     f"# {recipe}: the recipe names no SFT hyper-parameters; generic values below, tune them\n")

@@ -64,6 +64,7 @@ def task_to_rl(
     file_name, reference_page = vrag_file_fields(task)
     extra: dict[str, Any] = {
         "question": task.question,
+        "answer": task.answer,  # VRAG-RL's trainer reads extra_info["answer"]
         "answer_format": task.answer_format or "",
         "gold_pages": list(task.evidence_pages),
         "gold_boxes": gold_boxes(task),

@@ -1,7 +1,9 @@
 """verl parquet export (RLHFDataset columns + the top-level `file_name` / `reference_page` VRAG-RL reads).
 
 `prompt` is a chat list whose contents carry one `<image>` per entry of `images`; `images` entries are
-`{"image": <absolute path>}` (verl hands them to qwen-vl-utils' `fetch_image`) or `{"bytes": ...}`. The
+`{"image": "images/<hash>.jpg"}`, relative to the export folder (verl hands them to qwen-vl-utils' `fetch_image`,
+which opens them from the working directory: run the trainer from the export folder, so a copied export loads
+anywhere), or `{"bytes": ...}` with `image_mode: bytes`. The
 images column is written only when some prompt has images: VRAG-RL-style prompts have none (pages arrive
 through search during the rollout).
 """
@@ -22,6 +24,7 @@ _MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
 _EXTRA = pa.struct(
     [
         ("question", pa.string()),
+        ("answer", pa.string()),
         ("answer_format", pa.string()),
         ("gold_pages", pa.list_(pa.string())),
         ("gold_boxes", pa.string()),
@@ -75,7 +78,7 @@ class VerlWriter:
         for r in rows:
             r = dict(r)
             if self.image_mode == "path":
-                r["images"] = [{"image": str((self.out_root / p).resolve())} for p in r["images"]]
+                r["images"] = [{"image": str(p)} for p in r["images"]]  # relative to the export folder
             else:
                 r["images"] = [{"bytes": (self.out_root / p).read_bytes()} for p in r["images"]]
             out.append(r)
