@@ -281,3 +281,15 @@ def test_a_copied_export_loads_with_datasets_and_relative_paths(exported, tmp_pa
         if f.name != "dataset_info.json":
             for row in json.loads(f.read_text()):
                 assert all((moved / lf["media_dir"] / p).is_file() for p in row["images"])
+
+
+def test_a_second_export_into_the_same_folder_stops_with_one_line(tmp_path):
+    from vrag_data.errors import VragError
+    from vrag_data.store.run import ExportLock
+
+    ws = build_workspace(tmp_path / "ws")
+    out = tmp_path / "o"
+    out.mkdir()
+    with ExportLock(out), pytest.raises(VragError, match="another export is writing this folder"):
+        export_run(ws, "r1", formats=["verl"], out_dir=out)
+    assert export_run(ws, "r1", formats=["verl"], out_dir=out).counts["verl"]  # once free, it runs

@@ -33,7 +33,7 @@ from vrag_data.export.rl import data_source_for, evidence_ground_truth, task_to_
 from vrag_data.recipe import get_recipe
 from vrag_data.schema.records import ChatTurn, Message, SftRecord, Task, Trajectory
 from vrag_data.store import Workspace, read_records, read_table
-from vrag_data.store.run import RunDir
+from vrag_data.store.run import ExportLock, RunDir
 from vrag_data.version import code_version
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,14 @@ def export_run(
         raise VragError(f"{ws.root}: exports are written to a local folder; pass --out")
     out = Path(out_dir) if out_dir is not None else Path(ws.exports) / run_id
     out.mkdir(parents=True, exist_ok=True)
-    size = int(shard_size or cfg.shard_size)
+    with ExportLock(out):
+        return _export(ws, run, run_id, formats, out, model_family, int(shard_size or cfg.shard_size), cfg, state,
+                       on_trajectory)
+
+
+def _export(ws: Workspace, run: RunDir, run_id: str, formats: list[str], out: Path, model_family: str, size: int,
+            cfg: ExportConfig, state: str, on_trajectory: Callable[[], None] | None) -> ExportSummary:
+    run_dir = run.path
 
     summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=formats, model_family=model_family)
     store = ImageStore(ws, out, model_family)

@@ -85,8 +85,10 @@ class RunLock:
     """One writer per run folder; a second process gets a one-line error instead of interleaved shards.
     Local run folders only: `flock` is dropped by the kernel when the holder dies (kill -9)."""
 
-    def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / ".lock"
+    what = "another process is writing this run; wait for it or pick another --run"
+
+    def __init__(self, run_dir: str | Path, name: str = ".lock") -> None:
+        self.path = Path(run_dir) / name
         self._fd: int | None = None
 
     def __enter__(self) -> "RunLock":
@@ -96,7 +98,7 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise VragError(f"{self.path.parent}: another process is writing this run; wait for it or pick another --run") from None
+            raise VragError(f"{self.path.parent}: {self.what}") from None
         self._fd = fd
         return self
 
@@ -105,6 +107,15 @@ class RunLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+class ExportLock(RunLock):
+    """One export at a time into an output folder (two would collide on its temporary files)."""
+
+    what = "another export is writing this folder; wait for it or pass another --out"
+
+    def __init__(self, out_dir: str | Path) -> None:
+        super().__init__(out_dir, ".export.lock")
 
 
 @dataclass
