@@ -144,3 +144,29 @@ def test_mineru_flash_end_to_end(shared_corpus, tmp_path):
     page6 = [b for b in blocks if b.page == 6]
     assert any("Trump" in b.text for b in page6)
     assert all(0 <= b.bbox.raw[2] <= 1224 and 0 <= b.bbox.raw[3] <= 1584 for b in blocks)
+
+
+def test_symlinks_out_of_the_input_folder_are_not_followed(tmp_path):
+    import os
+    import shutil
+
+    from vrag_data.ingest.discover import discover_inputs
+
+    folder, outside = tmp_path / "in", tmp_path / "elsewhere"
+    folder.mkdir()
+    outside.mkdir()
+    import fitz
+
+    doc = fitz.open()
+    doc.new_page().insert_text((72, 72), "inside")
+    doc.save(folder / "inside.pdf")
+    shutil.copy(folder / "inside.pdf", outside / "secret.pdf")
+    os.symlink(outside / "secret.pdf", folder / "link.pdf")
+    os.symlink("/etc/passwd", folder / "passwd.pdf")
+    os.symlink(folder / "inside.pdf", folder / "alias.pdf")  # inside the folder: fine (and de-duplicated)
+    skipped: list = []
+    found = discover_inputs([str(folder)], skipped=skipped)
+    assert found == [str((folder / "inside.pdf").resolve())]
+    assert sorted(os.path.basename(p) for p, _ in skipped) == ["link.pdf", "passwd.pdf"]
+    assert all("--follow-symlinks" in why for _, why in skipped)
+    assert str((outside / "secret.pdf").resolve()) in discover_inputs([str(folder)], follow_symlinks=True)

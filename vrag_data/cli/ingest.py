@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, "--strict", help="Stop at the first bad file or page (exit 2)."),
         max_page_pixels: int = typer.Option(60_000_000, "--max-page-pixels", min=10_000, help="Pages above this pixel count are refused."),
         mineru_tier: TierChoice = typer.Option(TierChoice.flash, "--mineru-tier", help="MinerU tier; all but flash need local models under MINERU_HOME."),
+        follow_symlinks: bool = typer.Option(False, "--follow-symlinks", help="Ingest files that symlinks in an input folder point to outside it."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
         """Render pages to JPEG and extract text layer, layout blocks, tables, OCR lines and a TOC."""
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
 
         opts = IngestOptions(
             dpi=dpi, layout=layout.value, ocr=ocr.value, max_pages=max_pages, workers=workers, strict=strict,
-            max_page_pixels=max_page_pixels, mineru=MinerUSettings(tier=mineru_tier.value),
+            max_page_pixels=max_page_pixels, mineru=MinerUSettings(tier=mineru_tier.value), follow_symlinks=follow_symlinks,
         )
         summary = ingest_paths(paths, Workspace(str(workspace)), opts, progress=not quiet)
         for err in summary.errors:

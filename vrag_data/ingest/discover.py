@@ -20,9 +20,12 @@ def input_kind(path: str) -> str:
     return "other"
 
 
-def discover_inputs(paths: list[str]) -> list[str]:
+def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Expand folders (recursively) into their PDFs and images; keep files given by name as they are, so a
-    mislabelled file is reported per file instead of silently skipped. Order is stable and duplicates go."""
+    mislabelled file is reported per file instead of silently skipped. Order is stable and duplicates go.
+
+    A symlink inside a folder that points outside it is not followed (nothing outside is opened) unless
+    `follow_symlinks`; each one is added to `skipped` as (path, reason with the fix)."""
     if not paths:
         raise VragError("no input paths given; pass PDFs, images or folders")
     out: list[str] = []
@@ -30,9 +33,19 @@ def discover_inputs(paths: list[str]) -> list[str]:
     for raw in paths:
         p = Path(raw).expanduser()
         if p.is_dir():
-            found = sorted(
-                f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".") and input_kind(str(f)) != "other"
-            )
+            root = p.resolve()
+            found = []
+            for f in sorted(p.rglob("*")):
+                if f.name.startswith(".") or input_kind(str(f)) == "other":
+                    continue
+                target = f.resolve()  # resolving a link reads no file content
+                if not follow_symlinks and f.is_symlink() and not target.is_relative_to(root):
+                    if skipped is not None:
+                        skipped.append((str(f), "symlink to a file outside the input folder, not followed "
+                                                 "(pass --follow-symlinks to ingest it)"))
+                    continue
+                if f.is_file():
+                    found.append(f)
             if not found:
                 raise VragError(f"{raw}: folder holds no PDFs or images ({', '.join(sorted(PDF_SUFFIXES | IMAGE_SUFFIXES))})")
             files = found

@@ -40,6 +40,7 @@ class IngestOptions(_Settings):
     max_pages: int | None = Field(None, ge=1)
     workers: int = Field(2, ge=1)
     strict: bool = False
+    follow_symlinks: bool = False  # ingest files that symlinks in an input folder point to outside it
     # A page above this many pixels at the chosen dpi is not rendered (decompression bombs, posters, maps).
     max_page_pixels: int = Field(60_000_000, ge=10_000)
     jpeg_quality: int = Field(85, ge=30, le=100)

@@ -119,11 +119,13 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
     """Ingest PDFs/images (files or folders) into the workspace. Bad inputs become IngestErrors in
     `corpus/errors.parquet` and the batch goes on (unless `opts.strict`)."""
     t0 = time.perf_counter()
-    files = discover_inputs(paths)
+    outside: list[tuple[str, str]] = []
+    files = discover_inputs(paths, opts.follow_symlinks, outside)
     check_components(opts)
     ws.makedirs()
     jobs, skipped, plan_errors = plan_jobs(files, ws, opts)
     summary = IngestSummary(n_skipped_unchanged=len(skipped), docs=list(skipped), errors=list(plan_errors))
+    summary.errors += [IngestError(path=p, stage="notice", reason=why) for p, why in outside]
     if opts.strict and summary.errors:
         _fail_fast(summary, ws)
     jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
