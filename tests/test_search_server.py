@@ -175,3 +175,28 @@ def test_bearer_token(ws: Workspace) -> None:
         ok = c.get("/search", params={"queries": "watch"}, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and ok.json()[0][0]["image_file"] == "manual_b_1.jpg"
         assert c.get("/healthz").status_code == 200
+
+
+def test_malformed_parameters_are_4xx_and_the_token_guards_every_route(tmp_path_factory):
+    import json as _json
+
+    from fastapi.testclient import TestClient
+
+    from tests.support.synth_workspace import sample_workspace
+    from vrag_data.retrieve.server import create_app
+    from vrag_data.store import Workspace
+
+    ws = Workspace(str(sample_workspace(tmp_path_factory.getbasetemp())))
+    c = TestClient(create_app(ws))
+    nan = c.post("/search", content=_json.dumps({"queries": ["revenue"], "top_k": float("nan")}),
+                 headers={"content-type": "application/json"})
+    assert nan.status_code == 422
+    assert c.get("/search", params={"queries": "revenue", "top_k": "NaN"}).status_code == 422
+    assert c.get("/search", params={"queries": "   "}).status_code == 422  # an empty query is not a search
+    assert c.post("/search", json={"query": "revenue"}).status_code == 200  # `query` as well as `queries`
+    assert c.get("/search", params={"query": "revenue"}).json() == c.get("/search", params={"queries": "revenue"}).json()
+    guarded = TestClient(create_app(ws, token="s3cret-token"))
+    for path in ("/docs", "/openapi.json", "/search?queries=revenue"):
+        assert guarded.get(path).status_code == 401, path
+        assert guarded.get(path, headers={"Authorization": "Bearer s3cret-token"}).status_code == 200, path
+    assert guarded.get("/healthz").status_code == 200

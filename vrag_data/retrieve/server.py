@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.retrieve.base import Searcher, SearchHit
@@ -43,7 +44,8 @@ class ServerLimits(BaseModel):
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    queries: list[str] = Field(min_length=1)
+    queries: list[str] = Field(default_factory=list)
+    query: str | list[str] | None = None  # accepted as well as `queries`
     top_k: int | None = None
     doc_id: str | None = None
     vrag_ret: bool = False
@@ -71,6 +73,22 @@ def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | Non
 
     app = FastAPI(title="vrag-data search", version="1")
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # a 422 that names each bad parameter; inputs are not echoed (a NaN or a huge body could not be rendered)
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    if token is not None:
+        @app.middleware("http")
+        async def _every_route_needs_the_token(request: Request, call_next: Any) -> Any:
+            # /docs and /openapi.json included; only /healthz answers without it
+            got = request.headers.get("authorization", "")
+            if request.url.path != "/healthz" and not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+                return JSONResponse(status_code=401, content={"detail": "missing or wrong bearer token"},
+                                    headers={"WWW-Authenticate": "Bearer"})
+            return await call_next(request)
+
     def check_token(request: Request) -> None:
         if token is None:
             return
@@ -81,7 +99,9 @@ def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | Non
     def run(queries: list[str], top_k: int | None, doc_id: str | None) -> list[list[SearchHit]]:
         k = limits.default_top_k if top_k is None else top_k
         if not queries:
-            raise HTTPException(422, "give at least one query (queries=...)")
+            raise HTTPException(422, "give at least one query (queries=... or query=...)")
+        if any(not q.strip() for q in queries):
+            raise HTTPException(422, "empty query: every query needs at least one word")
         if len(queries) > limits.max_queries:
             raise HTTPException(422, f"too many queries: {len(queries)} > {limits.max_queries} per request")
         too_long = [i for i, q in enumerate(queries) if len(q) > limits.max_query_chars]
@@ -111,13 +131,14 @@ def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | Non
         return {"status": "ok", "pages": len(pages), "documents": len(stems)}
 
     @app.get("/search", dependencies=[Depends(check_token)])
-    def search_get(queries: list[str] = Query(default=[]), top_k: int | None = None,
+    def search_get(queries: list[str] = Query(default=[]), query: list[str] = Query(default=[]), top_k: int | None = None,
                    doc_id: str | None = None) -> list[list[dict]]:
-        return [short_list(h) for h in run(queries, top_k, doc_id)]
+        return [short_list(h) for h in run([*queries, *query], top_k, doc_id)]
 
     @app.post("/search", dependencies=[Depends(check_token)])
     def search_post(body: SearchBody) -> dict | list:
-        results = run(body.queries, body.top_k, body.doc_id)
+        extra = [body.query] if isinstance(body.query, str) else list(body.query or [])
+        results = run([*body.queries, *extra], body.top_k, body.doc_id)
         if body.vrag_ret:
             return [short_list(h) for h in results]
         return {"results": [{
