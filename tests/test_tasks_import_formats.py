@@ -114,10 +114,15 @@ def test_bad_rows_never_stop_the_batch(ws: Workspace, tmp_path: Path) -> None:
     )
     s = import_tasks(str(f), ws, "corpus")
     assert (s.rows, s.imported, s.skipped) == (5, 1, 4)
-    assert "line 2 is not valid JSON" in s.errors[0]
+    assert "mixed.jsonl line 2: not valid JSON" in s.errors[0]
     assert "expected a JSON object" in s.errors[1]
-    assert "row 4 (id b): missing field 'question'" in s.errors[2]
-    assert "row 5 (id c)" in s.errors[3] and "empty or inverted" in s.errors[3]
+    assert "line 4 (id b): missing field 'question'" in s.errors[2]
+    assert "line 5 (id c)" in s.errors[3] and "empty or inverted" in s.errors[3]
+    # blank lines do not shift the numbers (they are the file's own line numbers), and a BOM is not an error
+    g = tmp_path / "bom.jsonl"
+    g.write_text("\ufeff" + f.read_text().replace("{not json\n", "\n\n{not json\n"), encoding="utf-8")
+    t = import_tasks(str(g), ws, "corpus")
+    assert t.imported == 1 and "bom.jsonl line 4: not valid JSON" in t.errors[0] and "line 7 (id c)" in t.errors[3]
 
 
 def test_unusable_inputs_fail_with_one_line(ws: Workspace, tmp_path: Path) -> None:

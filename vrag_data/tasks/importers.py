@@ -39,9 +39,15 @@ class ImportSummary(BaseModel):
 
 
 def read_rows(file: str) -> list[Any]:
-    """Rows of a .json file (a list, or {"examples"|"data"|"samples": [...]}) or of a .jsonl file.
+    """Rows of a .json file (a list, or {"examples"|"data"|"samples": [...]}) or of a .jsonl file."""
+    return [row for _, row in read_numbered_rows(file)]
 
-    A jsonl line that is not JSON becomes a RowError placeholder so it is reported with its line number."""
+
+def read_numbered_rows(file: str) -> list[tuple[str, Any]]:
+    """(where, row) pairs: "line N" (the file's own line number) for JSON lines, "row N" for a JSON list.
+
+    A UTF-8 byte-order mark is ignored. A jsonl line that is not JSON becomes a RowError placeholder so it is
+    reported with its line number."""
     if not exists(file):
         raise VragError(f"{file}: file not found; pass the path of a benchmark annotation file")
     try:
@@ -49,6 +55,7 @@ def read_rows(file: str) -> list[Any]:
             text = f.read()
     except UnicodeDecodeError:
         raise VragError(f"{file}: not a UTF-8 text file; pass a .json or .jsonl annotation file") from None
+    text = text.removeprefix("\ufeff")  # editors on Windows write one
     try:  # one JSON document (a list, an object with a list, or a single-line jsonl)
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -59,19 +66,19 @@ def read_rows(file: str) -> list[Any]:
         if isinstance(data, dict):
             for key in ("examples", "data", "samples"):
                 if isinstance(data.get(key), list):
-                    return data[key]
-            return [data]
+                    return [(f"row {i}", r) for i, r in enumerate(data[key], 1)]
+            return [("row 1", data)]
         if isinstance(data, list):
-            return data
+            return [(f"row {i}", r) for i, r in enumerate(data, 1)]
         raise VragError(f"{file}: expected a list of rows or an object with 'examples', got {type(data).__name__}")
-    rows: list[Any] = []
+    rows: list[tuple[str, Any]] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append((f"line {n}", json.loads(line)))
         except json.JSONDecodeError as err:
-            rows.append(RowError(f"line {n} is not valid JSON ({err.msg})"))
+            rows.append((f"line {n}", RowError(f"not valid JSON ({err.msg})")))
     return rows
 
 
@@ -90,7 +97,7 @@ def import_tasks(file: str, ws: Workspace, fmt: str, split: str = "train",
                  benchmark: str | None = None) -> ImportSummary:
     if fmt not in FORMATS:
         raise VragError(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}")
-    rows = read_rows(file)
+    rows = read_numbered_rows(file)
     index = CorpusIndex(ws)
     if index.n_docs == 0:
         raise VragError(f"workspace {ws.root} has no ingested documents; "
@@ -101,9 +108,9 @@ def import_tasks(file: str, ws: Workspace, fmt: str, split: str = "train",
     seen: set[str] = set()
     errors: list[str] = []
     duplicates = 0
-    for n, row in enumerate(rows, start=1):
+    for at, row in rows:
         rid = _row_id(row)
-        where = f"{name} row {n}" + (f" (id {rid})" if rid not in (None, "") else "")
+        where = f"{name} {at}" + (f" (id {rid})" if rid not in (None, "") else "")
         try:
             if isinstance(row, RowError):
                 raise row
