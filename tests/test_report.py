@@ -31,11 +31,12 @@ def con(built: Built):
 
 
 def _kept(b: Built) -> dict[str, bool]:
-    """What the exporter keeps, via the exporter's own Verdicts logic, per run."""
+    """What the filter kept, via the exporter's own Verdicts logic, per run; a run never filtered kept nothing yet
+    (the report does not count "not filtered" as "kept")."""
     out = {}
     for run in ("r1", "r2"):
         v = Verdicts.load(b.ws.run(run))
-        out.update({t.traj_id: v.keep(t) for t in b.trajectories if t.run_id == run})
+        out.update({t.traj_id: v.present and v.keep(t) for t in b.trajectories if t.run_id == run})
     return out
 
 
@@ -180,7 +181,10 @@ def test_judge_rejections_and_cost(built: Built, con) -> None:
         toks = sum(t.usage.prompt_tokens + t.usage.completion_tokens for t in trajs)
         secs = sum(t.latency_s for t in trajs)
         assert row[:3] == (k, reqs, toks) and row[3] == pytest.approx(secs)
-        assert row[4:] == pytest.approx((reqs / k, toks / k, secs / k))
+        if k:
+            assert row[4:] == pytest.approx((reqs / k, toks / k, secs / k))
+        else:  # a run never filtered: nothing kept yet, so no cost per kept sample
+            assert row[4:] == (None, None, None)
 
 
 def test_request_views(built: Built, con) -> None:

@@ -16,7 +16,8 @@ WITH t AS (
   SELECT coalesce(recipe, '(all)') AS recipe, count(*) AS trajectories,
          count(*) FILTER (WHERE status = 'answered') / count(*) AS finish_rate,
          sum(n_invalid_turns) / nullif(sum(n_turns), 0) AS invalid_rate,
-         avg(n_turns) AS mean_turns, avg(ndcg) AS mean_ndcg, count(*) FILTER (WHERE kept) AS kept,
+         avg(n_turns) AS mean_turns, avg(ndcg) AS mean_ndcg,
+         CASE WHEN bool_or(kept IS NOT NULL) THEN count(*) FILTER (WHERE kept) END AS kept,  -- NULL: not filtered yet
          sum(requests) AS requests, sum(prompt_tokens + completion_tokens) AS tokens,
          sum(prompt_tokens + completion_tokens) / nullif(count(*) FILTER (WHERE kept), 0) AS tokens_per_kept
   FROM trajectories GROUP BY GROUPING SETS ((recipe), ())

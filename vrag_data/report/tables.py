@@ -122,8 +122,8 @@ SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS
 FROM raw_requests;
 """
 
-# Kept = what the exporter keeps (vrag_data.export.kept.Verdicts.keep): a run without verdict files keeps
-# its answered trajectories; otherwise every verdict of the trajectory passed, and an augmented trajectory
+# Kept = what the filter kept (vrag_data.store.run.Verdicts.keep): NULL for a run never filtered ("not filtered
+# yet" is not "kept"); otherwise every verdict of the trajectory passed, and an augmented trajectory
 # without verdicts inherits its source's. NDCG and completeness follow vrag_data.rewards.retrieval (binary
 # relevance over the de-duplicated retrieval order); both are NULL when the task has no gold page.
 _SQL_TRAJ = f"""
@@ -174,7 +174,7 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
             ELSE least(1.0, coalesce(list_sum(list_transform(m.ret_dedup, lambda x, i: CASE WHEN list_contains(m.gold, x) THEN 1.0 / log2(i + 1) ELSE 0.0 END)), 0.0)
                  / list_sum(list_transform(range(1, len(m.gold) + 1), lambda i: 1.0 / log2(i + 1)))) END AS ndcg,
        coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters, v.judge_passed, v.judge_score,
-       CASE WHEN rv.run_id IS NULL THEN m.status = 'answered'
+       CASE WHEN rv.run_id IS NULL THEN NULL  -- not filtered yet: unknown, not "kept"
             ELSE coalesce(v.all_passed, g.inherited, false) END AS kept,
        CASE WHEN coalesce(v.all_passed, g.inherited) IS NULL THEN 'none'
             WHEN coalesce(v.all_passed, g.inherited) THEN 'pass' ELSE 'fail' END AS verdict,
