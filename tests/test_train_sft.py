@@ -188,7 +188,15 @@ def test_cli_train_sft(export, tmp_path):
                                  "--max-steps", "2", "--output", str(tmp_path / "cli")])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["global_step"] == 2 and summary["examples"] == 4
+    assert summary["global_step"] == 2 and summary["examples"] == 4 and not summary["nothing_to_do"]
+    # the same command on the finished output: nothing to do, and nothing changes on disk
+    out = tmp_path / "cli"
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    again = CliRunner().invoke(app, ["train", "sft", "--config", str(cfg), "--data", str(export),
+                                     "--max-steps", "2", "--output", str(out)])
+    assert again.exit_code == 0 and "nothing to do" in again.output
+    assert json.loads(again.stdout.strip().splitlines()[-1])["nothing_to_do"] is True
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
     bad = CliRunner().invoke(app, ["train", "sft", "--config", str(cfg), "--data", str(tmp_path / "nope")])
     assert bad.exit_code == 2 and "SFT data not found" in bad.output
 

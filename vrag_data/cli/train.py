@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
         if max_steps is not None:
             cfg.sft = cfg.sft.model_copy(update={"max_steps": max_steps})
         result = run_sft(cfg, resume=resume, progress=True)
+        if result.nothing_to_do:
+            console.print(f"nothing to do: {result.output_dir} already holds the finished model of this config (final/, "
+                          f"step {result.global_step}); pass --no-resume to train again", highlight=False)
         for reason in result.skipped[:5]:
             console.print(f"skipped: {reason}", highlight=False)
         if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch

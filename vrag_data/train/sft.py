@@ -27,6 +27,16 @@ class SftResult:
     n_examples: int
     skipped: list[str] = field(default_factory=list)
     resumed_from: str | None = None
+    nothing_to_do: bool = False  # the output already holds this config's finished model; nothing was changed
+
+
+DONE_FILE = "done.json"
+
+
+def _done_key(cfg: TrainConfig) -> str:
+    from vrag_data.ids import short_hash
+
+    return short_hash(cfg.model_dump(mode="json", exclude={"output_dir"}), n=16)
 
 
 def last_checkpoint(out: Path) -> Path | None:
@@ -53,6 +63,11 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         raise VragError(f"{cfg.data.path}: no usable SFT records ({len(skipped)} skipped: "
                         f"{skipped[0] if skipped else 'empty'})")
     out = Path(cfg.output_dir)
+    done = out / DONE_FILE
+    if resume and done.is_file() and (out / "final").is_dir():
+        rec = json.loads(done.read_text())
+        if rec.get("config") == _done_key(cfg):  # finished with this very config: touch nothing
+            return SftResult(out, int(rec.get("global_step", 0)), [], len(examples), skipped, None, nothing_to_do=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "train_config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     if skipped:
@@ -117,6 +132,9 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
     final = out / "final"
     if trainer.is_world_process_zero():
         policy.save(final)
+        tmp = out / f".tmp-{DONE_FILE}"
+        tmp.write_text(json.dumps({"config": _done_key(cfg), "global_step": int(trainer.state.global_step)}))
+        tmp.replace(out / DONE_FILE)
     return SftResult(out, int(trainer.state.global_step), seen.losses, len(examples), skipped,
                      str(ckpt) if ckpt else None)
 
@@ -136,4 +154,5 @@ def describe(result: SftResult) -> dict[str, Any]:
         "first_loss": result.losses[0][1] if result.losses else None,
         "last_loss": result.losses[-1][1] if result.losses else None,
         "resumed_from": result.resumed_from,
+        "nothing_to_do": result.nothing_to_do,
     }
