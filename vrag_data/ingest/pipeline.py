@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
+from vrag_data.ingest.render import remove_orphan_temp_images
 from vrag_data.ingest.discover import discover_inputs, input_kind
 from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
 from vrag_data.ingest.ocr import default_threads
@@ -123,6 +124,8 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
     files = discover_inputs(paths, opts.follow_symlinks, outside)
     check_components(opts)
     ws.makedirs()
+    if ws.is_local:
+        remove_orphan_temp_images(ws.pages.removeprefix("file://"))  # a killed ingest's half-written images
     jobs, skipped, plan_errors = plan_jobs(files, ws, opts)
     summary = IngestSummary(n_skipped_unchanged=len(skipped), docs=list(skipped), errors=list(plan_errors))
     summary.errors += [IngestError(path=p, stage="notice", reason=why) for p, why in outside]

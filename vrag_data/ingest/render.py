@@ -229,11 +229,40 @@ def encode_jpeg(img: Image.Image | np.ndarray, quality: int) -> bytes:
     return buf.getvalue()
 
 
+def remove_orphan_temp_images(pages_dir: str) -> int:
+    """Remove the half-written page images a killed ingest left behind (their writer process is gone)."""
+    n = 0
+    if not os.path.isdir(pages_dir):
+        return 0
+    for name in os.listdir(pages_dir):
+        if not name.startswith(".tmp-") or not name.endswith(".jpg"):
+            continue
+        pid = name.split("-")[1]
+        alive = pid.isdigit() and _pid_alive(int(pid))
+        if not alive:
+            try:
+                os.remove(os.path.join(pages_dir, name))
+                n += 1
+            except FileNotFoundError:
+                pass
+    return n
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_bytes_atomic(ws: Workspace, path: str, data: bytes) -> None:
     """Write then rename, so a crash never leaves a half-written page image under its final name."""
     if ws.is_local:
         local = path.removeprefix("file://")
-        tmp = f"{os.path.dirname(local)}/.tmp-{uuid.uuid4().hex}.jpg"
+        tmp = f"{os.path.dirname(local)}/.tmp-{os.getpid()}-{uuid.uuid4().hex}.jpg"  # the pid lets a re-run clean up
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, local)
