@@ -41,7 +41,10 @@ def register(app: typer.Typer) -> None:
         if not ws.fs.exists(ws.run(run)):
             fail(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
         total = count_trajectories(ws.run(run))
-        with Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True) as bar:
+        from vrag_data.progress import progress_for
+
+        with progress_for("export", True, lambda: Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
+                                                          TimeElapsedColumn(), console=console, transient=True)) as bar:
             task = bar.add_task("trajectories", total=total)
             summary = export_run(
                 ws,

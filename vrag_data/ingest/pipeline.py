@@ -3,6 +3,8 @@ errors. The Prefect flows call it on a shard of documents; the CLI calls it on e
 
 from __future__ import annotations
 
+from typing import Any
+
 import multiprocessing
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -14,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
 from vrag_data.ingest.render import remove_orphan_temp_images
+from vrag_data.progress import progress_for
 from vrag_data.ingest.discover import discover_inputs, input_kind
 from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
 from vrag_data.ingest.ocr import default_threads
@@ -83,12 +86,12 @@ def _init_worker(layout: bool, threads: int) -> None:
     import_pymupdf(layout, layout_threads=threads)
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
+def _progress(enabled: bool) -> Any:
+    return progress_for("ingest", enabled, lambda: Progress(
         TextColumn("[bold]ingest[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[pages]} pages"),
         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), TimeRemainingColumn(),
         console=_console, disable=not enabled, transient=False,
-    )
+    ))
 
 
 def _fail_fast(summary: IngestSummary, ws: Workspace) -> None:

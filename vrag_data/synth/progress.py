@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from vrag_data.progress import progress_for
 from vrag_data.schema.records import Trajectory
 
 
@@ -76,12 +77,12 @@ class ProgressView:
     def __init__(self, total: int, enabled: bool, live: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.live = live
         self.t0 = time.monotonic()
-        self._p: Progress | None = None
+        self._p: Any = None
         if enabled:
-            self._p = Progress(
+            self._p = progress_for("synth", True, lambda: Progress(
                 TextColumn("[bold]synth[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                 TextColumn("{task.fields[rates]}"), console=Console(stderr=True), transient=False,
-            )
+            ))
             self._task = self._p.add_task("synth", total=total, rates="")
             self._p.start()
 

@@ -1,0 +1,37 @@
+"""Progress when stderr is not a terminal: plain lines with counts, rate and ETA, on a timer and at the end."""
+
+from __future__ import annotations
+
+import io
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from vrag_data.progress import LineProgress
+
+
+def test_line_progress_counts_rate_and_eta(caplog):
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="vrag_data.progress"):
+        with LineProgress("ingest", every=0.0, stream=out) as p:
+            t = p.add_task("ingest", total=4, pages=0)
+            p.update(t, advance=1, pages=12)
+            p.advance(t, 1)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("ingest: 0/4 (0%)")
+    assert any(x.startswith("ingest: 2/4 (50%)") and "/s" in x and "ETA" in x and "12" in x for x in lines)
+    assert lines[-1].endswith("· done")
+    assert any("ingest: 2/4" in r.getMessage() for r in caplog.records)  # the same lines reach the logs
+
+
+def test_synth_prints_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
+    from tests.support.synth_workspace import sample_workspace
+
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    exe = Path(sys.executable).parent / "vrag-data"
+    r = subprocess.run([str(exe), "synth", "-w", str(ws), "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "2",
+                        "--run", "progress-pipe"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("synth: ")]
+    assert lines and "2/2 (100%)" in lines[-1] and lines[-1].endswith("done") and "/s" in lines[-1]

@@ -1,0 +1,100 @@
+"""Progress that is visible wherever a stage runs: a live bar on a terminal, and when stderr is not a terminal
+(nohup, CI, Slurm, a file, a Prefect task) a plain line with counts, rate and ETA at least every `every`
+seconds, written to stderr and to the `vrag_data.progress` logger (which Prefect's task logs capture).
+
+`LineProgress` speaks the small part of rich's `Progress` API the stages use (`add_task`, `update`, `advance`,
+`start`, `stop`, context manager), so a stage picks one with `progress_for(...)` and keeps its code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+log = logging.getLogger("vrag_data.progress")
+
+
+def _eta(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class LineProgress:
+    def __init__(self, label: str, every: float = 10.0, stream: Any = None) -> None:
+        self.label, self.every = label, every
+        self.stream = stream if stream is not None else sys.stderr
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self._last = 0.0
+
+    def __enter__(self) -> "LineProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, completed: float = 0, **fields: Any) -> int:
+        tid = len(self.tasks)
+        self.tasks[tid] = {"description": description, "total": total, "completed": completed, "t0": time.monotonic(),
+                           "fields": dict(fields)}
+        self._emit(force=True)
+        return tid
+
+    def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
+               total: float | None = None, **fields: Any) -> None:
+        t = self.tasks[task_id]
+        if completed is not None:
+            t["completed"] = completed
+        if advance:
+            t["completed"] += advance
+        if total is not None:
+            t["total"] = total
+        t["fields"].update({k: v for k, v in fields.items() if k not in ("description", "refresh", "visible")})
+        self._emit()
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def stop(self) -> None:
+        if self.tasks:
+            self._emit(force=True, final=True)
+            self.tasks = {}
+
+    def line(self, t: dict[str, Any]) -> str:
+        done, total = t["completed"], t["total"]
+        dt = max(1e-9, time.monotonic() - t["t0"])
+        rate = done / dt
+        parts = [f"{self.label}: {done:g}" + (f"/{total:g} ({done / total:.0%})" if total else "")]
+        parts.append(f"{rate:.2f}/s")
+        if total and rate > 0 and done < total:
+            parts.append(f"ETA {_eta((total - done) / rate)}")
+        parts.append(f"elapsed {_eta(dt)}")
+        extra = " ".join(f"{v}" for v in t["fields"].values() if v not in ("", None))
+        return " · ".join(parts) + (f" · {extra}" if extra else "")
+
+    def _emit(self, force: bool = False, final: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        for t in self.tasks.values():
+            text = self.line(t) + (" · done" if final else "")
+            print(text, file=self.stream, flush=True)
+            log.info(text)
+
+
+def is_terminal(stream: Any = None) -> bool:
+    s = stream if stream is not None else sys.stderr
+    return bool(getattr(s, "isatty", lambda: False)())
+
+
+def progress_for(label: str, enabled: bool, make_bar: Any, every: float = 10.0) -> Any:
+    """`make_bar()` (a rich Progress) on a terminal, a `LineProgress` elsewhere, or the disabled bar."""
+    if enabled and not is_terminal():
+        return LineProgress(label, every)
+    return make_bar()
