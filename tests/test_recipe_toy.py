@@ -134,7 +134,8 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
         recipes = {r[0] for r in con.execute("SELECT DISTINCT recipe FROM trajectories").fetchall()}
     finally:
         con.close()
-    assert "toy_crop" in recipes and "toy_crop" in Path(rep.html_path).read_text()
+    html = Path(rep.html_path).read_text()
+    assert "toy_crop" in recipes and "toy_crop" in html and "oracle policy" in html  # the oracle is labelled
 
 
 def test_run_id_follows_the_recipe_description(toy):

@@ -81,10 +81,18 @@ def _kpis(con: duckdb.DuckDBPyConnection) -> str:
     (n_docs,), (n_pages,), (n_tasks,) = (con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in ("documents", "pages", "tasks"))
     n_traj, kept, answered, reqs = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE kept), count(*) FILTER (WHERE status = 'answered'), sum(requests) FROM trajectories").fetchone()
+    filtered = con.execute("SELECT count(*) FILTER (WHERE kept IS NOT NULL) FROM trajectories").fetchone()[0]
+    policies = sorted(p or "unknown" for (p,) in con.execute("SELECT DISTINCT policy FROM trajectories").fetchall())
     items: list[tuple[str, Any]] = [("documents", n_docs), ("pages", n_pages), ("tasks", n_tasks), ("trajectories", n_traj),
-                                    ("finish rate", answered / n_traj if n_traj else None), ("kept", kept),
-                                    ("kept rate", kept / n_traj if n_traj else None), ("requests", reqs or 0)]
-    return '<div class="grid">' + "".join(f'<div class="kpi">{esc(k)}<b>{esc(fmt(v))}</b></div>' for k, v in items) + "</div>"
+                                    ("policy", ", ".join(policies) or "-"),
+                                    ("finish rate", answered / n_traj if n_traj else None),
+                                    ("kept", kept if filtered else "not filtered yet"),
+                                    ("kept rate", kept / filtered if filtered else None), ("requests", reqs or 0)]
+    note = ""
+    if "oracle" in policies:  # the oracle reads the gold: its finish and pass rates say nothing about a model
+        note = ('<p class="oracle"><b>oracle policy</b>: trajectories written by the gold-guided offline policy, not by a '
+                "model; rates measure the pipeline, not a teacher.</p>")
+    return note + '<div class="grid">' + "".join(f'<div class="kpi">{esc(k)}<b>{esc(fmt(v))}</b></div>' for k, v in items) + "</div>"
 
 
 def _viewer(con: duckdb.DuckDBPyConnection, limit: int) -> str:
