@@ -131,6 +131,10 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     elif recipe.name != manifest.recipe:
         raise VragError(f"{run_dir}: run of recipe {manifest.recipe!r}, not {recipe.name!r}")
     rd = RunDir(str(run_dir))
+    try:
+        rd.compact()  # small shards a synth left (e.g. one killed before its own compaction) are merged first
+    except VragError:
+        pass  # a writer holds the run: its own compaction will do it
     newest = rd.newest()
     trajs = list(rd.episodes())
     if not trajs:
