@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from vrag_data.errors import VragError
+from vrag_data.process import pid_alive
 
 STATE_FILE = "up.json"
 DEPLOYMENT = "synth/default"
@@ -53,17 +54,7 @@ def base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited; only its parent has not collected it yet
-        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+_alive = pid_alive
 
 
 def _cmdline(pid: int) -> str:

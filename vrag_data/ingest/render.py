@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vrag_data.process import pid_alive
 from vrag_data.store.workspace import Workspace
 
 try:
@@ -238,7 +239,7 @@ def remove_orphan_temp_images(pages_dir: str) -> int:
         if not name.startswith(".tmp-") or not name.endswith(".jpg"):
             continue
         pid = name.split("-")[1]
-        alive = pid.isdigit() and _pid_alive(int(pid))
+        alive = pid.isdigit() and pid_alive(int(pid))
         if not alive:
             try:
                 os.remove(os.path.join(pages_dir, name))
@@ -246,16 +247,6 @@ def remove_orphan_temp_images(pages_dir: str) -> int:
             except FileNotFoundError:
                 pass
     return n
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_bytes_atomic(ws: Workspace, path: str, data: bytes) -> None:
