@@ -113,7 +113,7 @@ class Replica:
 
 class PrefixCacheFleet:
     def __init__(self, replicas: int = 4, *, cache_tokens: int = 400_000, prefill_s: float = 1 / 10_000,
-                 decode_s: float = 1 / 50, time_scale: float = 0.0, output_tokens: int = 48,
+                 decode_s: float = 1 / 1000, time_scale: float = 0.0, output_tokens: int = 48,
                  reply: str = "<search>next page</search>") -> None:
         self.replicas = [Replica(cache_tokens) for _ in range(replicas)]
         self.prefill_s, self.decode_s, self.time_scale = prefill_s, decode_s, time_scale
