@@ -73,7 +73,7 @@ def episode_messages(shape: Shape, e: int, upto: int) -> list[Message]:
         msgs.append(Message(role="assistant", text="<search>next page</search>"))
         imgs = [ImageRef(page_id=f"e{e}t{t}p{k}_{PAGE[0]}x{PAGE[1]}") for k in range(shape.pages_per_turn)]
         imgs += [ImageRef(page_id=f"e{e}t{t}c{k}_{CROP[0]}x{CROP[1]}") for k in range(shape.crops_per_turn)]
-        if shape.name.startswith("text search") and t == upto - 1:
+        if shape.name.startswith("text search") and t == shape.turns - 1:  # the page shown at the last step
             imgs.append(ImageRef(page_id=f"e{e}t{t}final_{PAGE[0]}x{PAGE[1]}"))
         msgs.append(Message(role="user", text=f"<result turn={t} episode={e}> " + "x" * shape.text_per_turn, images=imgs))
     return msgs
@@ -109,6 +109,7 @@ async def run_shape(shape: Shape, args: argparse.Namespace, affine: bool) -> dic
         "hit_vs_ideal": round(st["cached_tokens"] / max(1, st["ideal_cached_tokens"]), 3),
         "ideal_hit_ratio": round(st["ideal_cached_tokens"] / max(1, st["prompt_tokens"]), 3),
         "gpu_s_per_traj": round(st["busy_s"] / args.episodes, 3),
+        "prefill_tokens_per_traj": round((st["prompt_tokens"] - st["cached_tokens"]) / args.episodes),
         "load_max_min": round(max(busy) / max(1e-9, min(busy)), 3),
         "requests": sum(r["requests"] for r in st["replicas"]), "moves": aff["moves"],
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
@@ -123,7 +124,8 @@ async def main_async(args: argparse.Namespace) -> None:
         af = await run_shape(shape, args, affine=True)
         print(json.dumps(ll))
         print(json.dumps(af))
-        print(json.dumps({"shape": shape.name, "gpu_s_affine_over_least_loaded": round(af["gpu_s_per_traj"] / ll["gpu_s_per_traj"], 3)}))
+        print(json.dumps({"shape": shape.name, "gpu_s_affine_over_least_loaded": round(af["gpu_s_per_traj"] / ll["gpu_s_per_traj"], 3),
+                          "prefill_affine_over_least_loaded": round(af["prefill_tokens_per_traj"] / ll["prefill_tokens_per_traj"], 3)}))
         sys.stdout.flush()
 
 
