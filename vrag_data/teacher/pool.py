@@ -360,11 +360,17 @@ def _body(model: str, messages: Sequence[Message], uris: Sequence[bytes], params
     escaping), and serialising ~0.4 MB of it per request would cost ~1 ms of CPU each time."""
     if not uris:
         return dumps({"model": model, "messages": to_openai(messages, []), **params})
-    marks = [f"@@image-{_NONCE}-{i}@@" for i in range(len(uris))]
-    raw = dumps({"model": model, "messages": to_openai(messages, marks), **params})
-    for mark, uri in zip(marks, uris, strict=True):
-        raw = raw.replace(mark.encode(), uri, 1)
-    return raw
+    mark = f"@@image-{_NONCE}@@"
+    raw = dumps({"model": model, "messages": to_openai(messages, [mark] * len(uris)), **params})
+    # Split the small JSON at the placeholders and join once with the data URIs: one copy of the large
+    # payload (replacing placeholders one by one rescanned and copied the whole growing body each time).
+    pieces = raw.split(mark.encode())
+    if len(pieces) != len(uris) + 1:
+        raise TeacherError(f"request body has {len(pieces) - 1} image placeholders for {len(uris)} images")
+    out = [pieces[0]]
+    for uri, piece in zip(uris, pieces[1:], strict=True):
+        out += (uri, piece)
+    return b"".join(out)
 
 
 def _rid(key: str) -> str:
