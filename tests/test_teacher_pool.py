@@ -337,3 +337,18 @@ def test_calls_without_affinity_still_spread_least_loaded(tmp_path):
         res = run(_chat_all(TeacherPool({"policy": role(*fleet.base_urls)}, RequestCache(tmp_path), "r1"), [f"q{i}" for i in range(8)]))
         assert sorted(r["requests"] for r in fleet.stats()["replicas"]) == [4, 4]
         assert all(not r.cached for r in res)
+
+
+def test_simulator_counts_image_tokens_and_caches_whole_blocks():
+    from tests.support.prefix_cache_server import Replica, block_hashes, image_tokens
+
+    assert image_tokens(784, 1008) == 28 * 36  # Qwen2.5-VL: one token per 28x28 pixels
+    first, n1 = block_hashes([(b"role:user", 1), (b"a" * 4 * 39, 39)])  # 40 tokens -> 2 full blocks
+    grown, n2 = block_hashes([(b"role:user", 1), (b"a" * 4 * 39, 39), (b"role:user", 1), (b"more", 10)])  # 51 -> 3
+    other, _ = block_hashes([(b"role:user", 1), (b"b" * 4 * 39, 39)])
+    assert (n1, len(first), n2, len(grown)) == (40, 2, 51, 3)
+    assert grown[:2] == first and other[0] != first[0]
+    rep = Replica(cache_tokens=1000)
+    assert rep.lookup_and_insert(first) == 0
+    assert rep.lookup_and_insert(grown) == 32  # the two blocks of the earlier prompt
+    assert rep.lookup_and_insert(other) == 0
