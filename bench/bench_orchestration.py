@@ -112,14 +112,25 @@ async def bench_pool(url: str, n: int, in_flight: int, latency: float, images: l
         return await _timed(lambda i: pool.chat("policy", msgs(i), image_loader=loader), n, in_flight, latency, server_pid)
 
 
-async def bench_bare_aiohttp(url: str, n: int, in_flight: int, latency: float) -> dict:
-    """The ceiling on this machine right now: a bare aiohttp loop (no cache, no routing, no retries)."""
+async def bench_bare_aiohttp(url: str, n: int, in_flight: int, latency: float, images: list[bytes] | None = None) -> dict:
+    """The ceiling on this machine right now: a bare aiohttp loop (no cache, no routing, no retries); with
+    `images`, the same two data URIs per request as the pool sends (base64 done once per image, spliced in)."""
+    import base64
+
     import aiohttp
+
+    uris = [b'{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,' + base64.b64encode(j) + b'"}}' for j in images or []]
+
+    def make(i: int) -> bytes:
+        if not uris:
+            return json.dumps({"model": "teacher", "messages": [{"role": "user", "content": f"question {i}"}]}).encode()
+        parts = b",".join([uris[i % len(uris)], uris[(i + 1) % len(uris)], json.dumps({"type": "text", "text": f"question {i}"}).encode()])
+        return b'{"model":"teacher","messages":[{"role":"user","content":[' + parts + b"]}]}"
 
     sem = asyncio.Semaphore(in_flight)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight)) as s:
         async def one(i: int) -> None:
-            body = json.dumps({"model": "teacher", "messages": [{"role": "user", "content": f"question {i}"}]}).encode()
+            body = make(i)
             async with sem, s.post(url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r:
                 json.loads(await r.read())
 
@@ -208,7 +219,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=2.0)
     ap.add_argument("--in-flight", type=int, default=256)
     ap.add_argument("--requests", type=int, default=2048)
-    ap.add_argument("--skip", default="", help="comma list of: plain,bare,sdk,images,runner,kill9")
+    ap.add_argument("--skip", default="", help="comma list of: plain,bare,sdk,images,bare-images,runner,kill9")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
     results: dict[str, dict] = {}
@@ -227,6 +238,11 @@ def main() -> None:
             r = asyncio.run(bench_pool(srv.base_url, a.requests, a.in_flight, a.latency, imgs, srv.proc.pid))
             r["jpeg_kb_per_image"] = round(sum(map(len, imgs)) / len(imgs) / 1024, 1)
             results["pool, 2 page images"] = r
+            print(r, flush=True)
+        if "bare-images" not in skip:
+            imgs = page_jpegs(40)
+            r = asyncio.run(bench_bare_aiohttp(srv.base_url, a.requests, a.in_flight, a.latency, imgs))
+            results["bare aiohttp loop, same 2 page images (reference)"] = r
             print(r, flush=True)
         if "runner" not in skip:
             results["run_episodes, 2 calls/episode"] = asyncio.run(bench_runner(srv.base_url, a.requests // 2, a.in_flight, a.latency))

@@ -256,3 +256,99 @@ def test_cache_survives_reopening_and_is_wal(tmp_path):
     db = sqlite3.connect(tmp_path / "requests.sqlite")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("SELECT count(*) FROM responses").fetchone()[0] == 2
+
+
+# -- episode-affine routing ---------------------------------------------------------------------------------
+
+def test_route_keeps_the_home_replica_within_the_bound():
+    from vrag_data.teacher.routing import route
+    # home load 5, least 4: 5 <= 1.25 * 4 -> stays home
+    assert route([5.0, 4.0, 6.0], [True, True, True], home=0, bound=1.25) == 0
+    # home load 6 > 1.25 * 4 = 5 -> moves to the least loaded
+    assert route([6.0, 4.0, 5.0], [True, True, True], home=0, bound=1.25) == 1
+    # a looser bound keeps it home
+    assert route([6.0, 4.0, 5.0], [True, True, True], home=0, bound=1.5) == 0
+
+
+def test_route_without_home_or_with_a_full_home_takes_the_least_loaded_free_replica():
+    from vrag_data.teacher.routing import route
+    assert route([3.0, 1.0, 2.0], [True, True, True], home=None) == 1
+    assert route([1.0, 1.0, 2.0], [False, True, True], home=0) == 1  # home full: moves
+    assert route([1.0, 1.0], [False, False], home=0) is None  # nothing free: the caller waits
+    assert route([1.0, 1.0, 1.0], [True, True, True], home=None, start=2) == 2  # ties rotate from start
+
+
+def test_route_rejects_a_bound_below_one():
+    from vrag_data.teacher.routing import route
+    with pytest.raises(ValueError, match="bound"):
+        route([1.0], [True], home=0, bound=0.9)
+
+
+def test_affinity_table_counts_stays_and_moves():
+    from vrag_data.teacher.routing import AffinityTable
+    t = AffinityTable(max_keys=2)
+    t.record("a", 0)
+    t.record("a", 0)
+    t.record("a", 1)
+    t.record("b", 1)
+    t.record("c", 0)  # forgets "a", the least recently used
+    assert t.home("a") is None and t.home("b") == 1
+    assert t.stats() == {"episodes": 2, "stays": 1, "moves": 1, "new": 3}
+
+
+def test_affine_episode_stays_on_one_replica_and_moves_once_under_imbalance(tmp_path):
+    from tests.support.prefix_cache_server import PrefixCacheFleet
+
+    def turns(n: int) -> list[Message]:
+        msgs = [Message(role="system", text="You are a teacher. " * 20)]
+        for i in range(n):
+            msgs.append(Message(role="user", text=f"turn {i}: look at the page and search again " * 10))
+            if i < n - 1:
+                msgs.append(Message(role="assistant", text="<search>next page</search>"))
+        return msgs
+
+    with PrefixCacheFleet(replicas=2, time_scale=0.05) as fleet:
+        async def go():  # noqa: ANN202
+            async with TeacherPool({"policy": role(*fleet.base_urls)}, RequestCache(tmp_path), "r1") as pool:
+                first = [await pool.chat("policy", turns(t), affinity="ep1") for t in range(1, 4)]
+                # three calls of the episode at once: the second finds its home 2 in flight vs 1 elsewhere
+                burst = await asyncio.gather(*(pool.chat("policy", turns(3) + [Message(role="user", text=f"side {k}")],
+                                                         affinity="ep1") for k in range(3)))
+                after = await pool.chat("policy", turns(4), affinity="ep1")
+                return first, burst, after, pool.stats()["affinity"]
+
+        first, burst, after, aff = run(go())
+        home = first[0].endpoint
+        other = next(u for u in fleet.base_urls if u != home)
+        assert [r.endpoint for r in first] == [home, home, home]
+        assert [r.endpoint for r in burst] == [home, other, other]
+        assert after.endpoint == other  # it moved once and stays on its new home
+        assert aff == {"episodes": 1, "stays": 5, "moves": 1, "new": 1}
+        st = fleet.stats()
+        # every turn after the first found its history cached on the replica that served it
+        by_url = dict(zip(fleet.base_urls, st["replicas"], strict=True))
+        assert by_url[home]["requests"] == 4 and by_url[other]["requests"] == 3
+        assert by_url[home]["cached_tokens"] > 0
+
+
+def test_calls_without_affinity_still_spread_least_loaded(tmp_path):
+    from tests.support.prefix_cache_server import PrefixCacheFleet
+    with PrefixCacheFleet(replicas=2, time_scale=0.05) as fleet:
+        res = run(_chat_all(TeacherPool({"policy": role(*fleet.base_urls)}, RequestCache(tmp_path), "r1"), [f"q{i}" for i in range(8)]))
+        assert sorted(r["requests"] for r in fleet.stats()["replicas"]) == [4, 4]
+        assert all(not r.cached for r in res)
+
+
+def test_simulator_counts_image_tokens_and_caches_whole_blocks():
+    from tests.support.prefix_cache_server import Replica, block_hashes, image_tokens
+
+    assert image_tokens(784, 1008) == 28 * 36  # Qwen2.5-VL: one token per 28x28 pixels
+    first, n1 = block_hashes([(b"role:user", 1), (b"a" * 4 * 39, 39)])  # 40 tokens -> 2 full blocks
+    grown, n2 = block_hashes([(b"role:user", 1), (b"a" * 4 * 39, 39), (b"role:user", 1), (b"more", 10)])  # 51 -> 3
+    other, _ = block_hashes([(b"role:user", 1), (b"b" * 4 * 39, 39)])
+    assert (n1, len(first), n2, len(grown)) == (40, 2, 51, 3)
+    assert grown[:2] == first and other[0] != first[0]
+    rep = Replica(cache_tokens=1000)
+    assert rep.lookup_and_insert(first) == 0
+    assert rep.lookup_and_insert(grown) == 32  # the two blocks of the earlier prompt
+    assert rep.lookup_and_insert(other) == 0

@@ -4,7 +4,9 @@ Transport: see `vrag_data.teacher.http` (plain aiohttp, measured in bench/RESULT
 
 Each endpoint has its own bound on requests in flight (`max_in_flight`), independent of how many episodes
 run; a call goes to the least-loaded endpoint of its role with a free slot, waits first-come-first-served
-for the next freed slot when all are full, and is re-routed on retry.
+for the next freed slot when all are full, and is re-routed on retry. A call that names its episode
+(`affinity=`) goes to the replica that served the episode's previous call while that replica's load is within
+`affinity_bound` x the least loaded, so the server's prefix cache holds its history (`vrag_data.teacher.routing`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from vrag_data.schema.records import Message, RequestLog
 from vrag_data.teacher.cache import CachedResponse, RequestCache
 from vrag_data.teacher.http import Endpoint, Fatal, Retryable, dumps, loads, post_chat
 from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
+from vrag_data.teacher.routing import DEFAULT_BOUND, AffinityTable, least_loaded, route
 
 _NONCE = uuid.uuid4().hex[:16]  # image placeholders no prompt text can collide with
 
@@ -91,7 +94,12 @@ class TeacherPool:
         *,
         image_cache_size: int = 256,
         seed: int | None = None,
+        affinity_bound: float = DEFAULT_BOUND,
     ) -> None:
+        if affinity_bound < 1.0:
+            raise TeacherError(f"affinity_bound must be >= 1.0 (got {affinity_bound}); 1.25 keeps episodes on their replica")
+        self.affinity_bound = affinity_bound
+        self._affinity = AffinityTable()
         self.roles = resolve_roles(roles)
         self.cache = cache
         self.run_id = run_id
@@ -169,7 +177,10 @@ class TeacherPool:
         image_loader: ImageLoader | None = None,
         max_pixels: int | None = None,
         sampling: SamplingConfig | None = None,
+        affinity: str | None = None,
     ) -> ChatResult:
+        """`affinity`: an episode key (e.g. the episode id); calls sharing it stick to one replica (see module doc).
+        It only routes: it is not part of the request cache key."""
         eps = self._endpoints.get(role)
         if eps is None:
             raise TeacherError(f"role {role} has no OpenAI-compatible endpoint (kind: {self.kind(role)}); configure roles.{role}")
@@ -191,7 +202,8 @@ class TeacherPool:
         fut: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            res = await self._call(role, rc, key, model, _body(model, messages, uris, params))
+            aff = None if affinity is None else f"{role}\x00{affinity}"
+            res = await self._call(role, rc, key, model, _body(model, messages, uris, params), aff)
             fut.set_result(res)
             return res
         except BaseException as err:
@@ -209,6 +221,7 @@ class TeacherPool:
             {"base_url": ep.base_url, "model": ep.cfg.model, "in_flight": ep.in_flight, "ok": ep.ok, "failed": ep.failed}
             for ep in self._unique
         ]
+        c["affinity"] = self._affinity.stats()
         return c
 
     async def close(self) -> None:
@@ -229,24 +242,37 @@ class TeacherPool:
                                   status="cached", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens))
         return ChatResult(hit.text, _rid(hit.key), hit.prompt_tokens, hit.completion_tokens, 0.0, True, 0, "cache", hit.model, hit.finish_reason)
 
-    async def _acquire(self, eps: list[Endpoint]) -> Endpoint:
-        """A slot on the least-loaded endpoint with room; if all are full, wait for the first freed one
-        (routing at release time, so a fast replica is not stuck behind a queue on a slow one)."""
-        free = [ep for ep in eps if ep.free()]
-        if free:
+    async def _acquire(self, eps: list[Endpoint], affinity: str | None = None) -> Endpoint:
+        """A slot on the least-loaded endpoint with room (or the episode's home, see `routing.route`); if all
+        are full, wait for the first freed one (routing at release time, so a fast replica is not stuck behind
+        a queue on a slow one)."""
+        free = [ep.free() for ep in eps]
+        if any(free):
             self._rr += 1
-            n = len(free)
-            ep = min((free[(self._rr + i) % n] for i in range(n)), key=Endpoint.load)  # rotate: ties spread evenly
+            # in-flight + 1 over capacity: an idle fleet compares finite loads, one extra call is the unit
+            loads = [(ep.in_flight + 1) / max(1, ep.cfg.max_in_flight) for ep in eps]
+            start = self._rr % len(eps)  # rotate: ties spread evenly
+            if affinity is None:
+                i = least_loaded(loads, free, start)
+            else:
+                i = route(loads, free, self._affinity.home(affinity), self.affinity_bound, start)
+                assert i is not None
+                self._affinity.record(affinity, i)
+            assert i is not None
+            ep = eps[i]
             ep.in_flight += 1
             return ep
         fut: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(tuple(id(e) for e in eps), deque()).append(fut)
         try:
-            return await fut
+            ep = await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self._release(fut.result())  # a slot was handed over just as we were cancelled
             raise
+        if affinity is not None:
+            self._affinity.record(affinity, eps.index(ep))
+        return ep
 
     def _release(self, ep: Endpoint) -> None:
         ep.in_flight -= 1
@@ -260,12 +286,12 @@ class TeacherPool:
                     fut.set_result(ep)
                     return
 
-    async def _call(self, role: str, rc: RoleConfig, key: str, model: str, body: bytes) -> ChatResult:
+    async def _call(self, role: str, rc: RoleConfig, key: str, model: str, body: bytes, affinity: str | None = None) -> ChatResult:
         rid = _rid(key)
         t0 = time.perf_counter()
         attempt = 0
         while True:
-            ep = await self._acquire(self._endpoints[role])
+            ep = await self._acquire(self._endpoints[role], affinity)
             retry: Retryable | None = None
             try:
                 text, pt, ct, finish = await post_chat(ep, body, rid, rc.timeout_s)
@@ -335,11 +361,17 @@ def _body(model: str, messages: Sequence[Message], uris: Sequence[bytes], params
     escaping), and serialising ~0.4 MB of it per request would cost ~1 ms of CPU each time."""
     if not uris:
         return dumps({"model": model, "messages": to_openai(messages, []), **params})
-    marks = [f"@@image-{_NONCE}-{i}@@" for i in range(len(uris))]
-    raw = dumps({"model": model, "messages": to_openai(messages, marks), **params})
-    for mark, uri in zip(marks, uris, strict=True):
-        raw = raw.replace(mark.encode(), uri, 1)
-    return raw
+    mark = f"@@image-{_NONCE}@@"
+    raw = dumps({"model": model, "messages": to_openai(messages, [mark] * len(uris)), **params})
+    # Split the small JSON at the placeholders and join once with the data URIs: one copy of the large
+    # payload (replacing placeholders one by one rescanned and copied the whole growing body each time).
+    pieces = raw.split(mark.encode())
+    if len(pieces) != len(uris) + 1:
+        raise TeacherError(f"request body has {len(pieces) - 1} image placeholders for {len(uris)} images")
+    out = [pieces[0]]
+    for uri, piece in zip(uris, pieces[1:], strict=True):
+        out += (uri, piece)
+    return b"".join(out)
 
 
 def _rid(key: str) -> str:
