@@ -103,7 +103,9 @@ class Responder:
             return Reply(self.oracle(role, phase, ep), oracle=True)
         if kind != "openai" or self.pool is None:
             raise TeacherError(f"role {role} has no endpoint (kind {kind}); configure roles.{role}")
-        res = await self.pool.chat(role, messages, sample=ep.sample, image_loader=self.loader)
+        # the episode's calls share their growing prefix: keep them on one replica (prefix cache), see teacher/routing.py
+        res = await self.pool.chat(role, messages, sample=ep.sample, image_loader=self.loader,
+                                   affinity=f"{ep.task.task_id}:{ep.sample}")
         return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries)
 
 
