@@ -352,3 +352,27 @@ def test_simulator_counts_image_tokens_and_caches_whole_blocks():
     assert rep.lookup_and_insert(first) == 0
     assert rep.lookup_and_insert(grown) == 32  # the two blocks of the earlier prompt
     assert rep.lookup_and_insert(other) == 0
+
+
+def test_a_reply_over_the_size_cap_is_a_recorded_error_not_a_memory_spike():
+    import asyncio as _asyncio
+
+    import pytest as _pytest
+
+    from tests.support.openai_server import OpenAIServer as _Server
+    from vrag_data.config import EndpointConfig as _EC
+    from vrag_data.teacher.http import Endpoint, Fatal, post_chat
+
+    body = b'{"model": "teacher", "messages": [{"role": "user", "content": "hi"}]}'
+    with _Server(reply=["y" * 50_000]) as srv:
+        async def go(cap):  # noqa: ANN001, ANN202
+            ep = Endpoint("policy", 0, _EC(base_url=srv.base_url, model="teacher"), None)
+            try:
+                return await post_chat(ep, body, "rq_1", 10.0, max_reply_bytes=cap)
+            finally:
+                await ep.close()
+
+        with _pytest.raises(Fatal, match="reply larger than"):
+            _asyncio.run(go(10_000))
+        text, *_ = _asyncio.run(go(1 << 20))
+    assert text == "y" * 50_000

@@ -76,11 +76,27 @@ class Endpoint:
             self._session = None
 
 
-async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float) -> tuple[str, int, int, str]:
+# A chat reply larger than this is an error of the request (recorded), not something to hold in memory: a
+# teacher's answer is a few KB; 8 MiB leaves room for long reasoning while a runaway stream cannot exhaust memory.
+MAX_REPLY_BYTES = 8 << 20
+
+
+async def _read_capped(r: aiohttp.ClientResponse, cap: int) -> bytes:
+    chunks, n = [], 0
+    async for chunk in r.content.iter_chunked(1 << 16):
+        n += len(chunk)
+        if n > cap:
+            raise Fatal(f"reply larger than {cap:,} bytes (not retried): a runaway reply; check the endpoint's max_tokens")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float,
+                    max_reply_bytes: int = MAX_REPLY_BYTES) -> tuple[str, int, int, str]:
     """One HTTP attempt -> (text, prompt_tokens, completion_tokens, finish_reason), or raises Retryable / Fatal."""
     try:
         async with ep.session().post(ep.url, data=body, headers={"X-Request-Id": rid}, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
-            raw = await r.read()
+            raw = await _read_capped(r, max_reply_bytes)
             status = r.status
             retry_after = r.headers.get("Retry-After")
     except TimeoutError:
