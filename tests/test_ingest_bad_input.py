@@ -170,3 +170,28 @@ def test_symlinks_out_of_the_input_folder_are_not_followed(tmp_path):
     assert sorted(os.path.basename(p) for p, _ in skipped) == ["link.pdf", "passwd.pdf"]
     assert all("--follow-symlinks" in why for _, why in skipped)
     assert str((outside / "secret.pdf").resolve()) in discover_inputs([str(folder)], follow_symlinks=True)
+
+
+def test_a_non_utf8_file_name_is_recorded_and_the_batch_goes_on(tmp_path):
+    import os
+    import shutil
+
+    import fitz
+
+    from vrag_data.ingest import IngestOptions, ingest_paths
+    from vrag_data.schema.records import IngestError
+    from vrag_data.store import Workspace, read_records
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    doc = fitz.open()
+    doc.new_page().insert_text((72, 72), "revenue 42")
+    doc.save(folder / "good.pdf")
+    shutil.copy(folder / "good.pdf", os.path.join(str(folder), os.fsdecode(b"bad\xff\xfename.pdf")))
+    ws = Workspace(str(tmp_path / "ws"))
+    summary = ingest_paths([str(folder)], ws, IngestOptions(ocr="off", workers=1), progress=False)
+    assert summary.n_docs == 1
+    (err,) = [e for e in summary.errors if e.stage != "notice"]
+    assert err.path.endswith("bad\\xff\\xfename.pdf") and "not valid UTF-8" in err.reason
+    stored = read_records(ws.corpus_table("errors").rsplit("/", 1)[0] + "/errors.parquet", IngestError)
+    assert any("not valid UTF-8" in e.reason for e in stored)

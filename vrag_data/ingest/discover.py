@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from vrag_data.errors import VragError
@@ -18,6 +19,19 @@ def input_kind(path: str) -> str:
     if suffix in IMAGE_SUFFIXES:
         return "image"
     return "other"
+
+
+def printable_path(path: str | Path) -> str:
+    """`path` as valid UTF-8: undecodable bytes of a file name shown as \\xNN escapes."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
+def _utf8(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: list[tuple[str, str]] | None = None) -> list[str]:
@@ -38,6 +52,10 @@ def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: li
             for f in sorted(p.rglob("*")):
                 if f.name.startswith(".") or input_kind(str(f)) == "other":
                     continue
+                if not _utf8(f):  # the name becomes page ids, tables and prompts: it must be text
+                    if skipped is not None:
+                        skipped.append((printable_path(f), "error: the file name is not valid UTF-8; rename the file"))
+                    continue
                 target = f.resolve()  # resolving a link reads no file content
                 if not follow_symlinks and f.is_symlink() and not target.is_relative_to(root):
                     if skipped is not None:
@@ -46,10 +64,14 @@ def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: li
                     continue
                 if f.is_file():
                     found.append(f)
-            if not found:
+            if not found and not skipped:
                 raise VragError(f"{raw}: folder holds no PDFs or images ({', '.join(sorted(PDF_SUFFIXES | IMAGE_SUFFIXES))})")
             files = found
         elif p.is_file():
+            if not _utf8(p):
+                if skipped is not None:
+                    skipped.append((printable_path(p), "error: the file name is not valid UTF-8; rename the file"))
+                continue
             files = [p]
         else:
             raise VragError(f"{raw}: no such file or folder")

@@ -131,7 +131,8 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         remove_orphan_temp_images(ws.pages.removeprefix("file://"))  # a killed ingest's half-written images
     jobs, skipped, plan_errors = plan_jobs(files, ws, opts)
     summary = IngestSummary(n_skipped_unchanged=len(skipped), docs=list(skipped), errors=list(plan_errors))
-    summary.errors += [IngestError(path=p, stage="notice", reason=why) for p, why in outside]
+    summary.errors += [IngestError(path=p, stage="open", reason=why.removeprefix("error: ")) if why.startswith("error: ")
+                       else IngestError(path=p, stage="notice", reason=why) for p, why in outside]
     if opts.strict and summary.errors:
         _fail_fast(summary, ws)
     jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
