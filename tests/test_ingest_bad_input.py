@@ -195,3 +195,37 @@ def test_a_non_utf8_file_name_is_recorded_and_the_batch_goes_on(tmp_path):
     assert err.path.endswith("bad\\xff\\xfename.pdf") and "not valid UTF-8" in err.reason
     stored = read_records(ws.corpus_table("errors").rsplit("/", 1)[0] + "/errors.parquet", IngestError)
     assert any("not valid UTF-8" in e.reason for e in stored)
+
+
+def test_a_killed_ingest_keeps_the_error_rows_already_found(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import fitz
+
+    from vrag_data.schema.records import IngestError
+    from vrag_data.store import Workspace, read_records
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7\nthis is not a pdf body\n")
+    doc = fitz.open()
+    for i in range(400):
+        doc.new_page().insert_text((72, 72), f"page {i} revenue table")
+    doc.save(folder / "long.pdf")
+    ws = tmp_path / "ws"
+    exe = os.path.join(os.path.dirname(sys.executable), "vrag-data")
+    proc = subprocess.Popen([exe, "ingest", str(folder), "-w", str(ws), "--ocr", "off", "--layout", "off", "--workers", "1", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = Workspace(str(ws)).corpus_table("errors")
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(errors) and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the ingest ended before it could be killed: make the long document longer"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows = read_records(errors, IngestError)
+    assert any(r.path.endswith("broken.pdf") for r in rows)  # written when found, not at the end of the batch

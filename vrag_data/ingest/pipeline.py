@@ -135,6 +135,7 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                        else IngestError(path=p, stage="notice", reason=why) for p, why in outside]
     if opts.strict and summary.errors:
         _fail_fast(summary, ws)
+    append_errors(ws, summary.errors)  # written as they happen: a killed batch keeps them
     jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
     workers = min(opts.workers, len(jobs))
     # Fewer documents than workers (one big PDF): the running workers get the idle cores' threads.
@@ -146,6 +147,8 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         bar.advance(task, len(files) - len(jobs))
         def done(out: DocOutcome) -> None:
             _absorb(summary, out)
+            if out.errors:
+                append_errors(ws, out.errors)
             bar.update(task, advance=1, pages=summary.n_pages, last=out.stats.stem[:40])
             if opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run
                 _fail_fast(summary, ws)
