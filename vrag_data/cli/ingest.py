@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="Render resolution of page images."),
         layout: LayoutChoice = typer.Option(LayoutChoice.pymupdf, "--layout", help="Layout blocks: PyMuPDF's bundled model, MinerU (out of process) or none."),
         ocr: OcrChoice = typer.Option(OcrChoice.auto, "--ocr", help="auto = RapidOCR on pages without a usable text layer; rapidocr/paddleocr = every page."),
-        max_pages: int | None = typer.Option(None, "--max-pages", min=1, help="Only the first N pages of each document."),
+        max_pages: int = typer.Option(2000, "--max-pages", min=1, help="Only the first N pages of each document (longer ones are cut with a notice)."),
         workers: int = typer.Option(2, "--workers", min=1, help="Documents processed in parallel (processes)."),
         strict: bool = typer.Option(False, "--strict", help="Stop at the first bad file or page (exit 2)."),
         max_page_pixels: int = typer.Option(60_000_000, "--max-page-pixels", min=10_000, help="Pages above this pixel count are refused."),

@@ -152,7 +152,8 @@ class DocumentIngester:
                 self.error("notice", note)
             n = min(doc.page_count, self.opts.max_pages or doc.page_count)
             if n < doc.page_count:
-                self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n})")
+                self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n}; raise --max-pages / "
+                                     "ingest.max_pages to ingest more)")
             outs = [o for pno in range(1, n + 1) if (o := self._pdf_page(doc[pno - 1], pno)) is not None]
             meta = {"outline": doc.get_toc(simple=True), "title": (doc.metadata or {}).get("title") or ""}
             return outs, meta, n

@@ -37,7 +37,9 @@ class IngestOptions(_Settings):
     dpi: int = Field(144, ge=36, le=600)
     layout: Literal["pymupdf", "mineru", "off"] = "pymupdf"
     ocr: Literal["auto", "rapidocr", "paddleocr", "off"] = "auto"
-    max_pages: int | None = Field(None, ge=1)
+    # pages per document; a longer one is cut with a notice naming the fix (a 5,000-page PDF costs ~0.4 CPU-s a page).
+    # None = no cap, asked for explicitly in a config
+    max_pages: int | None = Field(2000, ge=1)
     workers: int = Field(2, ge=1)
     strict: bool = False
     follow_symlinks: bool = False  # ingest files that symlinks in an input folder point to outside it
