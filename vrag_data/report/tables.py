@@ -24,7 +24,13 @@ _JUDGE = ", ".join(f"'{f}'" for f in JUDGE_FILTERS)
 
 # A reason without its variable details ("gold pages never retrieved: [..]" -> "gold pages never retrieved",
 # "bucket 3 over cap 10" -> "bucket # over cap #"), so rejection and error tables group like with like.
-_REASON_CODE = "left(trim(regexp_replace(split_part(coalesce({col}, ''), ':', 1), '[0-9]+(\\.[0-9]+)?', '#', 'g')), 80)"
+# A reason without its ids, quotes, parentheticals and numbers, so the same cause groups into one row:
+# "near-duplicate of task t_3fa9c2 (jaccard 0.91)" -> "near-duplicate of task <id>".
+_REASON_CODE = ("left(trim(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace("
+                "split_part(coalesce({col}, ''), ':', 1), '\\([^)]*\\)', '', 'g'), "
+                "'\\b(t|tr|rq|sha|doc)_[0-9a-fA-F]+\\b', '<id>', 'g'), "
+                "'''[^'']*''|\"[^\"]*\"', '<text>', 'g'), "
+                "'[0-9]+(\\.[0-9]+)?', '#', 'g'), '\\s+', ' ', 'g')), 80)")
 
 
 def reason_code(col: str) -> str:

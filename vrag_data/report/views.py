@@ -73,12 +73,12 @@ FROM stages ORDER BY recipe = '(all)' DESC, recipe, stage_order""",
     View(
         "rejection_reasons",
         "Failed filter verdicts per recipe, filter and reason code (the reason without numbers and details); "
-        "share = n / all failed verdicts of the recipe; example = one full reason.",
+        "share = n / all failed verdicts of the recipe; example = one full reason. Largest causes first.",
         """
 WITH f AS (SELECT coalesce(recipe, '(unknown)') AS recipe, filter, reason_code, reason FROM verdicts WHERE NOT passed)
 SELECT recipe, filter, reason_code, count(*) AS n,
        count(*) / sum(count(*)) OVER (PARTITION BY recipe) AS share, any_value(reason) AS example
-FROM f GROUP BY recipe, filter, reason_code ORDER BY recipe, n DESC, filter, reason_code""",
+FROM f GROUP BY recipe, filter, reason_code ORDER BY n DESC, recipe, filter, reason_code""",
     ),
     View(
         "action_distribution",
