@@ -132,10 +132,13 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     con = duckdb.connect(rep.db_path, read_only=True)
     try:
         recipes = {r[0] for r in con.execute("SELECT DISTINCT recipe FROM trajectories").fetchall()}
+        # the export went to a folder outside the workspace (--out) and is still counted
+        n_exports = con.execute("SELECT count(*) FROM exports WHERE run_id = ?", [res.run_id]).fetchone()[0]
     finally:
         con.close()
     html = Path(rep.html_path).read_text()
     assert "toy_crop" in recipes and "toy_crop" in html and "oracle policy" in html  # the oracle is labelled
+    assert n_exports == 1
 
 
 def test_run_id_follows_the_recipe_description(toy):

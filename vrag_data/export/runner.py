@@ -33,6 +33,7 @@ from vrag_data.export.rl import data_source_for, evidence_ground_truth, task_to_
 from vrag_data.recipe import get_recipe
 from vrag_data.schema.records import ChatTurn, Message, SftRecord, Task, Trajectory
 from vrag_data.store import Workspace, read_records, read_table
+from vrag_data.report.sources import EXPORT_REGISTRY
 from vrag_data.store.run import ExportLock, RunDir
 from vrag_data.version import code_version
 
@@ -316,7 +317,25 @@ def _export(ws: Workspace, run: RunDir, run_id: str, formats: list[str], out: Pa
         if cfg.hub_repo and token:
             push_to_hub(out, cfg.hub_repo, token)
     write_json(out, out / "summary.json", summary.model_dump(mode="json"))
+    _register(ws, out)
     return summary
+
+
+def _register(ws: Workspace, out: Path) -> None:
+    """An export written outside the workspace's exports/ names its folder there, so the report counts it."""
+    if not ws.is_local:
+        return
+    exports = Path(ws.exports)
+    folder = out.resolve()
+    if folder.is_relative_to(exports.resolve()):
+        return
+    exports.mkdir(parents=True, exist_ok=True)
+    reg = exports / EXPORT_REGISTRY
+    line = json.dumps({"out_dir": str(folder)})
+    if reg.is_file() and line in reg.read_text().splitlines():
+        return
+    with open(reg, "a") as fh:
+        fh.write(line + "\n")
 
 
 def reword_coords(text: str, words: Mapping[str, str], src_space: str, family: str) -> str:

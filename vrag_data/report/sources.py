@@ -8,6 +8,7 @@ are scanned by DuckDB directly; shards behind an fsspec URL are read with pyarro
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -174,15 +175,29 @@ def manifests(runs: Sequence[RunDir]) -> list[dict]:
     return rows
 
 
+EXPORT_REGISTRY = "registry.jsonl"  # one line per export written outside exports/ ({"out_dir": ...})
+
+
 def export_summaries(ws: Workspace, run_ids: set[str] | None) -> list[dict]:
-    """`summary.json` files written by `vrag-data export` under `exports/` (any depth up to 3)."""
+    """`summary.json` files written by `vrag-data export` under `exports/` (any depth up to 3), and those of every
+    export written elsewhere (`--out`), which registers its folder in `exports/registry.jsonl`."""
     fs, root = url_to_fs(ws.exports)
     if not fs.exists(root):
         return []
     rows = []
-    for f in sorted(fs.find(root, maxdepth=3)):
-        if not f.endswith("/summary.json"):
-            continue
+    found = [f for f in sorted(fs.find(root, maxdepth=3)) if f.endswith("/summary.json")]
+    reg = f"{root}/{EXPORT_REGISTRY}"
+    if fs.exists(reg):
+        with fs.open(reg, "r") as fh:
+            for line in fh:
+                try:
+                    out = json.loads(line)["out_dir"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                f = f"{out.rstrip('/')}/summary.json"
+                if f not in found and os.path.isfile(f):
+                    found.append(f)
+    for f in found:
         data = _read_json(f if "://" not in ws.exports else f"{ws.exports.split('://')[0]}://{f}")
         if not data or "run_id" not in data or (run_ids is not None and data["run_id"] not in run_ids):
             continue
