@@ -200,3 +200,22 @@ def test_malformed_parameters_are_4xx_and_the_token_guards_every_route(tmp_path_
         assert guarded.get(path).status_code == 401, path
         assert guarded.get(path, headers={"Authorization": "Bearer s3cret-token"}).status_code == 200, path
     assert guarded.get("/healthz").status_code == 200
+
+
+def test_a_taken_port_is_one_line_and_exit_2(tmp_path_factory):
+    import socket
+
+    from typer.testing import CliRunner
+
+    from tests.support.synth_workspace import sample_workspace
+    from vrag_data.cli.main import app
+
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = CliRunner().invoke(app, ["serve-search", "-w", str(ws), "--port", str(port)])
+    assert r.exit_code == 2
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(port) in lines[0] and "search server on" not in r.output

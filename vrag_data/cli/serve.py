@@ -13,6 +13,16 @@ from vrag_data.store import Workspace
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
+def _check_port(host: str, port: int) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            raise VragError(f"{host}:{port} cannot be bound ({err.strerror or err}); pass a free --port") from None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("serve-search")
     @friendly_errors
@@ -40,6 +50,7 @@ def register(app: typer.Typer) -> None:
         if host not in _LOOPBACK:
             console.print(f"warning: binding {host}; the search API and page images are reachable from the network"
                           + ("" if token else " without a token"), highlight=False)
+        _check_port(host, port)  # a taken port: one line and exit 2, before the banner
         app_ = create_app(Workspace(workspace), token=token, image_file=image_file)  # type: ignore[arg-type]
         console.print(f"search server on http://{host}:{port} (GET/POST /search, /pages/{{name}}, /healthz)",
                       highlight=False)
