@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from vrag_data.errors import VragError
+from vrag_data.offline import OFFLINE_ENV
 from vrag_data.process import pid_alive
 
 STATE_FILE = "up.json"
@@ -41,15 +42,10 @@ def base_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
     env.update({
         "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_API_HOST": "127.0.0.1",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        **OFFLINE_ENV,
         "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
         "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
         "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "RAY_AUTH_MODE": "disabled",
     })
     return env
 

@@ -17,16 +17,10 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from vrag_data.config import RunnerConfig
 from vrag_data.errors import VragError
+from vrag_data.offline import OFFLINE_ENV as _OFFLINE
 
 # passed on to Ray workers: no telemetry, no downloads, no cluster sign-up
-OFFLINE_ENV = {
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "HF_HUB_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_AUTH_MODE": "disabled",
-}
+OFFLINE_ENV = {k: v for k, v in _OFFLINE.items() if k != "PREFECT_SERVER_API_HOST"}
 
 
 def resolve_runner(cfg: RunnerConfig, override: str | None = None) -> RunnerConfig:

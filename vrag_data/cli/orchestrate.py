@@ -17,10 +17,9 @@ from typing import Any
 import typer
 
 from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.offline import OFFLINE_ENV
 
-OFFLINE = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled",
-           "PREFECT_SERVER_API_HOST": "127.0.0.1"}
+OFFLINE = OFFLINE_ENV
 
 
 def _workspace(config: Path | None, workspace: Path | None) -> Path:
