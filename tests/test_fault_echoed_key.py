@@ -36,7 +36,10 @@ class _Echo(BaseHTTPRequestHandler):
 
 
 def test_an_echoed_api_key_is_redacted_everywhere(tmp_path_factory, tmp_path, monkeypatch):
-    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    import shutil
+
+    ws = tmp_path / "ws"  # a private copy: this run's files must not show up in other tests' workspace snapshots
+    shutil.copytree(sample_workspace(tmp_path_factory.getbasetemp()), ws, ignore=shutil.ignore_patterns("runs"))
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
