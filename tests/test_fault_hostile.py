@@ -214,3 +214,21 @@ def test_oracle_replies_never_carry_document_markup(tmp_path_factory, recipe):
             obs = turn.observation.text if turn.observation else ""
             assert not any(raw in obs for raw in RAW), obs[:300]
     assert INJECTION  # the payload under test (tests/support/hostile.py)
+
+
+def test_a_document_over_its_time_budget_is_cut_with_a_notice(tmp_path):
+    import fitz
+
+    from vrag_data.ingest import IngestOptions, ingest_paths
+    from vrag_data.store import Workspace
+
+    doc = fitz.open()
+    for i in range(30):
+        doc.new_page().insert_text((72, 72), f"page {i}")
+    doc.save(tmp_path / "slow.pdf")
+    ws = Workspace(str(tmp_path / "ws"))
+    opts = IngestOptions(layout="off", ocr="off", workers=1, doc_time_budget_s=1e-9)  # every page is over budget
+    s = ingest_paths([str(tmp_path / "slow.pdf")], ws, opts, progress=False)
+    assert s.n_docs == 1 and s.n_pages == 1  # the first page always goes in; the rest wait for a bigger budget
+    (note,) = [e for e in s.errors if e.stage == "notice"]
+    assert "only the first 1 of 30 pages" in note.reason and "doc_time_budget_s" in note.reason

@@ -154,7 +154,15 @@ class DocumentIngester:
             if n < doc.page_count:
                 self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n}; raise --max-pages / "
                                      "ingest.max_pages to ingest more)")
-            outs = [o for pno in range(1, n + 1) if (o := self._pdf_page(doc[pno - 1], pno)) is not None]
+            outs, t0, budget = [], time.monotonic(), self.opts.doc_time_budget_s
+            for pno in range(1, n + 1):
+                if budget is not None and pno > 1 and time.monotonic() - t0 > budget:
+                    self.error("notice", f"took longer than {budget:g} s; only the first {pno - 1} of {doc.page_count} pages are "
+                                         "ingested (raise ingest.doc_time_budget_s to ingest more)")
+                    n = pno - 1
+                    break
+                if (o := self._pdf_page(doc[pno - 1], pno)) is not None:
+                    outs.append(o)
             meta = {"outline": doc.get_toc(simple=True), "title": (doc.metadata or {}).get("title") or ""}
             return outs, meta, n
         finally:

@@ -40,6 +40,8 @@ class IngestOptions(_Settings):
     # pages per document; a longer one is cut with a notice naming the fix (a 5,000-page PDF costs ~0.4 CPU-s a page).
     # None = no cap, asked for explicitly in a config
     max_pages: int | None = Field(2000, ge=1)
+    # wall-clock seconds one document may take; past it the remaining pages are left out with a notice (None = none)
+    doc_time_budget_s: float | None = Field(1800.0, gt=0)
     workers: int = Field(2, ge=1)
     strict: bool = False
     follow_symlinks: bool = False  # ingest files that symlinks in an input folder point to outside it
@@ -56,6 +58,8 @@ class IngestOptions(_Settings):
     def output_hash(self) -> str:
         """Hash of the settings that change what lands in the workspace (not workers/strict/timeouts)."""
         keep = self.model_dump(include={"dpi", "layout", "ocr", "max_pages", "max_page_pixels", "jpeg_quality", "ocr_min_chars"})
+        if self.doc_time_budget_s != 1800.0:  # a non-default budget can cut documents differently
+            keep["doc_time_budget_s"] = self.doc_time_budget_s
         if self.layout == "mineru":
             keep["mineru_tier"] = self.mineru.tier
         return config_hash(keep)
