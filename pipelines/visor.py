@@ -79,6 +79,6 @@ RECIPE = register(VisorRecipe(
     augmentations=(TeacherVerification(),),  # replaces its source in the SFT data
     # the format term is a penalty (1 = bad), so the scopes use the answer and retrieval rewards only
     reward=RewardSpec("visor", scopes={"search": ("retrieval",), "bbox": ("answer",), "answer": ("answer",),
-                                       "other": ("answer", "retrieval")}, honesty=True),
+                                       "other": ("answer", "retrieval")}),
     export=ExportHints(max_pixels=401408, data_source="rag", sft=SftHints(16384, 1.0e-5, 3.0, 2, "VISOR Table 5")),
 ))

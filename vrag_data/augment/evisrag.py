@@ -106,18 +106,6 @@ def context_variants(
 
 
 @dataclass(frozen=True)
-class TopKVariants:
-    """Augmentation object: top-1..top-k context variants of a one-turn evidence trajectory, over the ranking
-    the episode recorded in `extra["ranked_pages"]`."""
-
-    name: str = "topk_context_variants"
-    max_k: int = 5
-
-    def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
-        return context_variants(traj, task, traj.extra.get("ranked_pages") or None, range(1, self.max_k + 1), grammar)
-
-
-@dataclass(frozen=True)
 class TeacherTopKVariants:
     """EVisRAG's context-size augmentation answered by the TEACHER: for k = 1..max_k the prompt is re-rendered
     for the top-k pages of the episode's ranking (`instruction` with `{k}` and `{question}`, so its text names
@@ -128,9 +116,6 @@ class TeacherTopKVariants:
     instruction: str
     name: str = "teacher_topk_context_variants"
     max_k: int = 5
-
-    def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
-        return context_variants(traj, task, traj.extra.get("ranked_pages") or None, range(1, self.max_k + 1), grammar)
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]],
                           teacher: Any) -> Augmented:

@@ -125,19 +125,6 @@ def visor_augment(
 
 
 @dataclass(frozen=True)
-class QueryRewriteVerification:
-    """Augmentation object: every search query becomes the question, then a verification round is added
-    over an unseen page of the task's own document(s)."""
-
-    name: str = "query_rewrite+verification"
-    seed: int = 0
-
-    def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
-        pages = [p for stem in task.doc_stems for p in doc_pages.get(stem, [])]
-        return Augmented([visor_augment(traj, task, pages, seed=self.seed, grammar=grammar)])
-
-
-@dataclass(frozen=True)
 class TeacherVerification:
     """VISOR's augmentation as the paper builds it (App. B): every search query becomes the question, then a
     random unseen page of the same document is shown and the TEACHER writes the verification reasoning from
@@ -147,9 +134,6 @@ class TeacherVerification:
     name: str = "query_rewrite+teacher_verification"
     seed: int = 0
     replaces_source: bool = True
-
-    def apply(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
-        raise AugmentError(f"{self.name} needs the teacher; `vrag-data filter` runs it with the run's policy role")
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
                           teacher: Any) -> Augmented:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from vrag_data.schema.records import ImageRef, Message, RlRecord, SftRecord, Task
+from vrag_data.schema.records import ImageRef, RlRecord, SftRecord, Task
 
 if TYPE_CHECKING:
     from vrag_data.config import ExportConfig
@@ -32,7 +32,6 @@ class RlItem:
     max_pixels: int
     evidence: list[str]  # the kept trajectory's evidence lines (one-turn evidence form)
     sufficient: Any = None  # sufficiency label when the run recorded one
-    raw_prompt: list[Message] | None = None
 
 
 @dataclass
@@ -68,7 +67,7 @@ class ExportFormat:
     entry: str  # what to point the consumer at, relative to the export folder
     sft: bool
     rl: bool
-    make: Callable[[WriterContext], Any]
+    make: Callable[[WriterContext], "SftWriter | RlWriter"]
 
 
 def _hf(ctx: WriterContext) -> Any:

@@ -65,10 +65,9 @@ class RewardSpec:
 
     name: str
     scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    honesty: bool = False  # when retrieval is incomplete the judge checks honesty instead of correctness
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "scopes": {k: list(v) for k, v in self.scopes.items()}, "honesty": self.honesty}
+        return {"name": self.name, "scopes": {k: list(v) for k, v in self.scopes.items()}}
 
 
 @dataclass(frozen=True)

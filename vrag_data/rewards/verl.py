@@ -105,13 +105,13 @@ def _to_norm(box: list[float], page: str, extra: dict[str, Any]) -> list[float]:
     sizes = extra.get("page_sizes") or {}
     if isinstance(sizes, str):
         sizes = json.loads(sizes or "{}")
-    wh = sizes.get(page)
-    if not wh:
-        return box  # no size to convert with: read as written
+    wh, max_pixels = sizes.get(page), int(extra.get("max_pixels") or 0)
+    if not wh or not max_pixels:
+        return box  # the row lacks what converting needs (a page without an image): read as written
     from vrag_data.env.geometry import family_to_raw
 
     w, h = int(wh[0]), int(wh[1])
-    x1, y1, x2, y2 = family_to_raw(box, w, h, space, int(extra.get("max_pixels") or 0) or 401408)
+    x1, y1, x2, y2 = family_to_raw(box, w, h, space, max_pixels)
     return [x1 * 1000 / w, y1 * 1000 / h, x2 * 1000 / w, y2 * 1000 / h]
 
 

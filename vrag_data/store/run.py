@@ -137,6 +137,7 @@ class RunDir:
     def __init__(self, path: str) -> None:
         self.path = str(path).rstrip("/")
         self.fs, self._root = url_to_fs(self.path)
+        self._newest: tuple[tuple[str, ...], dict[Key, tuple[int, str, str]]] | None = None
 
     def __repr__(self) -> str:
         return f"RunDir({self.path!r})"
@@ -178,12 +179,16 @@ class RunDir:
         return {c: t.column(c).to_pylist() for c in columns}
 
     def newest(self) -> dict[Key, tuple[int, str, str]]:
-        """(task, sample) -> (shard index, traj_id, status) of its newest record."""
+        """(task, sample) -> (shard index, traj_id, status) of its newest record (read once per set of shards)."""
+        files = tuple(self.part_files())
+        if self._newest is not None and self._newest[0] == files:
+            return self._newest[1]
         out: dict[Key, tuple[int, str, str]] = {}
-        for i, f in enumerate(self.part_files()):
+        for i, f in enumerate(files):
             cols = self._read_columns(f, ["task_id", "sample", "traj_id", "status"])
             for tid, s, trid, st in zip(cols["task_id"], cols["sample"], cols["traj_id"], cols["status"], strict=True):
                 out[(tid, int(s))] = (i, trid, st)
+        self._newest = (files, out)
         return out
 
     def episodes(self) -> Iterator[Trajectory]:
@@ -213,9 +218,6 @@ class RunDir:
         return n
 
     # ------------------------------------------------------------------ verdicts and their freshness
-
-    def fingerprint(self) -> str:
-        return fingerprint_of(self.newest())
 
     def write_fingerprint(self, fingerprint: str, n_episodes: int) -> None:
         """Record which episodes the verdicts judged (local run folders; written after the verdicts)."""

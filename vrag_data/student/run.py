@@ -104,9 +104,12 @@ async def run_student(
         sampling = base.model_copy(update={"temperature": temperature})
     label = f"model:{model}" if kind == "openai" else "extractive"
 
+    # every sample of a task sees the same retrieval: one search per task, not per sample
+    shown_of = {t.task_id: [h.page_id for h in searcher.search([t.question.strip()], top_k=top_k, doc_stem=None)[0]
+                            if h.page_id in pages][:top_k] for t in tasks}
+
     async def one(task: Task, k: int) -> StudentAttempt:
-        hits = searcher.search([task.question.strip()], top_k=top_k, doc_stem=None)[0]
-        shown = [h.page_id for h in hits if h.page_id in pages][:top_k]
+        shown = shown_of[task.task_id]
         gold = set(task.evidence_pages)
         if kind == "openai":
             async with sem:

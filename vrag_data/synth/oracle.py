@@ -91,10 +91,34 @@ def best_candidate(target: Box, boxes: list[Box]) -> int | None:
 # --------------------------------------------------------------------------- helpers
 
 
-def evidence_text(ep: "EpisodeRun", page_id: str) -> str:
-    texts = [b.text.strip() for b in ep.task.evidence_boxes if b.page_id == page_id and b.text.strip()]
+def box_text(task: Task, page_id: str) -> str:
+    texts = [b.text.strip() for b in task.evidence_boxes if b.page_id == page_id and b.text.strip()]
     # document text goes into the oracle's own (trained-on) replies: tags defanged so it cannot act
     return sanitize_text("; ".join(dict.fromkeys(texts)))
+
+
+def evidence_text(ep: "EpisodeRun", page_id: str) -> str:
+    return box_text(ep.task, page_id)
+
+
+def evidence_answer(task: Task, shown: list[str], gold: set[str]) -> Action:
+    """The one-turn observe/evidence/think/answer reply over `shown` pages, knowing which are gold."""
+    sufficient = bool(gold) and gold <= set(shown)
+    lines, relevant = [], []
+    for i, pid in enumerate(shown, 1):
+        if pid in gold:
+            relevant.append(i)
+            ev = box_text(task, pid)
+            lines.append(f"it shows {ev}" if ev else f"it holds information that answers the question ({task.answer})")
+        else:
+            lines.append(NO_INFO)
+    observe = (f"The question asks: {task.question.strip()} Image(s) {relevant} hold relevant content; the others do not."
+               if relevant else f"The question asks: {task.question.strip()} None of the {len(shown)} image(s) holds relevant content.")
+    if sufficient:
+        think, answer = f"The evidence in image(s) {relevant} gives the answer: {task.answer}.", task.answer
+    else:
+        think, answer = "The images do not hold all the evidence the question needs, so it cannot be answered from them.", INSUFFICIENT
+    return Action(kind="answer", observe=observe, evidence=lines, thought=think, answer=answer)
 
 
 def _page_head(ep: "EpisodeRun", page_id: str, words: int = 14) -> str:
@@ -222,24 +246,7 @@ class OraclePolicy:
         return None, ""
 
     def _evisrag(self, ep: "EpisodeRun") -> str:
-        shown: list[str] = list(ep.extra.get("shown_pages", []))
-        gold = set(self._gold(ep))
-        sufficient = bool(gold) and gold <= set(shown)
-        lines, relevant = [], []
-        for i, pid in enumerate(shown, 1):
-            if pid in gold:
-                relevant.append(i)
-                ev = evidence_text(ep, pid)
-                lines.append(f"it shows {ev}" if ev else f"it holds information that answers the question ({ep.task.answer})")
-            else:
-                lines.append(NO_INFO)
-        observe = (f"The question asks: {ep.task.question.strip()} Image(s) {relevant} hold relevant content; the others do not."
-                   if relevant else f"The question asks: {ep.task.question.strip()} None of the {len(shown)} image(s) holds relevant content.")
-        if sufficient:
-            think, answer = f"The evidence in image(s) {relevant} gives the answer: {ep.task.answer}.", ep.task.answer
-        else:
-            think, answer = "The images do not hold all the evidence the question needs, so it cannot be answered from them.", INSUFFICIENT
-        act = Action(kind="answer", observe=observe, evidence=lines, thought=think, answer=answer)
+        act = evidence_answer(ep.task, list(ep.extra.get("shown_pages", [])), set(self._gold(ep)))
         return render_action(act, ep.recipe.grammar)
 
     def _seeker(self, ep: "EpisodeRun") -> str:
@@ -329,21 +336,5 @@ class OracleAugmenter:
             return f"<think>{VERIFY_TEMPLATE.format(answer=answer)}</think>\n<answer>{answer}</answer>"
         if purpose == "evidence_answer":
             shown = [im.page_id for m in messages for im in m.images]
-            gold = set(self.task.evidence_pages)
-            lines = []
-            for pid in shown:
-                texts = [b.text.strip() for b in self.task.evidence_boxes if b.page_id == pid and b.text.strip()]
-                if pid in gold:
-                    lines.append(sanitize_text("; ".join(texts)) or f"it holds information that answers the question ({self.task.answer})")
-                else:
-                    lines.append(NO_INFO)
-            sufficient = bool(gold) and gold <= set(shown)
-            relevant = [i for i, p in enumerate(shown, 1) if p in gold]
-            act = Action(kind="answer", observe=f"{len(shown)} image(s) shown; relevant content in image(s) {relevant}." if relevant
-                         else f"{len(shown)} image(s) shown; none of them holds content relevant to the question.",
-                         evidence=lines,
-                         thought=(f"The evidence gives the answer: {self.task.answer}." if sufficient else
-                                  "The images do not hold all the evidence the question needs."),
-                         answer=self.task.answer if sufficient else INSUFFICIENT)
-            return render_action(act, OBSERVE_EVIDENCE_ANSWER)
+            return render_action(evidence_answer(self.task, shown, set(self.task.evidence_pages)), OBSERVE_EVIDENCE_ANSWER)
         raise ValueError(f"the oracle augmenter has no reply for {purpose!r}")

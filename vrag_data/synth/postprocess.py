@@ -102,15 +102,19 @@ async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task
 
 
 def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: Any) -> Any:
-    """`teacher_for(task)`: the run's policy role when it is an endpoint, else the oracle augmenter for that task."""
+    """`teacher_for(task)`: the run's policy role when it is an endpoint, the oracle augmenter for that task when the
+    run's policy is the oracle; anything else stops the stage with one line."""
     policy = roles.get("policy")
-    if pool is not None and policy is not None and policy.kind == "openai":
+    if policy is None or policy.kind not in ("openai", "oracle") or (policy.kind == "openai" and pool is None):
+        raise VragError("augmentations need the run's teacher: roles.policy must be an endpoint or the oracle")
+    if policy.kind == "openai":
+        assert pool is not None
         async def ask(messages: list, sample: int, purpose: str = "") -> str:
             return (await pool.chat("policy", messages, sample=sample, image_loader=loader)).text
 
         ask.label = f"model:{policy.endpoints[0].model if policy.endpoints else 'policy'}"  # type: ignore[attr-defined]
         return lambda task: ask
-    return lambda task: OracleAugmenter(task)
+    return OracleAugmenter
 
 
 def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None) -> FilterResult:
@@ -162,7 +166,8 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
         for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
             doc_pages.setdefault(p.stem, []).append(p.page_id)
         loader = workspace_image_loader(ws, max_pixels=recipe.max_pixels, crop_min_pixels=recipe.env.crop_min_pixels)
-        augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, _teachers(pool, roles, loader))
+        teachers = _teachers(pool, roles, loader) if recipe.augmentations else None
+        augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, teachers)
     finally:
         if pool is not None:
             await pool.close()

@@ -69,6 +69,7 @@ class RequestCache:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
         self._pending_log = 0
+        self._closed = False
         self._batch: list[tuple[CachedResponse | None, RequestLog | None, asyncio.Future[None] | None]] = []
         self._scheduled = False
         self.hits = 0
@@ -179,9 +180,12 @@ class RequestCache:
         return last
 
     def close(self) -> None:
+        if self._closed:
+            return
         try:
             self.flush_log()
         finally:
+            self._closed = True
             self._db.close()
 
     # -- helpers ---------------------------------------------------------------------------------------

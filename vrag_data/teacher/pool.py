@@ -227,7 +227,7 @@ class TeacherPool:
     async def close(self) -> None:
         for ep in self._unique:
             await ep.close()
-        self.cache.flush_log()
+        self.cache.close()  # flushes the log; the connection closes now, not whenever it is collected
 
     async def __aenter__(self) -> "TeacherPool":
         return self

@@ -25,6 +25,7 @@ import yaml
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.recipe import Recipe, get_recipe
+from vrag_data.rewards.recipes import HONESTY_REWARDS
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import write_records
 from vrag_data.train import advantages as adv_fns
@@ -187,7 +188,7 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
     responder = PolicyResponder(sampler)
     run_id = f"rl-{short_hash(str(out.resolve()))}"
     deps = make_deps(env, recipe, responder, run_id)
-    judge = AnswerJudge(rl.judge, out, run_id, honesty=recipe.reward.honesty)
+    judge = AnswerJudge(rl.judge, out, run_id, honesty=recipe.reward.name in HONESTY_REWARDS)
     logs: list[RlStepLog] = []
     metrics = (out / "metrics.jsonl").open("a")
     for step in range(start, rl.max_steps):
