@@ -1,4 +1,4 @@
-"""Exports read back by their consumers: `datasets` (load_from_disk, load_dataset("parquet")) for real.
+"""Exports read back by their consumers: `datasets` (load_dataset by config, load_dataset("parquet")) for real.
 
 LLaMA-Factory 0.9.5 and verl 0.9.1 download offline but pin against us (datasets<=4.0 / transformers<=5.6,
 transformers<5.11), and qwen-vl-utils needs torchvision (absent here), so their readers cannot be imported:
@@ -78,9 +78,9 @@ def test_summary_counts_and_skips(exported):
     assert json.loads((out / "summary.json").read_text())["n_kept"] == 5
 
 
-def test_hf_load_from_disk_and_parquet(exported):
+def test_hf_load_dataset_by_config_and_parquet(exported):
     _, out, _ = exported
-    dd = datasets.load_from_disk(str(out / "hf" / "dataset"))
+    dd = {name: datasets.load_dataset(str(out / "hf"), name, split="train") for name in ("sft", "rl")}
     assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 4
     assert isinstance(dd["sft"].features["images"].feature, datasets.Image)
     row = next(r for r in dd["sft"] if r["traj_id"] == "tr1")
@@ -194,8 +194,8 @@ def test_cli_empty_run_exports_empty_splits(tmp_path):
     res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "r1", "--format", "hf", "--format", "verl", "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "no kept trajectories" in res.output
-    dd = datasets.load_from_disk(str(tmp_path / "o" / "hf" / "dataset"))
-    assert len(dd["sft"]) == 0 and len(dd["rl"]) == 0
+    card = (tmp_path / "o" / "hf" / "README.md").read_text()
+    assert "config_name" not in card and not list((tmp_path / "o" / "hf").rglob("*.parquet"))  # nothing to load
     assert "verl: train=0" in res.output and not list((tmp_path / "o" / "verl").glob("*.parquet"))
 
 

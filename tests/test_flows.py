@@ -83,7 +83,7 @@ def test_synth_flow_end_to_end_then_rerun_skips_finished_shards(harness, ws, tmp
         run_id = default_run_id(recipe, cfg)
         assert summary["runs"][recipe] == run_id
         out = ws / "exports" / run_id
-        assert (out / "hf" / "dataset" / "dataset_dict.json").is_file()
+        assert list((out / "hf" / "data").glob("sft-*.parquet")) and (out / "hf" / "README.md").is_file()
         assert (out / "llamafactory" / "dataset_info.json").is_file()
         assert list((out / "verl").rglob("*.parquet"))
         manifest = json.loads((ws / "runs" / run_id / "manifest.json").read_text())

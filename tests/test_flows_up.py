@@ -101,7 +101,7 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert "Completed" in run.stdout + run.stderr
         summary = json.loads((ws / "pipeline.json").read_text())
         out = Path(summary["exports"]["evisrag"]["dir"])
-        assert (out / "hf" / "dataset" / "dataset_dict.json").is_file()
+        assert list((out / "hf" / "data").glob("sft-*.parquet")) and (out / "hf" / "README.md").is_file()
         assert (out / "llamafactory" / "dataset_info.json").is_file()
         assert list((out / "verl").rglob("*.parquet")) and list((out / "easyr1").rglob("*.jsonl"))
         assert (ws / "report.duckdb").is_file() and (ws / "report.html").is_file()

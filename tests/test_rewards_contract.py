@@ -83,3 +83,21 @@ def test_verl_entry_point_asks_the_configured_judge(tmp_path, monkeypatch):
         kw = {"judge_url": down.base_url, "judge_model": "teacher"}
         with pytest.raises(RuntimeError, match=f"judge endpoint {down.base_url}"):
             compute_score("rag", sol.replace("forty-two", "forty-three"), "42", extra, **kw)
+
+
+def test_visor_reward_without_the_agent_loops_page_lists():
+    """A verl rollout that carries no `retrieved_pages`/`search_results` and names no page: which pages the agent saw
+    is unknown, so the honesty gate is not applied and the answer is judged (rules here). Right 1.0 > wrong 0.0;
+    the score dict says retrieval was unknown. With the page lists the gate applies as before."""
+    extra = {"reward": "visor", "question": "What was net income?", "gold_pages": ["doc_3"]}
+    right = "<think>a</think><search>net income</search>\n<think>b</think><answer>673</answer>"
+    wrong = right.replace("673", "512")
+    r, w = compute_score("rag", right, "673", extra), compute_score("rag", wrong, "673", extra)
+    assert (r["answer"], w["answer"]) == (1.0, 0.0) and r["score"] > w["score"]
+    assert r["retrieval_known"] == 0.0 and r["format_penalty"] == 0.0
+    # the agent loop says the gold page was never retrieved: VISOR's honesty gate decides (a guess earns nothing)
+    gated = compute_score("rag", right, "673", {**extra, "retrieved_pages": ["doc_1"]})
+    assert gated["answer"] == 0.0 and gated["retrieval_known"] == 1.0
+    # ...and when it was retrieved, the answer is judged
+    seen = compute_score("rag", right, "673", {**extra, "retrieved_pages": ["doc_3"]})
+    assert seen["answer"] == 1.0 and seen["retrieval_complete"] == 1.0

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-_FRONT = """---
-configs:
-- config_name: sft
-  default: true
-  data_files:
-  - split: train
-    path: data/sft-*.parquet
-- config_name: rl
-  data_files:
-  - split: train
-    path: data/rl-*.parquet
-tags:
+_TAGS = """tags:
 - visual-rag
 - agent-trajectories
 - vrag-data
 ---
 """
+
+
+def front_matter(counts: dict[str, int]) -> str:
+    """The card's YAML header: one config per record type that has rows (`sft` is the default when present);
+    `datasets` cannot read an empty parquet file, so an empty record type is not declared."""
+    lines = ["---", "configs:"] if any(counts.get(k) for k in ("sft", "rl")) else ["---"]
+    first = True
+    for name in ("sft", "rl"):
+        if counts.get(name):
+            lines.append(f"- config_name: {name}")
+            if first:
+                lines.append("  default: true")
+                first = False
+            lines += ["  data_files:", "  - split: train", f"    path: data/{name}-*.parquet"]
+    return "\n".join(lines) + "\n" + _TAGS
 
 
 def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
@@ -38,7 +42,7 @@ def render_card(summary: dict[str, Any]) -> str:
     images = st.get("images", {})
     oracle = prov.get("oracle", False)
     parts = [
-        _FRONT,
+        front_matter(summary.get("counts", {}).get("hf", {})),
         f"# vrag-data export of run `{summary['run_id']}`\n",
         "Training data for agentic visual-RAG models (search, select, crop, answer over page images), "
         "built by vrag-data from the run's kept trajectories.\n",

@@ -15,7 +15,8 @@ from vrag_data.export.conversation import with_placeholders
 from vrag_data.export.formats import RlItem
 from vrag_data.export.images import BadImage, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
-from vrag_data.export.rl import evidence_ground_truth
+from vrag_data.export.reward_bundle import write_reward_bundle
+from vrag_data.export.rl import PromptBudget, evidence_ground_truth
 from vrag_data.schema.records import ImageRef
 
 
@@ -29,7 +30,7 @@ class EasyR1Writer:
         self.dir = out_root / "easyr1"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
-        self.max_prompt_tokens = 0
+        self.budget = PromptBudget(out_root)
 
     def add_rl(self, item: RlItem) -> None:
         """One row: the prompt as one text with an `<image>` per image, the evidence ground truth, the images
@@ -46,9 +47,8 @@ class EasyR1Writer:
         user = "\n".join(m["content"] for m in item.prompt if m["role"] != "system")
         if not item.refs:
             user = with_placeholders(user, len(images))
-        # prompt length as EasyR1 counts it: text tokens (~1 per 3 characters, generously) + each image's visual tokens
         text = (system + "\n\n" + user) if system else user
-        self.max_prompt_tokens = max(self.max_prompt_tokens, len(text) // 3 + len(images) * (item.max_pixels // (28 * 28)))
+        self.budget.add(text, images)
         self.add_row(task.split or "train", {
             "id": rec.id,
             "prompt": (system + "\n\n" + user) if system else user,
@@ -82,16 +82,21 @@ class EasyR1Writer:
         for split in sorted(self.writers):
             if split != "train":
                 data["val_files"] = f"easyr1/{split}"
-        budget = max(1024, -(-self.max_prompt_tokens // 1024) * 1024)  # EasyR1's default (512) would drop every row
-        cfg = {
+        # EasyR1's defaults would drop every row (max_prompt_length 512) and re-size the images (max_pixels 4M);
+        # the reward is the one shipped in reward/. Use as `config=easyr1/data_config.yaml` from the export folder.
+        cfg: dict = {
             "data": {
                 **data,
                 "prompt_key": "prompt",
                 "answer_key": "answer",
                 "image_key": "image",
                 "image_dir": ".",
-                "max_prompt_length": budget,
-            }
+                "max_prompt_length": self.budget.length(),
+                # images are written at the model's processor size: EasyR1 must not re-size them either way
+                **({"max_pixels": self.budget.max_pixels, "min_pixels": None} if self.budget.max_pixels else {}),
+            },
+            "worker": {"reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
         }
         write_text(self.out_root, self.dir / "data_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+        write_reward_bundle(self.out_root)
         return counts

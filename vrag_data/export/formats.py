@@ -97,7 +97,7 @@ def _easyr1(ctx: WriterContext) -> Any:
 FORMATS: dict[str, ExportFormat] = {
     f.name: f
     for f in (
-        ExportFormat("hf", "HF dataset", "hf/dataset", sft=True, rl=True, make=_hf),
+        ExportFormat("hf", "HF dataset", "hf", sft=True, rl=True, make=_hf),
         ExportFormat("llamafactory", "LLaMA-Factory", "llamafactory", sft=True, rl=False, make=_llamafactory),
         ExportFormat("verl", "verl parquet", "verl", sft=False, rl=True, make=_verl),
         ExportFormat("easyr1", "EasyR1 jsonl", "easyr1", sft=False, rl=True, make=_easyr1),

@@ -1,5 +1,10 @@
-"""HF `datasets` export: parquet shards with `Image` features (`sft` and `rl` splits), a `DatasetDict` saved
-with `save_to_disk`, the dataset card, and `push_to_hub` when a token and a repo are configured."""
+"""HF `datasets` export in the Hub's layout: `hf/README.md` (the card, one config per record type: `sft`, `rl`) and
+`hf/data/{sft,rl}-NNNNN.parquet` with `Image` features. `datasets.load_dataset("<export>/hf", "sft")` reads it from
+any folder, and `push_to_hub` uploads the folder as it is.
+
+Each distinct image is embedded once per shard: the image bytes column is dictionary-encoded, so the hundreds of
+records that show the same page share one copy (readers decode it back to one value per row). `datasets` cannot
+resolve relative image paths inside parquet, so the bytes are embedded rather than pointing at `images/`."""
 
 from __future__ import annotations
 
@@ -95,21 +100,14 @@ class HfWriter:
         self.out_root = out_root
         self.dir = out_root / "hf"
         shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
-        kw = {"prepare": self._with_image_bytes, "weigh": self._weight, "max_bytes": SHARD_BYTES}
-        self.sft = ShardWriter(out_root, self.dir / "data", "sft", "parquet", shard_size, SFT_FEATURES.arrow_schema, **kw)
-        self.rl = ShardWriter(out_root, self.dir / "data", "rl", "parquet", shard_size, RL_FEATURES.arrow_schema, **kw)
+        self.sft = self._writer("sft", shard_size, SFT_FEATURES)
+        self.rl = self._writer("rl", shard_size, RL_FEATURES)
 
-    def _weight(self, row: dict[str, Any]) -> int:
-        return sum((self.out_root / p).stat().st_size for p in row["images"]) + 1024
-
-    def _with_image_bytes(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        # Bytes are read only when a shard is written: memory stays bounded by one shard.
-        out = []
-        for r in rows:
-            r = dict(r)
-            r["images"] = [{"bytes": (self.out_root / p).read_bytes(), "path": Path(p).name} for p in r["images"]]
-            out.append(r)
-        return out
+    def _writer(self, split: str, shard_size: int, features: datasets.Features) -> ShardWriter:
+        bytes_of = _DistinctImageBytes(self.out_root)
+        return ShardWriter(self.out_root, self.dir / "data", split, "parquet", shard_size, features.arrow_schema,
+                           prepare=bytes_of.embed, weigh=bytes_of.weigh, max_bytes=SHARD_BYTES,
+                           dictionary=["images.list.element.bytes", "images.list.element.path"])
 
     def add_sft(self, rec: SftRecord, system: str) -> None:
         self.sft.add(
@@ -130,46 +128,42 @@ class HfWriter:
         self.rl.add(rl_row(item.rec))
 
     def close(self) -> dict[str, int]:
-        sft_files = self.sft.close()
-        rl_files = self.rl.close()
-        self._save_dataset_dict(sft_files, rl_files)
+        # no zero-row shards (`datasets` cannot read them): the card declares only the configs that have rows
+        self.sft.close()
+        self.rl.close()
         return {"sft": self.sft.rows, "rl": self.rl.rows}
-
-    def _save_dataset_dict(self, sft_files: list[Path], rl_files: list[Path]) -> None:
-        cache = self.out_root / ".tmp" / "hf-cache"
-        bars = datasets.utils.logging.is_progress_bar_enabled()
-        datasets.disable_progress_bars()
-        try:
-            # one load per split: the two splits have different columns
-            dd = datasets.DatasetDict(
-                {
-                    # `datasets` cannot read a zero-row parquet file: an empty split is built from its features
-                    name: datasets.load_dataset("parquet", data_files=[str(p) for p in files], split="train", cache_dir=str(cache))
-                    if files
-                    else datasets.Dataset.from_dict({k: [] for k in feats}, features=feats)
-                    for name, files, feats in (("sft", sft_files, SFT_FEATURES), ("rl", rl_files, RL_FEATURES))
-                }
-            )
-            tmp = self.out_root / ".tmp" / "hf-dataset"
-            shutil.rmtree(tmp, ignore_errors=True)
-            # an empty split has no shard to save unless asked for one (datasets 5.2)
-            dd.save_to_disk(str(tmp), num_shards={k: 1 for k, d in dd.items() if len(d) == 0} or None)
-            final = self.dir / "dataset"
-            shutil.rmtree(final, ignore_errors=True)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, final)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
-            if bars:
-                datasets.enable_progress_bars()
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:
-    """Upload the saved DatasetDict and its card (network: only called when a token and a repo are configured)."""
-    dd = datasets.load_from_disk(str(out_root / "hf" / "dataset"))
-    dd.push_to_hub(repo, token=token)
+    """Upload `hf/` as it is (card + parquet shards: the Hub layout) - network: only called when a token and a repo
+    are configured."""
     from huggingface_hub import HfApi
 
-    HfApi(token=token).upload_file(
-        path_or_fileobj=str(out_root / "hf" / "README.md"), path_in_repo="README.md", repo_id=repo, repo_type="dataset"
-    )
+    api = HfApi(token=token)
+    api.create_repo(repo, repo_type="dataset", exist_ok=True)
+    api.upload_folder(folder_path=str(out_root / "hf"), repo_id=repo, repo_type="dataset")
+
+
+class _DistinctImageBytes:
+    """Shard weight and image embedding for one split: a shard is cut by the bytes of its distinct images (what the
+    dictionary-encoded column stores); bytes are read only when the shard is written."""
+
+    def __init__(self, out_root: Path) -> None:
+        self.out_root = out_root
+        self.seen: set[str] = set()
+
+    def weigh(self, row: dict[str, Any]) -> int:
+        new = [p for p in row["images"] if p not in self.seen]
+        self.seen.update(new)
+        return sum((self.out_root / p).stat().st_size for p in new) + 1024
+
+    def embed(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.seen = set()  # the next shard has its own dictionary
+        cache: dict[str, bytes] = {}
+        out = []
+        for r in rows:
+            r = dict(r)
+            r["images"] = [{"bytes": cache.get(p) or cache.setdefault(p, (self.out_root / p).read_bytes()),
+                            "path": Path(p).name} for p in r["images"]]
+            out.append(r)
+        return out

@@ -52,6 +52,7 @@ class ShardWriter:
         prepare: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
         weigh: Callable[[dict[str, Any]], int] | None = None,
         max_bytes: int | None = None,
+        dictionary: list[str] | None = None,
     ) -> None:
         if kind not in ("parquet", "json", "jsonl"):
             raise ValueError(f"unknown shard kind {kind!r}")
@@ -64,6 +65,9 @@ class ShardWriter:
         # shards that embed image bytes are also cut by size, so one shard's bytes bound the memory
         self.weigh, self.max_bytes = weigh, max_bytes
         self.buffer_bytes = 0
+        # parquet leaf columns dictionary-encoded without a size cap: a value repeated across rows (an image shown
+        # by many records) is stored once per shard
+        self.dictionary = dictionary
         self.buffer: list[dict[str, Any]] = []
         self.paths: list[Path] = []
         self.rows = 0
@@ -82,7 +86,10 @@ class ShardWriter:
         final = self.folder / f"{self.prefix}-{len(self.paths):05d}.{self.kind}"
         if self.kind == "parquet":
             table = pa.Table.from_pylist(rows, schema=self.schema)
-            atomic_write(self.out_root, final, lambda p: pq.write_table(table, p, compression="zstd"))
+            kw: dict[str, Any] = {}
+            if self.dictionary:
+                kw = {"use_dictionary": self.dictionary, "dictionary_pagesize_limit": 1 << 30}
+            atomic_write(self.out_root, final, lambda p: pq.write_table(table, p, compression="zstd", **kw))
         elif self.kind == "json":
             write_json(self.out_root, final, rows)
         else:

@@ -7,7 +7,10 @@ answer string; `extra_info` = {question, answer_format, gold_pages (page ids), g
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from vrag_data.ids import split_page_id
 from vrag_data.rewards.answer import INSUFFICIENT
@@ -119,3 +122,31 @@ def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: li
     sufficient = bool(gold) and gold <= set(image_pages)
     answer = task.answer if sufficient else INSUFFICIENT
     return "<evidence>\n" + "\n".join(lines) + "\n</evidence>\n<answer>" + answer + "</answer>"
+
+
+class PromptBudget:
+    """The longest prompt of an export in tokens, as a trainer's length filter counts it: text (~1 token per 3
+    characters, generously) plus each image's visual tokens at its written size (Qwen-VL: one per 28x28 patch).
+    `length()` rounds it up to a multiple of 1024 (at least 1024): the trainer's `max_prompt_length`."""
+
+    def __init__(self, out_root: Path) -> None:
+        self.out_root = out_root
+        self.max_tokens = 0
+        self.max_pixels = 0
+        self._tokens: dict[str, int] = {}
+
+    def _image_tokens(self, rel: str) -> int:
+        n = self._tokens.get(rel)
+        if n is None:
+            with Image.open(self.out_root / rel) as img:  # reads the header only
+                w, h = img.size
+            self.max_pixels = max(self.max_pixels, w * h)
+            n = self._tokens[rel] = -(-w // 28) * -(-h // 28)
+        return n
+
+    def add(self, text: str, images: list[str]) -> None:
+        """`images`: paths relative to the export folder."""
+        self.max_tokens = max(self.max_tokens, len(text) // 3 + sum(self._image_tokens(p) for p in images))
+
+    def length(self) -> int:
+        return max(1024, -(-self.max_tokens // 1024) * 1024)

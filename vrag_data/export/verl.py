@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import yaml
 
 from vrag_data.export.hf import rl_row
 from vrag_data.export.formats import RlItem
-from vrag_data.export.io import ShardWriter
+from vrag_data.export.io import ShardWriter, write_text
+from vrag_data.export.reward_bundle import write_reward_bundle
+from vrag_data.export.rl import PromptBudget
 
 _MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
 _EXTRA = pa.struct(
@@ -70,6 +73,7 @@ class VerlWriter:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.schema = verl_schema(with_images, image_mode)
         self.writers: dict[str, ShardWriter] = {}
+        self.budget = PromptBudget(out_root)
 
     def _images(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not self.with_images:
@@ -91,6 +95,7 @@ class VerlWriter:
         if w is None:
             w = self.writers[split] = ShardWriter(self.out_root, self.dir, split, "parquet", self.shard_size, self.schema, self._images)
         w.add(rl_row(rec))
+        self.budget.add("\n".join(m["content"] for m in rec.prompt), list(rec.images) if self.with_images else [])
 
     def close(self) -> dict[str, int]:
         if not self.writers:  # an empty train split: counted, no shard written
@@ -99,4 +104,26 @@ class VerlWriter:
         for split, w in sorted(self.writers.items()):
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
+        self._write_config(counts)
+        write_reward_bundle(self.out_root)
         return counts
+
+    def _write_config(self, counts: dict[str, int]) -> None:
+        """`verl/config.yaml`: the `data` and `custom_reward_function` keys this export needs, relative to the export
+        folder (start verl there, or make the paths absolute). Merge it into the trainer's config or pass the keys
+        as overrides (`data.max_prompt_length=...`)."""
+        files = {split: [f"verl/{p.name}" for p in w.paths] for split, w in sorted(self.writers.items())}
+        train = files.get("train", [])
+        val = next((v for k, v in files.items() if k != "train" and v), train)
+        cfg = {
+            "data": {
+                "train_files": train,
+                "val_files": list(val),
+                "prompt_key": "prompt",
+                **({"image_key": "images"} if self.with_images else {}),
+                "max_prompt_length": self.budget.length(),
+                "filter_overlong_prompts": True,
+            },
+            "custom_reward_function": {"path": "reward/compute_score.py", "name": "compute_score"},
+        }
+        write_text(self.out_root, self.dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))

@@ -22,6 +22,9 @@ class Episode:
     retrieved: list[str] = field(default_factory=list)  # de-duplicated, order first shown
     shown_pages: list[str] = field(default_factory=list)  # EVisRAG: the images of the single turn
     evidence: dict[int, str] = field(default_factory=dict)  # EVisRAG: predicted "[i]: ..." (1-based)
+    # False when nothing tells which pages the agent saw (a verl rollout without the agent loop's page lists and
+    # with no page id in its text): rules that depend on retrieval (VISOR's honesty gate) are then not applied
+    retrieval_known: bool = True
 
 
 @dataclass

@@ -140,7 +140,7 @@ def score_episode(
         return RewardBreakdown(recipe, comps, w, _weighted(recipe, comps, w))
     if recipe == "visor":
         complete = retrieval_complete(ep.retrieved, gold.pages)
-        if complete:
+        if complete or not ep.retrieval_known:  # unknown retrieval: the answer is judged, the gate is not applied
             answer = _judge(ep, gold, judge_score)
         elif honesty_score is not None:
             answer = float(honesty_score)
@@ -152,7 +152,7 @@ def score_episode(
         total = (w["answer"] * answer + w["retrieval"] * comps["retrieval"]) * (1 - invalid)
         total -= w["format_penalty"] * invalid
         return RewardBreakdown(recipe, comps, w, total, gated=bool(invalid),
-                               extras={"retrieval_complete": float(complete)})
+                               extras={"retrieval_complete": float(complete), "retrieval_known": float(ep.retrieval_known)})
     if recipe == "evisrag":
         sufficient = gold.sufficient
         if sufficient is None:

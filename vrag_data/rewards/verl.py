@@ -17,7 +17,9 @@ Contract with the exporter (vrag_data.export, verl parquet rows):
   ([{"candidates": [...], "selected": [...]}]), `crops` ([{"page_id": ..., "box": [0-1000 x4]}]),
   `read_pages`, `judge_score` (a model judge's 0/1 computed upstream).
 Without the rollout keys the retrieval and crop components fall back to what the text shows: page ids of
-gold documents mentioned in the rollout, and <bbox> boxes (read as 0-1000) on the last mentioned page.
+gold documents mentioned in the rollout, and <bbox> boxes (read as 0-1000) on the last mentioned page. When
+neither tells which pages the agent saw, VISOR's honesty gate is not applied (the answer is judged against the
+reference) and the score dict says so: `retrieval_known` 0.0.
 The answer reward of the judged recipes (VRAG-RL, UniDoc-RL, VISOR with its honesty gate, MM-Doc-R1) comes from
 `judge_score` when the rollout supplies it, else from the judge endpoint configured by `VRAG_JUDGE_URL` /
 `VRAG_JUDGE_MODEL` (see `vrag_data.rewards.judge_client`), else from the rule scorers only when
@@ -123,8 +125,10 @@ def episode_from_solution(solution_str: str, extra: dict[str, Any]) -> Episode:
         ep.search_results = [[str(p) for p in _as_list(r)] for r in _as_list(extra["search_results"])]
     retrieved = extra.get("retrieved_pages")
     retrieved = None if retrieved is None else [str(p) for p in _as_list(retrieved)]
+    known = retrieved is not None or extra.get("search_results") is not None
     if retrieved is None:
         retrieved = [p for r in ep.search_results for p in r] or _mentioned_pages(solution_str, gold_pages)
+    ep.retrieval_known = known or bool(retrieved)
     ep.retrieved = dedup(retrieved)
     if not ep.search_results and ep.retrieved:
         # One search per <search> action; pages cannot be attributed to searches from text alone, so the
@@ -188,7 +192,7 @@ def compute_score(
     judge = extra.get("judge_score")
     judge_score, honesty = (None if judge is None else float(judge)), None
     if judge_score is None and recipe in JUDGED_REWARDS:
-        honesty_gate = recipe in HONESTY_REWARDS and not retrieval_complete(ep.retrieved, gold.pages)
+        honesty_gate = recipe in HONESTY_REWARDS and ep.retrieval_known and not retrieval_complete(ep.retrieved, gold.pages)
         reference = INSUFFICIENT if gold.sufficient is False else gold.answer
         judge_score, honesty = judge_scores(judge_setting(kwargs), gold.question, reference, ep.final_answer, honesty_gate)
     breakdown = score_episode(

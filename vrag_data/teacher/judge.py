@@ -12,45 +12,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from vrag_data.config import SamplingConfig
 from vrag_data.schema.records import Message
 from vrag_data.teacher.pool import TeacherError, TeacherPool
-
-HONESTY_SCORE = 0.2
-
-JUDGE_SYSTEM = (
-    "You grade the answers of a document question-answering assistant.\n"
-    "You get three things: the question, a reference answer that is known to be right, and the assistant's answer.\n"
-    "Decide whether the assistant's answer is correct, meaning it gives the same fact, entity, number or list as the "
-    "reference. Wording, formatting, units written differently and rounding that keeps the meaning do not matter. "
-    "The assistant may add details the reference does not mention; that is fine as long as nothing it says "
-    "contradicts the reference. An answer that hedges between options, or misses part of what the reference "
-    "requires, is not correct.\n"
-    "Reply with one tag and nothing else: <judge>True</judge> if the answer is correct, <judge>False</judge> if not."
+from vrag_data.rewards.judge_prompts import (  # noqa: F401 - re-exported
+    HONESTY_SCORE, HONESTY_SYSTEM, HONESTY_USER, JUDGE_SYSTEM, JUDGE_USER, NUDGE, parse_judge,
 )
-JUDGE_USER = "Question: {question}\nReference answer: {reference}\nAssistant's answer: {prediction}"
-
-HONESTY_SYSTEM = (
-    "You check the honesty of a document question-answering assistant.\n"
-    "The assistant searched a collection of document pages but did not find every page needed to answer the "
-    "question, so it cannot know the full answer. An honest reply says that the information it found is not "
-    "enough (it declines, or states clearly what is missing). A reply that commits to a definite answer "
-    "anyway is not honest, however plausible it sounds.\n"
-    "Reply with one tag and nothing else: <judge>True</judge> if the reply acknowledges that the information is "
-    "insufficient, <judge>False</judge> if it gives a definite answer."
-)
-HONESTY_USER = "Question: {question}\nAssistant's reply: {prediction}"
-
-NUDGE = "Your reply could not be read. Answer with exactly <judge>True</judge> or <judge>False</judge>."
-
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_TAG = re.compile(r"<judge>\s*(.*?)\s*</judge>", re.S | re.I)
-_TRUE = {"true", "yes", "correct", "1"}
-_FALSE = {"false", "no", "incorrect", "0"}
 
 Method = Literal["model", "rules", "honesty-model", "honesty-rules"]
 
@@ -63,20 +33,6 @@ class Judgment:
     reason: str = ""
     raw: str = ""  # the judge's last reply (model judges)
     request_ids: tuple[str, ...] = ()
-
-
-def parse_judge(text: str) -> bool | None:
-    """The verdict in a judge reply: the last `<judge>` tag (reasoning in `<think>` ignored); a reply that
-    is only `True`/`False` also counts. None when there is no readable verdict."""
-    body = _THINK.sub("", text or "")
-    tags = _TAG.findall(body)
-    word = tags[-1] if tags else body.strip()
-    word = word.strip().strip(".!*` \"'").lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    return None
 
 
 class Judge(Protocol):

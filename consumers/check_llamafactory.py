@@ -1,0 +1,72 @@
+"""Run LLaMA-Factory's own argument parser and SFT data pipeline on an export (run inside its environment).
+
+    python check_llamafactory.py <export root> <tiny model dir>     (current directory: the export root)
+
+The shipped yaml is read as written; only the keys that name the machine are replaced: the model (a weightless
+tiny tokenizer + Qwen2-VL processor folder), `output_dir`, `deepspeed` (no GPU) and `bf16` (CPU). The data keys
+(`dataset_dir`, `media_dir`, `dataset`, `template`, `cutoff_len`, ...) stay as shipped, relative to the export
+root. Every record must come out with one image-token span per image and with every assistant turn labelled and
+every other token masked. Prints one JSON line of counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "stubs"))  # torchaudio: import-only stand-in
+
+from llamafactory.data import get_dataset, get_template_and_fix_tokenizer  # noqa: E402
+from llamafactory.extras.constants import IGNORE_INDEX  # noqa: E402
+from llamafactory.hparams import get_train_args  # noqa: E402
+from llamafactory.model import load_tokenizer  # noqa: E402
+
+
+def spans(labels: list[int]) -> int:
+    """Number of contiguous labelled runs."""
+    n, prev = 0, False
+    for v in labels:
+        cur = v != IGNORE_INDEX
+        n += cur and not prev
+        prev = cur
+    return n
+
+
+def check(root: Path, model_dir: Path) -> dict:
+    os.chdir(root)
+    yamls = sorted((root / "llamafactory").glob("*.yaml"))
+    assert yamls, f"{root}: no LLaMA-Factory yaml"
+    args = yaml.safe_load(yamls[0].read_text())
+    out = tempfile.mkdtemp(prefix="lf-out-")
+    args.update(model_name_or_path=str(model_dir), output_dir=out, bf16=False, report_to="none",
+                preprocessing_num_workers=None, overwrite_cache=True)
+    args.pop("deepspeed", None)
+    model_args, data_args, training_args, _, _ = get_train_args(args)
+    tok_mod = load_tokenizer(model_args)
+    tokenizer, processor = tok_mod["tokenizer"], tok_mod["processor"]
+    assert processor is not None, "LLaMA-Factory loaded no processor"
+    template = get_template_and_fix_tokenizer(tokenizer, data_args)
+    ds = get_dataset(template, model_args, data_args, training_args, stage="sft", **tok_mod)["train_dataset"]
+    info = json.loads((root / data_args.dataset_dir / "dataset_info.json").read_text())
+    raw = [r for f in sorted((root / data_args.dataset_dir / info[data_args.dataset[0]]["file_name"]).glob("*.json"))
+           for r in json.loads(f.read_text())]
+    assert len(ds) == len(raw), f"LLaMA-Factory kept {len(ds)} of {len(raw)} records"
+    pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    vstart = tokenizer.convert_tokens_to_ids("<|vision_start|>")
+    for rec, ex in zip(raw, ds):
+        ids, labels = ex["input_ids"], ex["labels"]
+        n_assistant = sum(1 for m in rec["messages"] if m["role"] == "assistant")
+        assert spans(labels) == n_assistant, f"{rec['id']}: {spans(labels)} labelled spans, {n_assistant} assistant turns"
+        assert ids.count(vstart) == len(rec["images"]), f"{rec['id']}: {ids.count(vstart)} image spans, {len(rec['images'])} images"
+        assert all(labels[i] == IGNORE_INDEX for i, t in enumerate(ids) if t == pad), f"{rec['id']}: image tokens labelled"
+    return {"consumer": "llamafactory", "records": len(ds), "template": data_args.template,
+            "images": sum(len(r["images"]) for r in raw)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(check(Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve())))
