@@ -14,7 +14,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_AUTH_MODE := disabled
 
-.PHONY: setup demo test schemas clean
+.PHONY: setup demo test test-consumers schemas clean
 
 setup: $(STAMP)
 
@@ -27,8 +27,15 @@ demo: setup
 	$(BIN)/vrag-data demo --config configs/demo.yaml
 
 test: setup
-	$(BIN)/ruff check --select F,E9 --quiet vrag_data pipelines flows tests bench
+	$(BIN)/ruff check --select F,E9 --quiet vrag_data pipelines flows tests bench consumers
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# Conformance: every recipe's export, moved, read by LLaMA-Factory, verl (and EasyR1 when EASYR1_SRC names a
+# checkout) with their own code in their own environments, cached in $(CONSUMERS) (first run: ~10 min, ~14 GB).
+CONSUMERS ?= .consumers
+test-consumers: setup
+	$(BIN)/python consumers/envs.py $(CONSUMERS)
+	VRAG_CONSUMERS_DIR=$(CONSUMERS) $(BIN)/python -m pytest -q -p no:cacheprovider consumers
 
 schemas: setup
 	$(BIN)/vrag-data schemas dump

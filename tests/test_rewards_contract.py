@@ -101,3 +101,17 @@ def test_visor_reward_without_the_agent_loops_page_lists():
     # ...and when it was retrieved, the answer is judged
     seen = compute_score("rag", right, "673", {**extra, "retrieved_pages": ["doc_3"]})
     assert seen["answer"] == 1.0 and seen["retrieval_complete"] == 1.0
+
+
+def test_easyr1_reward_scores_other_recipes_with_their_own_reward():
+    """EasyR1 hands the reward only the response and the ground truth: a non-evidence row's JSON ground truth names
+    its reward (VRAG-RL here: 0.7 judge + 0.1 format + 0.2 NDCG)."""
+    import json
+
+    gt = json.dumps({"data_source": "rag", "ground_truth": "42",
+                     "extra_info": {"reward": "vrag_rl", "question": "q", "gold_pages": ["d_1"], "retrieved_pages": ["d_1"]}})
+    good = "<think>a</think><search>q</search><think>b</think><answer>42</answer>"
+    right, wrong = easyr1.compute_score([{"response": good, "ground_truth": gt},
+                                         {"response": good.replace("42", "7"), "ground_truth": gt}])
+    assert right["overall"] == pytest.approx(1.0) and wrong["overall"] == pytest.approx(0.3)
+    assert set(right) == set(wrong) and "judge" in right

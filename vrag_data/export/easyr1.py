@@ -1,9 +1,13 @@
-"""EasyR1 jsonl export for EVisRAG's RS-GRPO: `prompt` (one `<image>` per image), `answer` (ground truth with
-`<evidence>[i]: ...` lines, images 1-indexed, and `<answer>`), `image` (paths relative to the export root,
-which `easyr1/data_config.yaml` passes as `image_dir`)."""
+"""EasyR1 jsonl export: `prompt` (one `<image>` per image), `answer`, `image` (paths relative to the export root,
+which `easyr1/data_config.yaml` passes as `image_dir`).
+
+`answer` is EVisRAG's tagged target (`<evidence>[i]: ...` lines, images 1-indexed, and `<answer>`) for recipes
+whose RL prompt is the one-turn evidence form; for the others it is JSON naming the recipe's reward and what that
+reward reads (`vrag_data.rewards.easyr1` dispatches on it)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +20,16 @@ from vrag_data.export.formats import RlItem
 from vrag_data.export.images import BadImage, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
+from vrag_data.export.hf import extra_info_row
 from vrag_data.export.rl import PromptBudget, evidence_ground_truth
-from vrag_data.schema.records import ImageRef
+from vrag_data.schema.records import ImageRef, RlRecord
+
+
+def json_ground_truth(rec: RlRecord) -> str:
+    """EasyR1 hands a reward function only the response and this string: for recipes other than the one-turn
+    evidence form it carries the reward to score with and the fields that reward reads (verl's `extra_info`)."""
+    return json.dumps({"data_source": rec.data_source, "ground_truth": rec.reward_model.ground_truth,
+                       "extra_info": extra_info_row(rec.extra_info)}, ensure_ascii=False, sort_keys=True)
 
 
 class EasyR1Writer:
@@ -52,7 +64,8 @@ class EasyR1Writer:
         self.add_row(task.split or "train", {
             "id": rec.id,
             "prompt": (system + "\n\n" + user) if system else user,
-            "answer": evidence_ground_truth(task, [r.page_id for r in refs], item.evidence),
+            "answer": (evidence_ground_truth(task, [r.page_id for r in refs], item.evidence) if item.evidence_rows
+                       else json_ground_truth(rec)),
             "image": images,
             "data_source": rec.data_source,
             "task_id": task.task_id,

@@ -32,6 +32,7 @@ class RlItem:
     max_pixels: int
     evidence: list[str]  # the kept trajectory's evidence lines (one-turn evidence form)
     sufficient: Any = None  # sufficiency label when the run recorded one
+    evidence_rows: bool = False  # the recipe's RL prompt is the one-turn evidence form (its target is the tagged one)
 
 
 @dataclass

@@ -9,7 +9,6 @@ resolve relative image paths inside parquet, so the bytes are embedded rather th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any

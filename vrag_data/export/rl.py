@@ -124,9 +124,14 @@ def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: li
     return "<evidence>\n" + "\n".join(lines) + "\n</evidence>\n<answer>" + answer + "</answer>"
 
 
+TEMPLATE_TOKENS = 128  # what a chat template adds around a prompt (generously)
+
+
 class PromptBudget:
-    """The longest prompt of an export in tokens, as a trainer's length filter counts it: text (~1 token per 3
-    characters, generously) plus each image's visual tokens at its written size (Qwen-VL: one per 28x28 patch).
+    """The longest prompt of an export in tokens, as a trainer's length filter counts it: text at 1 token per 2 UTF-8
+    bytes (an upper bound for BPE tokenizers on English and CJK text alike; the exporter does not know the model's
+    tokenizer) plus each image's visual tokens at its written size (Qwen-VL: one per 28x28 patch) plus the chat
+    template's own tokens (roles, default system prompt, vision markers).
     `length()` rounds it up to a multiple of 1024 (at least 1024): the trainer's `max_prompt_length`."""
 
     def __init__(self, out_root: Path) -> None:
@@ -146,7 +151,7 @@ class PromptBudget:
 
     def add(self, text: str, images: list[str]) -> None:
         """`images`: paths relative to the export folder."""
-        self.max_tokens = max(self.max_tokens, len(text) // 3 + sum(self._image_tokens(p) for p in images))
+        self.max_tokens = max(self.max_tokens, TEMPLATE_TOKENS + len(text.encode()) // 2 + sum(self._image_tokens(p) for p in images))
 
     def length(self) -> int:
         return max(1024, -(-self.max_tokens // 1024) * 1024)

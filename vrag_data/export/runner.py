@@ -246,7 +246,8 @@ def _export(ws: Workspace, run: RunDir, run_id: str, formats: list[str], out: Pa
     if "easyr1" in formats:
         odd = sorted({r for _, r in rl_sources if not hints(r).get("evidence_rows")})
         if odd:
-            summary.warnings.append(f"easyr1 rows built from {odd} prompts; EasyR1's evidence rows expect a one-turn evidence recipe")
+            summary.warnings.append(f"easyr1 rows of {odd}: EasyR1 has no agent loop (one response per prompt); their "
+                                    "ground truth is JSON naming the recipe's own reward and what it reads")
     for recipe in sorted({r for _, r in rl_sources}):
         if "llamafactory" in formats and hints(recipe).get("sft") is None:
             summary.warnings.append(f"{recipe}: the recipe names no SFT hyper-parameters; the LLaMA-Factory yaml uses generic values")
@@ -280,7 +281,8 @@ def _export(ws: Workspace, run: RunDir, run_id: str, formats: list[str], out: Pa
             rec.reward_model.ground_truth = evidence_ground_truth(task, shown, src.evidence)
             rec.extra_info["sufficient"] = bool(task.evidence_pages) and set(task.evidence_pages) <= set(shown)
         index += 1
-        item = RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient)
+        item = RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient,
+                      evidence_rows=bool(hints(recipe).get("evidence_rows")))
         for w in rl_writers:
             w.add_rl(item)
 

@@ -1,13 +1,15 @@
-"""EasyR1 entry point for EVisRAG (`worker.reward.reward_function=<this file>:compute_score`).
+"""EasyR1 entry point (`worker.reward.reward_function=<this file>:compute_score`).
 
 EasyR1's batch reward functions take a list of dicts with at least `response` and `ground_truth` and
-return one dict of floats per input with an `overall` key. The ground truth is the exporter's tagged
+return one dict of floats per input with an `overall` key. For EVisRAG the ground truth is the exporter's tagged
 target (`<evidence>[1]: ...</evidence><answer>...</answer>`), so the number of images and the per-image
-gold evidence come from it; a sample may carry `shown_pages` / `gold_pages` / `sufficient` too.
+gold evidence come from it; a sample may carry `shown_pages` / `gold_pages` / `sufficient` too. For other recipes
+it is JSON (`data_source`, `ground_truth`, `extra_info`), scored with the reward `extra_info.reward` names.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from vrag_data.rewards.verl import compute_score as _verl_score
@@ -19,8 +21,24 @@ REWARD_TYPE = "batch"
 def compute_score(reward_inputs: list[dict[str, Any]], **kwargs: Any) -> list[dict[str, float]]:
     out = []
     for item in reward_inputs:
-        extra = {k: item[k] for k in ("shown_pages", "gold_pages", "sufficient", "answer_format") if k in item}
-        extra["recipe"] = "evisrag"
-        scores = _verl_score("evisrag", item.get("response", ""), str(item.get("ground_truth", "")), extra, **kwargs)
+        gt = str(item.get("ground_truth", ""))
+        row = _json_row(gt)
+        if row is not None:  # another recipe's row: its own reward, with what the exporter wrote for it
+            scores = _verl_score(str(row.get("data_source") or ""), item.get("response", ""), str(row.get("ground_truth", "")),
+                                 dict(row.get("extra_info") or {}), **kwargs)
+        else:
+            extra = {k: item[k] for k in ("shown_pages", "gold_pages", "sufficient", "answer_format") if k in item}
+            extra["recipe"] = "evisrag"
+            scores = _verl_score("evisrag", item.get("response", ""), gt, extra, **kwargs)
         out.append({"overall": float(scores.pop("score")), **{k: float(v) for k, v in scores.items()}})
     return out
+
+
+def _json_row(ground_truth: str) -> dict[str, Any] | None:
+    if not ground_truth.lstrip().startswith("{"):
+        return None
+    try:
+        row = json.loads(ground_truth)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) and "extra_info" in row else None

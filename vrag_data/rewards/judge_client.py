@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from vrag_data.rewards.judge_prompts import HONESTY_SCORE, HONESTY_SYSTEM, HONESTY_USER, JUDGE_SYSTEM, JUDGE_USER, NUDGE, parse_judge
 from vrag_data.secrets import redact, register_secret
 
 ATTEMPTS = 3
@@ -95,8 +96,6 @@ def _chat(ep: JudgeEndpoint, messages: list[dict[str, str]]) -> str:
 
 def ask(ep: JudgeEndpoint, system: str, user: str) -> bool:
     """The judge's verdict, re-asked with a nudge when unreadable; bounded; cached by (model, prompt)."""
-    from vrag_data.rewards.judge_prompts import NUDGE, parse_judge
-
     key = hashlib.sha256(json.dumps([ep.model, system, user]).encode()).hexdigest()
     hit = _cached(ep, key)
     if hit is not None:
@@ -125,8 +124,6 @@ def judge_scores(setting: JudgeEndpoint | str, question: str, reference: str, pr
     """(judge score, honesty score) for `score_episode`; (None, None) = the rule scorers decide."""
     if setting == "rules" or not isinstance(setting, JudgeEndpoint):
         return None, None
-    from vrag_data.rewards.judge_prompts import HONESTY_SCORE, HONESTY_SYSTEM, HONESTY_USER, JUDGE_SYSTEM, JUDGE_USER
-
     if not prediction or not prediction.strip():
         return 0.0, 0.0
     if honesty:
