@@ -136,8 +136,15 @@ def main() -> None:
                            capture_output=True, text=True, check=True)
         res = json.loads(r.stdout.strip().splitlines()[-1])
         n = res["n_kept"]
+        total, images = _bytes(work / "out"), _bytes(work / "out" / "images")
         print(f"[{a.formats}] {label}: {n} trajectories in {res['seconds']:.1f}s = {n / res['seconds']:.0f} trajectories/s, "
-              f"peak RSS {res['peak_rss_mb']:.0f} MB (anonymous {res['peak_anon_mb']:.0f} MB), images written {res['images_written']}, counts {res['counts']}")
+              f"peak RSS {res['peak_rss_mb']:.0f} MB (anonymous {res['peak_anon_mb']:.0f} MB), images written {res['images_written']}, "
+              f"counts {res['counts']}; on disk {total / 1e6:.0f} MB = {total / max(images, 1):.2f} x the distinct image bytes "
+              f"({images / 1e6:.0f} MB)", flush=True)
+
+
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
 
 
 if __name__ == "__main__":

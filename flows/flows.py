@@ -21,10 +21,9 @@ from prefect import flow
 from flows import stages
 from flows.artifacts import publish
 from flows.runner import describe_runner, make_task_runner, resolve_runner
-from vrag_data.config import ConfigError, RunConfig, load_config
+from vrag_data.config import RunConfig, load_config
 from vrag_data.export.formats import FORMATS
-from vrag_data.recipe import recipe_names, resolve_recipe
-from vrag_data.student.stage import student_problem
+from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
@@ -37,12 +36,7 @@ class ShardsFailed(VragError):
 
 def load(config: str | None, workspace: str | None = None, runner: str | None = None) -> tuple[RunConfig, Workspace]:
     cfg = load_config(config)
-    if not cfg.synth.recipes:
-        raise ConfigError(f"{config or '<defaults>'}: synth.recipes is empty; name the recipes to run, e.g. [{', '.join(recipe_names())}]")
-    for name in cfg.synth.recipes:  # every recipe, its options and the roles its filters need: before any work
-        problem = student_problem(resolve_recipe(name, cfg).filters, cfg.roles)
-        if problem:
-            raise ConfigError(f"{config or '<defaults>'}: {name}: {problem}")
+    check_run_config(cfg, config or "<defaults>")  # recipes, roles, endpoints, input files: before any work
     if workspace:
         cfg = cfg.model_copy(update={"workspace": workspace})
     root = cfg.workspace if "://" in cfg.workspace else str(Path(cfg.workspace).expanduser().resolve())

@@ -105,6 +105,21 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert (out / "llamafactory" / "dataset_info.json").is_file()
         assert list((out / "verl").rglob("*.parquet")) and list((out / "easyr1").rglob("*.jsonl"))
         assert (ws / "report.duckdb").is_file() and (ws / "report.html").is_file()
+
+        # Prefect's own CLI against the server `up` started (the UI sends the same kind of filter requests)
+        def prefect(*args: str) -> str:
+            res = subprocess.run([str(BIN / "prefect"), *args], cwd=REPO, env={**CLEAN_ENV, "PREFECT_API_URL": api},
+                                 capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, f"prefect {' '.join(args)}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+            return res.stdout
+        import re
+
+        flow_run_id = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", run.stdout).group(0)
+        assert "default" in prefect("deployment", "ls")
+        assert "COMPLETED" in prefect("flow-run", "ls")
+        logs = prefect("flow-run", "logs", flow_run_id)
+        assert "synth" in logs and "evisrag" in logs
+        assert "synth-summary" in prefect("artifact", "ls")
     finally:
         down = subprocess.run([vrag, "down", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr

@@ -51,6 +51,13 @@ def print_outputs(summary: dict[str, Any]) -> None:
         console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
 
 
+def _check(config: Path) -> None:
+    from vrag_data.config import load_config
+    from vrag_data.config_check import check_run_config
+
+    check_run_config(load_config(config), str(config))
+
+
 def _up(ws: Path) -> dict[str, Any]:
     from flows.local import up
 
@@ -100,6 +107,7 @@ def register(app: typer.Typer) -> None:
 
         if runner is not None and runner not in ("local", "ray"):
             fail(f"--runner {runner!r}: use local or ray")
+        _check(config)  # the whole config, before any server starts or any folder is created
         ws = _workspace(config, workspace)
         for k, v in OFFLINE.items():
             os.environ.setdefault(k, v)
@@ -124,9 +132,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """up -> `prefect deployment run synth/default --param config=... --watch` -> where the outputs are -> down."""
         from flows.local import down
-        from vrag_data.config import load_config
 
-        load_config(config)  # a bad config fails here, before any server starts
+        _check(config)  # a bad config fails here, before any server starts
         ws = _workspace(config, workspace)
         state = _up(ws)
         code = 1

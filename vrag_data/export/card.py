@@ -12,18 +12,18 @@ _TAGS = """tags:
 """
 
 
-def front_matter(counts: dict[str, int]) -> str:
-    """The card's YAML header: one config per record type that has rows (`sft` is the default when present);
-    `datasets` cannot read an empty parquet file, so an empty record type is not declared."""
-    lines = ["---", "configs:"] if any(counts.get(k) for k in ("sft", "rl")) else ["---"]
-    first = True
-    for name in ("sft", "rl"):
-        if counts.get(name):
-            lines.append(f"- config_name: {name}")
-            if first:
-                lines.append("  default: true")
-                first = False
-            lines += ["  data_files:", "  - split: train", f"    path: data/{name}-*.parquet"]
+def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = None) -> str:
+    """The card's YAML header: one config per record type that has rows (`sft` is the default when present), each
+    naming its shard files; `datasets` cannot read an empty parquet file, so an empty record type is not declared."""
+    files = files or {}
+    names = [n for n in ("sft", "rl") if counts.get(n)]
+    lines = ["---", "configs:"] if names else ["---"]
+    for i, name in enumerate(names):
+        lines.append(f"- config_name: {name}")
+        if i == 0:
+            lines.append("  default: true")
+        lines += ["  data_files:", "  - split: train", "    path:"]
+        lines += [f"    - {f}" for f in files.get(name) or [f"data/{name}-*.parquet"]]
     return "\n".join(lines) + "\n" + _TAGS
 
 
@@ -42,7 +42,7 @@ def render_card(summary: dict[str, Any]) -> str:
     images = st.get("images", {})
     oracle = prov.get("oracle", False)
     parts = [
-        front_matter(summary.get("counts", {}).get("hf", {})),
+        front_matter(summary.get("counts", {}).get("hf", {}), st.get("files", {}).get("hf")),
         f"# vrag-data export of run `{summary['run_id']}`\n",
         "Training data for agentic visual-RAG models (search, select, crop, answer over page images), "
         "built by vrag-data from the run's kept trajectories.\n",

@@ -8,7 +8,9 @@ resolve relative image paths inside parquet, so the bytes are embedded rather th
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,7 @@ class HfWriter:
     def __init__(self, out_root: Path, shard_size: int) -> None:
         self.out_root = out_root
         self.dir = out_root / "hf"
+        self.files: dict[str, list[str]] = {}
         shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
         self.sft = self._writer("sft", shard_size, SFT_FEATURES)
         self.rl = self._writer("rl", shard_size, RL_FEATURES)
@@ -130,7 +133,27 @@ class HfWriter:
         # no zero-row shards (`datasets` cannot read them): the card declares only the configs that have rows
         self.sft.close()
         self.rl.close()
+        self.files = self._name_by_content()
         return {"sft": self.sft.rows, "rl": self.rl.rows}
+
+    def _name_by_content(self) -> dict[str, list[str]]:
+        """Shards renamed `<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder
+        name and the card's file patterns, so two exports (both `hf/`) with the same names would load each other's
+        cached rows. Returns the card's file list per split, relative to `hf/`."""
+        digest = hashlib.sha256()
+        for p in self.sft.paths + self.rl.paths:
+            digest.update(p.name.encode())
+            with p.open("rb") as f:
+                while block := f.read(1 << 20):
+                    digest.update(block)
+        tag = digest.hexdigest()[:12]
+        files: dict[str, list[str]] = {}
+        for split, writer in (("sft", self.sft), ("rl", self.rl)):
+            for p in writer.paths:
+                new = p.with_name(f"{split}-{tag}-{p.stem.rsplit('-', 1)[-1]}.parquet")
+                os.replace(p, new)
+                files.setdefault(split, []).append(f"data/{new.name}")
+        return files
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:

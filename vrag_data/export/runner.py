@@ -288,8 +288,11 @@ def _export(ws: Workspace, run: RunDir, run_id: str, formats: list[str], out: Pa
 
     for w in sft_writers + [w for w in rl_writers if w not in sft_writers]:
         summary.counts[w.name] = w.close()
+        if getattr(w, "files", None):
+            summary.stats.setdefault("files", {})[w.name] = w.files
     summary.skipped = dict(skips.counts)
     summary.stats = {
+        **summary.stats,
         "per_recipe": dict(per_recipe),
         "per_status": dict(per_status),
         "turns": {

@@ -22,7 +22,7 @@ from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
 from vrag_data.ingest.ocr import default_threads
 from vrag_data.ingest.options import DocStats, IngestOptions, IngestSummary
 from vrag_data.schema.records import IngestError
-from vrag_data.store.corpus import append_errors, load_document
+from vrag_data.store.corpus import append_errors, load_document, replace_errors
 from vrag_data.store.workspace import Workspace
 
 _console = Console(stderr=True)
@@ -147,7 +147,9 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         bar.advance(task, len(files) - len(jobs))
         def done(out: DocOutcome) -> None:
             _absorb(summary, out)
-            if out.errors:
+            if out.stats.status == "ingested":
+                replace_errors(ws, out.stats.path, out.errors)
+            elif out.errors:
                 append_errors(ws, out.errors)
             bar.update(task, advance=1, pages=summary.n_pages, last=out.stats.stem[:40])
             if opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run

@@ -10,6 +10,7 @@ import io
 import os
 import re
 import sys
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -37,42 +38,49 @@ class OpenFailed(Exception):
     """A document that cannot be ingested at all; the message is the one-line reason."""
 
 
+_LAYOUT_LOCK = threading.Lock()
+_SESSIONS_MODULE = "pymupdf.layout.onnx.common_util"  # where the layout model builds every ONNX session
+
+
 def _import_layout_model(threads: int | None) -> None:
-    """Import `pymupdf.layout` (which builds its ONNX sessions on import) with our thread settings.
+    """Import `pymupdf.layout` (which builds its ONNX sessions on import) with our session options.
 
-    Its sessions use onnxruntime defaults: one spinning thread per core. With documents already spread
-    over worker processes that oversubscribes the cores and burns CPU in spin-waits, so while the model
-    loads, `SessionOptions()` hands out options limited to `threads` without spinning, memory arena kept.
+    Its sessions use onnxruntime defaults: one spinning thread per core, and no CPU memory arena. With documents
+    already spread over workers that oversubscribes the cores and burns CPU in spin-waits, and without the arena
+    every page re-allocates (and the kernel re-zeroes) the image model's ~60 MB feature maps (~20% of its CPU time
+    in page faults). The model builds every session through one function, `make_session` of its ONNX helper
+    module: that module is loaded first, under its own name, and its `make_session` replaced before the model
+    imports it. Nothing of onnxruntime is patched, so OCR sessions built meanwhile in other threads keep theirs.
+    One lock: threads of one process import the model once.
     """
-    import onnxruntime as ort
+    with _LAYOUT_LOCK:
+        pymupdf = sys.modules["pymupdf"]
+        if callable(getattr(pymupdf, "_get_layout", None)):
+            return
+        import importlib.util
 
-    original = ort.SessionOptions
+        import onnxruntime as ort
 
-    class _KeepArena(original):  # type: ignore[misc, valid-type]
-        # The model's sessions switch the CPU memory arena off, so every page re-allocates (and the kernel
-        # re-zeroes) the image model's ~60 MB feature maps: ~20% of the model's CPU time in page faults.
-        # With the arena the peak is kept and reused; its size is fixed by the model, not the page.
-        @property
-        def enable_cpu_mem_arena(self) -> bool:
-            return True
+        if _SESSIONS_MODULE not in sys.modules:
+            path = os.path.join(os.path.dirname(pymupdf.__file__), "layout", "onnx", "common_util.py")
+            spec = importlib.util.spec_from_file_location(_SESSIONS_MODULE, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"{path}: PyMuPDF's layout model is not where this version expects it")
+            helper = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(helper)
 
-        @enable_cpu_mem_arena.setter
-        def enable_cpu_mem_arena(self, _value: bool) -> None:
-            pass
+            def make_session(model_path: str, providers: Any = None) -> Any:
+                so = ort.SessionOptions()
+                so.enable_cpu_mem_arena = True
+                if threads:
+                    so.intra_op_num_threads = threads
+                    so.inter_op_num_threads = 1
+                    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                return ort.InferenceSession(model_path, sess_options=so, providers=providers)
 
-    def limited() -> Any:
-        so = _KeepArena()
-        if threads:
-            so.intra_op_num_threads = threads
-            so.inter_op_num_threads = 1
-            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return so
-
-    ort.SessionOptions = limited  # type: ignore[misc]
-    try:
+            helper.make_session = make_session
+            sys.modules[_SESSIONS_MODULE] = helper
         import pymupdf.layout  # noqa: F401  # activates page.get_layout()
-    finally:
-        ort.SessionOptions = original  # type: ignore[misc]
 
 
 def import_pymupdf(layout: bool, layout_threads: int | None = None) -> Any:
@@ -88,7 +96,7 @@ def import_pymupdf(layout: bool, layout_threads: int | None = None) -> Any:
             del sys.modules["pymupdf.layout"]
     import pymupdf
 
-    if layout and not callable(getattr(pymupdf, "_get_layout", None)):
+    if layout:
         _import_layout_model(layout_threads)
     pymupdf.TOOLS.mupdf_display_errors(False)  # damaged files are reported as IngestErrors, not stderr noise
     pymupdf.TOOLS.mupdf_display_warnings(False)

@@ -75,6 +75,14 @@ def _errors_lock(ws: Workspace) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def replace_errors(ws: Workspace, path: str, errors: list[IngestError]) -> int:
+    """A document ingested again: its rows from earlier attempts go (a failure a retry fixed leaves no row) and
+    this attempt's errors (pages it could not render, notices) take their place. Returns the row count."""
+    with _errors_lock(ws):
+        rows = [e for e in load_errors(ws) if e.path != path] + list(errors)
+        return write_records(ws.corpus_table("errors"), rows, IngestError)
+
+
 def append_errors(ws: Workspace, errors: list[IngestError]) -> int:
     """Add errors to `corpus/errors.parquet` (rewritten atomically). The same (path, stage, page, reason)
     reported again replaces the older row, so re-runs do not pile up duplicates. Returns the row count."""
