@@ -36,6 +36,7 @@ def worker_env(local: bool) -> dict[str, str]:
     from prefect.settings import get_current_settings
 
     env = {k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()}
+    env["PREFECT_SERVER_EPHEMERAL_ENABLED"] = "false"  # a worker reports to the run's server; it never starts one
     api = get_current_settings().api.url
     if api:  # a test harness sets it in a settings context, not in os.environ: hand it over explicitly
         env["PREFECT_API_URL"] = str(api)

@@ -112,15 +112,27 @@ def register(app: typer.Typer) -> None:
         for k, v in OFFLINE.items():
             os.environ.setdefault(k, v)
         state = read_state(ws)
+        temporary = None
         if state and healthy(state["api_url"]):  # report into the server `vrag-data up` started
             os.environ["PREFECT_API_URL"] = state["api_url"]
-        elif not os.environ.get("PREFECT_API_URL"):  # a temporary server with its database in the workspace
+        elif not os.environ.get("PREFECT_API_URL"):
+            # a temporary server with its database in the workspace, started here with a known address: every
+            # process of the run (Ray workers included) reports to it, none starts a server of its own
             os.environ.setdefault("PREFECT_HOME", str(ws / ".prefect"))
             Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
-            os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-        from flows.flows import synth
+            from prefect.server.api.server import SubprocessASGIServer
 
-        summary = synth(str(config.resolve()), workspace=str(ws), runner=runner)
+            temporary = SubprocessASGIServer()
+            with console.status("starting a temporary Prefect server"):
+                temporary.start(timeout=180)
+            os.environ["PREFECT_API_URL"] = temporary.api_url
+        try:
+            from flows.flows import synth
+
+            summary = synth(str(config.resolve()), workspace=str(ws), runner=runner)
+        finally:
+            if temporary is not None:
+                temporary.stop()
         print_outputs(summary)
 
     @app.command("demo")
