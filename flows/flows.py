@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows import stages
 from flows.artifacts import publish
@@ -28,6 +30,17 @@ from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
 SUMMARY_FILE = "pipeline.json"
+
+
+@contextmanager
+def _reason_logged() -> Iterator[None]:
+    """A failing flow says why in one line in its run logs (which `prefect deployment run --watch` and
+    `prefect flow-run logs` show), besides Prefect's own traceback."""
+    try:
+        yield
+    except Exception as err:
+        get_run_logger().error("failed: %s", " ".join(str(err).split())[:2000] or type(err).__name__)
+        raise
 
 
 class ShardsFailed(VragError):
@@ -67,6 +80,10 @@ def _finish(key: str, title: str, ws: Workspace, summary: dict[str, Any]) -> dic
         tmp.write_text(json.dumps({k: v for k, v in summary.items() if k != "markdown"}, indent=2, default=str))
         os.replace(tmp, path)
     failed = [s for s in summary["shards"] if s["failed"]]
+    log = get_run_logger()  # the outcome in this flow run's own logs (`prefect flow-run logs`), not only its subflow's
+    log.info("%s: %d shard(s) done, %d failed", key.removesuffix("-summary"), len(summary["shards"]) - len(failed), len(failed))
+    for recipe, e in summary.get("exports", {}).items():
+        log.info("export %s (run %s): %s", recipe, e["run_id"], e["dir"])
     if failed:
         raise ShardsFailed(f"{len(failed)} shard(s) failed after retries (others kept): "
                            + "; ".join(f"{s['stage']} {s['label']}: {s['message']}" for s in failed[:3]))
@@ -90,11 +107,12 @@ def synth_shards(cfg: RunConfig) -> dict[str, Any]:
 def synth(config: str, workspace: str | None = None, runner: str | None = None) -> dict[str, Any]:
     """The whole pipeline for a config: (sample corpus) -> ingest -> index -> tasks -> episodes per recipe and task
     shard -> judge, filters, augmentations -> exports -> report."""
-    cfg, ws = load(config, workspace, runner)
-    inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
-    summary = inner(cfg)
-    summary["config"] = str(Path(config).resolve())
-    return _finish("synth-summary", f"synth: {Path(config).name}", ws, summary)
+    with _reason_logged():
+        cfg, ws = load(config, workspace, runner)
+        inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
+        summary = inner(cfg)
+        summary["config"] = str(Path(config).resolve())
+        return _finish("synth-summary", f"synth: {Path(config).name}", ws, summary)
 
 
 @flow(name="ingest-shards")
@@ -110,10 +128,11 @@ def ingest_shards(cfg: RunConfig) -> dict[str, Any]:
 @flow(name="ingest", log_prints=True)
 def ingest(config: str, workspace: str | None = None, runner: str | None = None) -> dict[str, Any]:
     """Documents -> pages, layout, OCR (one task per shard of documents), then the search index (and the QA file's tasks)."""
-    cfg, ws = load(config, workspace, runner)
-    summary = ingest_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
-    summary["config"] = str(Path(config).resolve())
-    return _finish("ingest-summary", f"ingest: {Path(config).name}", ws, summary)
+    with _reason_logged():
+        cfg, ws = load(config, workspace, runner)
+        summary = ingest_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
+        summary["config"] = str(Path(config).resolve())
+        return _finish("ingest-summary", f"ingest: {Path(config).name}", ws, summary)
 
 
 @flow(name="export-shards")
@@ -127,36 +146,39 @@ def export_shards(cfg: RunConfig, runs: list[str]) -> dict[str, Any]:
 @flow(name="export", log_prints=True)
 def export(config: str, workspace: str | None = None, runs: list[str] | None = None, runner: str | None = None) -> dict[str, Any]:
     """Exports (HF datasets, LLaMA-Factory, verl, EasyR1) of the given runs (default: every run of the workspace)."""
-    cfg, ws = load(config, workspace, runner)
-    if not runs:
-        root = Path(ws.runs)
-        runs = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
-    if not runs:
-        raise VragError(f"{ws.runs}: no runs to export; run the synth flow first")
-    summary = export_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg, runs)
-    summary["config"] = str(Path(config).resolve())
-    return _finish("export-summary", f"export: {Path(config).name}", ws, summary)
+    with _reason_logged():
+        cfg, ws = load(config, workspace, runner)
+        if not runs:
+            root = Path(ws.runs)
+            runs = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
+        if not runs:
+            raise VragError(f"{ws.runs}: no runs to export; run the synth flow first")
+        summary = export_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg, runs)
+        summary["config"] = str(Path(config).resolve())
+        return _finish("export-summary", f"export: {Path(config).name}", ws, summary)
 
 
 @flow(name="report", log_prints=True)
 def report(config: str | None = None, workspace: str | None = None) -> dict[str, Any]:
     """report.duckdb + report.html of the workspace, and its summary table as an artifact."""
-    cfg, ws = load(config, workspace)
-    ctx = stages.Ctx(ws, cfg)
-    summary = _summary(ctx, config, report=stages.report(ctx))
-    return _finish("report-summary", f"report: {ws.root}", ws, summary)
+    with _reason_logged():
+        cfg, ws = load(config, workspace)
+        ctx = stages.Ctx(ws, cfg)
+        summary = _summary(ctx, config, report=stages.report(ctx))
+        return _finish("report-summary", f"report: {ws.root}", ws, summary)
 
 
 @flow(name="train", log_prints=True)
 def train(config: str, mode: str = "sft", data: str | None = None, workspace: str | None = None, output: str | None = None,
           max_steps: int | None = None) -> dict[str, Any]:
     """The bundled trainer (`vrag-data train sft|rl`) on an export, as one task; the artifact holds its final metrics."""
-    from prefect.artifacts import create_markdown_artifact
+    with _reason_logged():
+        from prefect.artifacts import create_markdown_artifact
 
-    from flows.tasks import train as train_task
+        from flows.tasks import train as train_task
 
-    res = train_task(config, mode, data, workspace, output, max_steps)
-    rows = "\n".join(f"| {k} | {v} |" for k, v in res.items())
-    create_markdown_artifact(markdown=f"# train {mode}: {Path(config).name}\n\n| key | value |\n|---|---|\n{rows}\n",
-                             key=f"train-{mode}-summary", description=f"train {mode}")
-    return res
+        res = train_task(config, mode, data, workspace, output, max_steps)
+        rows = "\n".join(f"| {k} | {v} |" for k, v in res.items())
+        create_markdown_artifact(markdown=f"# train {mode}: {Path(config).name}\n\n| key | value |\n|---|---|\n{rows}\n",
+                                 key=f"train-{mode}-summary", description=f"train {mode}")
+        return res

@@ -46,6 +46,9 @@ def base_env(home: Path) -> dict[str, str]:
         "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
         "PREFECT_LOCAL_STORAGE_PATH": str(home / "storage"),
         "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        # logs stream out to `prefect deployment run --watch` and the UI's live log view
+        "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+        "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
     })
     return env
 

@@ -9,13 +9,17 @@ they come from the run config. Results are small summaries (counts, paths), neve
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import TaskRunContext
 
 from flows.keys import ShardKey
 from vrag_data.config import ExportConfig, IndexConfig, IngestConfig, RunConfig
@@ -23,6 +27,29 @@ from vrag_data.errors import VragError
 from vrag_data.store.workspace import Workspace
 
 SHARD_CACHE = ShardKey()
+
+
+class _ToTaskLogs(logging.Handler):
+    """Progress lines of the library (`vrag_data.progress`) also go to the logs of the task run that made them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if TaskRunContext.get() is not None:
+            get_run_logger().info(record.getMessage())
+
+
+_PROGRESS_LOG = logging.getLogger("vrag_data.progress")
+if not any(isinstance(h, _ToTaskLogs) for h in _PROGRESS_LOG.handlers):
+    _PROGRESS_LOG.addHandler(_ToTaskLogs())
+    _PROGRESS_LOG.setLevel(logging.INFO)
+
+
+@contextmanager
+def _progress_lines() -> Iterator[None]:
+    """A stage in a task reports progress as lines (several tasks run at once), into the task's logs."""
+    from vrag_data.progress import lines_only
+
+    with lines_only():
+        yield
 
 
 def worker() -> str:
@@ -43,7 +70,8 @@ def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, 
     from vrag_data.ingest import ingest_paths
 
     opts = cfg.options()
-    summary = ingest_paths(files, Workspace(ws_root), opts, progress=False)
+    with _progress_lines():
+        summary = ingest_paths(files, Workspace(ws_root), opts, progress=True)
     if not summary.ok:
         reasons = "; ".join(f"{Path(e.path).name}: {e.reason}" for e in summary.errors[:3])
         raise VragError(f"ingest shard {shard}: no usable document ({reasons})")
@@ -56,7 +84,10 @@ def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, 
 def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
     from vrag_data.retrieve import build_index as build
 
-    res = build(Workspace(ws_root), cfg.retriever, cfg.model_path)
+    from vrag_data.progress import stage_progress
+
+    with _progress_lines(), stage_progress("index (documents)", None) as step:
+        res = build(Workspace(ws_root), cfg.retriever, cfg.model_path, progress=lambda done, total: step(completed=done, total=total))
     return {"message": res.message, "pages": res.n_pages, "docs": res.n_docs}
 
 
@@ -79,7 +110,8 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids
     tasks = [t for t in load_tasks(ws) if t.task_id in wanted]
     if len(tasks) != len(wanted):
         raise VragError(f"synth shard {shard} of {recipe}: {len(wanted) - len(tasks)} task(s) no longer in {ws.tasks}; re-run the flow")
-    res = synth(ws, cfg, recipe, run_id=run_id, progress=False, tasks=tasks)
+    with _progress_lines():
+        res = synth(ws, cfg, recipe, run_id=run_id, progress=True, tasks=tasks)
     return {"recipe": recipe, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats, "worker": worker()}
 
 
@@ -87,7 +119,8 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids
 def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, key: str) -> dict[str, Any]:
     from vrag_data.synth.postprocess import judge_and_filter as run_filters
 
-    res = run_filters(Workspace(ws_root), run_id, cfg)
+    with _progress_lines():
+        res = run_filters(Workspace(ws_root), run_id, cfg, progress=True)
     return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
             "n_augmented": res.n_augmented, "judge": res.judge}
 
@@ -96,7 +129,12 @@ def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, key: str) -> dic
 def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[str, Any]:
     from vrag_data.export import export_run as run_export
 
-    s = run_export(Workspace(ws_root), run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg)
+    from vrag_data.export.kept import count_trajectories
+    from vrag_data.progress import stage_progress
+
+    ws = Workspace(ws_root)
+    with _progress_lines(), stage_progress(f"export {run_id} (trajectories)", count_trajectories(ws.run(run_id))) as step:
+        s = run_export(ws, run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg, on_trajectory=step)
     return {"run_id": run_id, "out_dir": s.out_dir, "n_trajectories": s.n_trajectories, "n_kept": s.n_kept,
             "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings}
 

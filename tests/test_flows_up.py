@@ -108,7 +108,7 @@ def test_up_deployment_run_watch_then_down(tmp_path):
 
         # Prefect's own CLI against the server `up` started (the UI sends the same kind of filter requests)
         def prefect(*args: str) -> str:
-            res = subprocess.run([str(BIN / "prefect"), *args], cwd=REPO, env={**CLEAN_ENV, "PREFECT_API_URL": api},
+            res = subprocess.run([str(BIN / "prefect"), *args], cwd=REPO, env={**CLEAN_ENV, "PREFECT_API_URL": api, "COLUMNS": "250"},
                                  capture_output=True, text=True, timeout=120)
             assert res.returncode == 0, f"prefect {' '.join(args)}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
             return res.stdout
@@ -118,7 +118,14 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert "default" in prefect("deployment", "ls")
         assert "COMPLETED" in prefect("flow-run", "ls")
         logs = prefect("flow-run", "logs", flow_run_id)
-        assert "synth" in logs and "evisrag" in logs
+        assert "synth" in logs and "export evisrag" in logs
+        # the tasks' own logs carry the stages' progress lines (counts, rate), not only "Completed"
+        task_logs = httpx.post(f"{api}/logs/filter", json={"logs": {"task_run_id": {"is_null_": False}}, "limit": 200},
+                               timeout=30).json()
+        lines = [rec["message"] for rec in task_logs]
+        assert any(m.startswith("ingest: ") and "/s" in m for m in lines), lines[:20]
+        assert any(m.startswith("synth: ") and "/s" in m for m in lines), lines[:20]
+        assert any(m.startswith("export ") and "(trajectories)" in m for m in lines), lines[:20]
         assert "synth-summary" in prefect("artifact", "ls")
     finally:
         down = subprocess.run([vrag, "down", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=120)
@@ -126,3 +133,36 @@ def test_up_deployment_run_watch_then_down(tmp_path):
     assert "stopped 2 process(es)" in down.stderr
     assert not any(_alive(p) for p in pids)
     assert not state_file.exists()
+
+
+@pytest.mark.slow
+def test_a_failed_stage_says_why_in_watch_and_in_the_logs(tmp_path):
+    """A stage that fails at run time (a tasks file that is not JSON: the config check only sees that it exists):
+    `--watch` and `prefect flow-run logs` carry the one-line reason, not only "Failed"."""
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text("this is not json\n")
+    ws = tmp_path / "ws"
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "workspace": str(ws), "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1}, "tasks": {"file": str(qa)},
+        "synth": {"recipes": ["vrag_rl"]}, "roles": {"policy": {"kind": "oracle"}}, "runner": {"retries": 0},
+    }))
+    vrag = str(BIN / "vrag-data")
+    up = subprocess.run([vrag, "up", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=400)
+    try:
+        assert up.returncode == 0, up.stderr
+        api = up.stdout.strip()
+        env = {**CLEAN_ENV, "PREFECT_API_URL": api}
+        run = subprocess.run([str(BIN / "prefect"), "deployment", "run", "synth/default", "--param", f"config={cfg}", "--watch"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        out = " ".join((run.stdout + run.stderr).split())
+        assert run.returncode != 0 and "Failed" in out
+        assert "failed: tasks import" in out and "not valid JSON" in out, out[-3000:]
+        import re
+
+        flow_run_id = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", run.stdout).group(0)
+        logs = subprocess.run([str(BIN / "prefect"), "flow-run", "logs", flow_run_id], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert logs.returncode == 0 and "failed: tasks import" in " ".join(logs.stdout.split())
+    finally:
+        subprocess.run([vrag, "down", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=120)

@@ -35,3 +35,34 @@ def test_synth_prints_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("synth: ")]
     assert lines and "2/2 (100%)" in lines[-1] and lines[-1].endswith("done") and "/s" in lines[-1]
+
+
+def test_stage_progress_as_lines_inside_an_orchestrator_task(capsys):
+    """Inside `lines_only()` (a flow's task) a stage prints lines even when stderr would be a terminal."""
+    from vrag_data.progress import lines_only, stage_progress
+
+    with lines_only(), stage_progress("filter r1 (judged)", 3, every=0.0) as step:
+        step()
+        step(completed=3, info="loss 0.5000")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("filter r1 (judged): 0/3 (0%)")
+    assert any(x.startswith("filter r1 (judged): 1/3 (33%)") and "ETA" in x for x in err)
+    assert err[-1].startswith("filter r1 (judged): 3/3 (100%)") and "loss 0.5000" in err[-1] and err[-1].endswith("· done")
+
+
+def test_index_and_filter_print_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
+    from tests.support.synth_workspace import sample_workspace
+
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    exe = Path(sys.executable).parent / "vrag-data"
+    r = subprocess.run([str(exe), "index", "-w", str(ws), "--force"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("index (documents): ")]
+    assert lines and lines[-1].endswith("done") and "(100%)" in lines[-1], r.stderr
+    r = subprocess.run([str(exe), "synth", "-w", str(ws), "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "2",
+                        "--run", "progress-filter"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(exe), "filter", "-w", str(ws), "--run", "progress-filter"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("filter progress-filter (judged): ")]
+    assert lines and lines[-1].startswith("filter progress-filter (judged): 2/2 (100%)") and lines[-1].endswith("done"), r.stderr

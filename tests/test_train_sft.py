@@ -189,6 +189,8 @@ def test_cli_train_sft(export, tmp_path):
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["global_step"] == 2 and summary["examples"] == 4 and not summary["nothing_to_do"]
+    steps = [x for x in r.stderr.splitlines() if x.startswith("train sft (steps): ")]  # not a terminal: lines
+    assert steps and steps[-1].startswith("train sft (steps): 2/2 (100%)") and "loss " in steps[-1], r.stderr
     # the same command on the finished output: nothing to do, and nothing changes on disk
     out = tmp_path / "cli"
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}

@@ -10,9 +10,24 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 log = logging.getLogger("vrag_data.progress")
+_LINES_ONLY: ContextVar[bool] = ContextVar("vrag_progress_lines_only", default=False)
+
+
+@contextmanager
+def lines_only() -> Iterator[None]:
+    """Within this block progress is written as lines even on a terminal (an orchestrator's task: several run at
+    once, and their lines go to the task logs)."""
+    token = _LINES_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _LINES_ONLY.reset(token)
 
 
 def _eta(seconds: float) -> str:
@@ -93,8 +108,33 @@ def is_terminal(stream: Any = None) -> bool:
     return bool(getattr(s, "isatty", lambda: False)())
 
 
+def as_lines() -> bool:
+    """Progress goes out as lines here (not a terminal, or inside `lines_only()`)."""
+    return _LINES_ONLY.get() or not is_terminal()
+
+
 def progress_for(label: str, enabled: bool, make_bar: Any, every: float = 10.0) -> Any:
     """`make_bar()` (a rich Progress) on a terminal, a `LineProgress` elsewhere, or the disabled bar."""
-    if enabled and not is_terminal():
+    if enabled and as_lines():
         return LineProgress(label, every)
     return make_bar()
+
+
+@contextmanager
+def stage_progress(label: str, total: int | None, enabled: bool = True, every: float = 10.0) -> Iterator[Any]:
+    """`step(n=1, total=None, completed=None, info=None)` for a stage's loop: a bar on a terminal, lines elsewhere (counts, rate,
+    ETA at least every `every` seconds), nothing when disabled."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    bar = progress_for(label, enabled, lambda: Progress(
+        TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"), console=Console(stderr=True), disable=not enabled, transient=False), every)
+    with bar:
+        tid = bar.add_task(label, total=total, info="")
+
+        def step(n: float = 1, total: int | None = None, completed: float | None = None, info: str | None = None) -> None:
+            extra = {} if info is None else {"info": info}
+            bar.update(tid, advance=None if completed is not None else n, completed=completed, total=total, **extra)
+
+        yield step

@@ -6,13 +6,6 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from vrag_data.cli.common import console, fail, friendly_errors
 from vrag_data.config import load_config
@@ -41,11 +34,9 @@ def register(app: typer.Typer) -> None:
         if not ws.fs.exists(ws.run(run)):
             fail(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
         total = count_trajectories(ws.run(run))
-        from vrag_data.progress import progress_for
+        from vrag_data.progress import stage_progress
 
-        with progress_for("export", True, lambda: Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
-                                                          TimeElapsedColumn(), console=console, transient=True)) as bar:
-            task = bar.add_task("trajectories", total=total)
+        with stage_progress(f"export {run} (trajectories)", total) as step:
             summary = export_run(
                 ws,
                 run,
@@ -54,7 +45,7 @@ def register(app: typer.Typer) -> None:
                 model_family=model_family or cfg.model_family,
                 shard_size=shard_size,
                 config=cfg,
-                on_trajectory=lambda: bar.advance(task),
+                on_trajectory=step,
             )
         for w in summary.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from enum import Enum
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vrag_data.cli.common import console, friendly_errors
+from vrag_data.progress import stage_progress
 from vrag_data.retrieve.build import build_index
 from vrag_data.store import Workspace
 
@@ -28,9 +28,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Index every ingested page, corpus-wide and per document; skipped when nothing changed."""
         ws = Workspace(workspace)
-        with Progress(TextColumn("indexing documents"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task("index", total=None)
+        with stage_progress("index (documents)", None) as step:
             result = build_index(ws, retriever.value, model_path=model_path, force=force,
-                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+                                 progress=lambda done, total: step(completed=done, total=total))
         console.print(result.message, highlight=False)

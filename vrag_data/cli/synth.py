@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
 
         _check_run_id(run)
         cfg = load_config(config) if config is not None else None
-        res = judge_and_filter(str(workspace), run, cfg)
+        res = judge_and_filter(str(workspace), run, cfg, progress=True)
         console.print(res.message, highlight=False, soft_wrap=True)
         if res.judge_errors:
             console.print(f"[yellow]{res.judge_errors} trajectory(ies) could not be judged[/] (see the correctness verdicts)")

@@ -7,7 +7,7 @@ the first reason, after every other call finished (and was cached), so a re-run 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vrag_data.errors import VragError
@@ -26,15 +26,23 @@ class JudgeFailed(VragError):
 
 
 async def judge_trajectories(
-    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64, strict: bool = True
+    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64, strict: bool = True,
+    on_done: Callable[[], None] | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """(scores by traj_id, errors by traj_id) from `judge.judge(question, reference, prediction, format)`.
-    With `strict`, a judge call that failed raises `JudgeFailed` once all calls are done."""
+    With `strict`, a judge call that failed raises `JudgeFailed` once all calls are done. `on_done()` after each one."""
     sem = asyncio.Semaphore(concurrency)
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
 
     async def one(t: Trajectory) -> None:
+        try:
+            await judge_one(t)
+        finally:
+            if on_done is not None:
+                on_done()
+
+    async def judge_one(t: Trajectory) -> None:
         task = tasks.get(t.task_id)
         if task is None:
             errors[t.traj_id] = f"task {t.task_id} not found in the workspace"

@@ -41,8 +41,8 @@ def draw_labels(page: Image.Image, boxes: list[Box]) -> Image.Image:
         draw.rectangle((x1, y1, x2, y2), outline=colour, width=width)
         label = str(i)
         tx, ty = x1 + width, max(0.0, y1 - size - 2) if y1 > size + 2 else y1 + width
-        l, t, r, b = draw.textbbox((tx, ty), label, font=font)
-        draw.rectangle((l - 2, t - 1, r + 2, b + 1), fill=colour)
+        x0, t, r, b = draw.textbbox((tx, ty), label, font=font)
+        draw.rectangle((x0 - 2, t - 1, r + 2, b + 1), fill=colour)
         draw.text((tx, ty), label, fill=(255, 255, 255), font=font)
     return img
 

@@ -24,6 +24,7 @@ from vrag_data.errors import VragError
 from vrag_data.filters.base import FilterContext, apply_chain
 from vrag_data.filters.judging import judge_lookup, judge_trajectories
 from vrag_data.filters.registry import FilterChain
+from vrag_data.progress import stage_progress
 from vrag_data.recipe import Recipe, resolve_recipe
 from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
@@ -117,12 +118,13 @@ def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: An
     return OracleAugmenter
 
 
-def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None) -> FilterResult:
-    return asyncio.run(judge_and_filter_async(ws, run_id, cfg, recipe))
+def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None,
+                     progress: bool = False) -> FilterResult:
+    return asyncio.run(judge_and_filter_async(ws, run_id, cfg, recipe, progress))
 
 
 async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None,
-                                 recipe: Recipe | None = None) -> FilterResult:
+                                 recipe: Recipe | None = None, progress: bool = False) -> FilterResult:
     """`recipe`: the run's recipe object (default: the registered recipe named in the run manifest, configured by
     `cfg`); its filter chain and augmentations apply."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
@@ -152,7 +154,8 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
             await pool.check()
         judge = make_judge(pool)
         kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
-        scores, errors = await judge_trajectories(trajs, tasks, judge)
+        with stage_progress(f"filter {run_id} (judged)", len(trajs), enabled=progress) as tick:
+            scores, errors = await judge_trajectories(trajs, tasks, judge, on_done=tick)
         pages = page_index(ws)
         needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
         student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)

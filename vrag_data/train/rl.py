@@ -24,6 +24,7 @@ import yaml
 
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
+from vrag_data.progress import stage_progress
 from vrag_data.recipe import Recipe, get_recipe
 from vrag_data.rewards.recipes import HONESTY_REWARDS
 from vrag_data.schema.records import Trajectory
@@ -191,58 +192,58 @@ def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe
     judge = AnswerJudge(rl.judge, out, run_id, honesty=recipe.reward.name in HONESTY_REWARDS)
     logs: list[RlStepLog] = []
     metrics = (out / "metrics.jsonl").open("a")
-    for step in range(start, rl.max_steps):
-        episodes: list[Episode] = []
-        breakdowns: list[Any] = []
-        advs: list[list[list[float]]] = []
-        for k in range(rl.tasks_per_step):
-            task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
-            # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
-            group = rollout_group(deps, responder, task, rl.group_size,
-                                  first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
-            judged = judge.scores([ep.trajectory for ep in group], task)
-            scores = [score_trajectory(ep.trajectory, task, recipe.reward.name, judge_score=j, honesty_score=h)
-                      for ep, (j, h) in zip(group, judged, strict=True)]
-            advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer, scopes))
-            episodes.extend(group)
-            breakdowns.extend(scores)
-        rows = training_rows(episodes, advs)
-        stats_acc = update_policy(policy, ref, optimizer, params, rows, rl, world)
-        n_tokens = stats_acc["tokens"]
-        sched.step()
-        totals = [b.total for b in breakdowns]
-        mean = sum(totals) / len(totals)
-        statuses: dict[str, int] = defaultdict(int)
-        for ep in episodes:
-            statuses[ep.trajectory.status] += 1
-        flat_adv = [a for per in advs for turn in per for a in turn]
-        log = RlStepLog(
-            step=step + 1,
-            reward_mean=mean,
-            reward_std=math.sqrt(sum((t - mean) ** 2 for t in totals) / len(totals)),
-            adv_abs_mean=sum(abs(a) for a in flat_adv) / max(len(flat_adv), 1),
-            loss=stats_acc["loss"],
-            kl=stats_acc["kl"],
-            clip_frac=stats_acc["clip"],
-            tokens=int(n_tokens),
-            turns=sum(len(ep.samples) for ep in episodes),
-            trajectories=len(episodes),
-            statuses=dict(statuses),
-        )
-        logs.append(log)
-        # every rank keeps its own rollouts (with their reward breakdown); metrics are rank 0's share
-        trajs = [ep.trajectory.model_copy(update={"extra": {**ep.trajectory.extra, "reward": b.as_dict()}})
-                 for ep, b in zip(episodes, breakdowns, strict=True)]
-        shard = f"step-{step + 1:06d}" + (f"-rank{rank}" if world > 1 else "") + ".parquet"
-        write_records(out / "rollouts" / shard, trajs, Trajectory)
-        if rank == 0:
-            metrics.write(json.dumps(log.__dict__) + "\n")
-            metrics.flush()
-            if rl.save_steps and (step + 1) % rl.save_steps == 0:
-                _save(policy, optimizer, step + 1, out, logs)
-        if progress:
-            print(f"step {step + 1}/{rl.max_steps} reward {log.reward_mean:.3f} loss {log.loss:.4f} "
-                          f"kl {log.kl:.4f} turns {log.turns}", flush=True)
+    with stage_progress("train rl (steps)", rl.max_steps, enabled=progress and rank == 0) as tick:
+        tick(completed=start)
+        for step in range(start, rl.max_steps):
+            episodes: list[Episode] = []
+            breakdowns: list[Any] = []
+            advs: list[list[list[float]]] = []
+            for k in range(rl.tasks_per_step):
+                task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
+                # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
+                group = rollout_group(deps, responder, task, rl.group_size,
+                                      first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
+                judged = judge.scores([ep.trajectory for ep in group], task)
+                scores = [score_trajectory(ep.trajectory, task, recipe.reward.name, judge_score=j, honesty_score=h)
+                          for ep, (j, h) in zip(group, judged, strict=True)]
+                advs.extend(group_advantages(cfg, group, scores, embedder, policy.tokenizer, scopes))
+                episodes.extend(group)
+                breakdowns.extend(scores)
+            rows = training_rows(episodes, advs)
+            stats_acc = update_policy(policy, ref, optimizer, params, rows, rl, world)
+            n_tokens = stats_acc["tokens"]
+            sched.step()
+            totals = [b.total for b in breakdowns]
+            mean = sum(totals) / len(totals)
+            statuses: dict[str, int] = defaultdict(int)
+            for ep in episodes:
+                statuses[ep.trajectory.status] += 1
+            flat_adv = [a for per in advs for turn in per for a in turn]
+            log = RlStepLog(
+                step=step + 1,
+                reward_mean=mean,
+                reward_std=math.sqrt(sum((t - mean) ** 2 for t in totals) / len(totals)),
+                adv_abs_mean=sum(abs(a) for a in flat_adv) / max(len(flat_adv), 1),
+                loss=stats_acc["loss"],
+                kl=stats_acc["kl"],
+                clip_frac=stats_acc["clip"],
+                tokens=int(n_tokens),
+                turns=sum(len(ep.samples) for ep in episodes),
+                trajectories=len(episodes),
+                statuses=dict(statuses),
+            )
+            logs.append(log)
+            # every rank keeps its own rollouts (with their reward breakdown); metrics are rank 0's share
+            trajs = [ep.trajectory.model_copy(update={"extra": {**ep.trajectory.extra, "reward": b.as_dict()}})
+                     for ep, b in zip(episodes, breakdowns, strict=True)]
+            shard = f"step-{step + 1:06d}" + (f"-rank{rank}" if world > 1 else "") + ".parquet"
+            write_records(out / "rollouts" / shard, trajs, Trajectory)
+            if rank == 0:
+                metrics.write(json.dumps(log.__dict__) + "\n")
+                metrics.flush()
+                if rl.save_steps and (step + 1) % rl.save_steps == 0:
+                    _save(policy, optimizer, step + 1, out, logs)
+            tick(completed=step + 1, info=f"reward {log.reward_mean:.3f} loss {log.loss:.4f} kl {log.kl:.4f} turns {log.turns}")
     metrics.close()
     judge.close()
     final_step = max(start, rl.max_steps)

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from vrag_data.errors import VragError
+from vrag_data.progress import as_lines, stage_progress
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
 from vrag_data.train.model import load_policy
@@ -82,6 +83,7 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
     dataset = SftDataset(examples, policy.tokenizer, policy.image_processor, cfg.data.cutoff_len,
                          cfg.data.default_system)
     s = cfg.sft
+    lines = progress and as_lines()  # lines with rate and ETA instead of tqdm's bar (not a terminal, a flow's task)
     args = TrainingArguments(
         output_dir=str(out),
         num_train_epochs=s.epochs,
@@ -103,7 +105,7 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         remove_unused_columns=False,
         ddp_find_unused_parameters=False,
         report_to=[],
-        disable_tqdm=not progress,
+        disable_tqdm=not progress or lines,
         use_cpu=not _has_accelerator(),
     )
     class _Trainer(Trainer):
@@ -118,6 +120,18 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         data_collator=lambda batch: collate(batch, policy.pad_id, policy.image_token_id),
         processing_class=policy.tokenizer,
     )
+    class _StepLines(TrainerCallback):
+        def __init__(self, tick: Any) -> None:
+            self.tick, self.loss = tick, ""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                self.loss = f"loss {float(logs['loss']):.4f}"
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            if state.is_world_process_zero:
+                self.tick(completed=state.global_step, total=state.max_steps, info=self.loss)
+
     class _SaveProcessor(TrainerCallback):  # checkpoints stay loadable as model folders (model.path)
         def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
             if state.is_world_process_zero:
@@ -126,9 +140,11 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
     seen = _Losses()
     trainer.add_callback(seen)
     trainer.add_callback(_SaveProcessor())
-    if not progress:
+    if not progress or lines:
         trainer.remove_callback(PrinterCallback)
-    trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    with stage_progress("train sft (steps)", None, enabled=lines) as tick:
+        trainer.add_callback(_StepLines(tick))
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
     final = out / "final"
     if trainer.is_world_process_zero():
         policy.save(final)
