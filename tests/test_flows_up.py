@@ -127,12 +127,37 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert any(m.startswith("synth: ") and "/s" in m for m in lines), lines[:20]
         assert any(m.startswith("export ") and "(trajectories)" in m for m in lines), lines[:20]
         assert "synth-summary" in prefect("artifact", "ls")
+        _flow_runs_in_the_ui(state["ui_url"], api, flow_run_id)
     finally:
         down = subprocess.run([vrag, "down", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr
     assert "stopped 2 process(es)" in down.stderr
     assert not any(_alive(p) for p in pids)
     assert not state_file.exists()
+
+
+def _flow_runs_in_the_ui(ui_url: str, api: str, flow_run_id: str) -> None:
+    """Prefect's UI in a real browser: the synth flow run shows its summary artifact, and its stages' flow run
+    (synth-shards) lists the task runs of every stage, all Completed."""
+    import httpx
+
+    from tests.support.browser import browser_page, keep_screenshot
+
+    shards = httpx.post(f"{api}/flow_runs/filter", json={"flows": {"name": {"any_": ["synth-shards"]}}, "limit": 1},
+                        timeout=30).json()[0]["id"]
+    with browser_page() as page:
+        page.goto(f"{ui_url}/runs/flow-run/{flow_run_id}")
+        page.locator("li#artifacts").click()
+        page.get_by_text("synth-summary").first.wait_for()
+        keep_screenshot(page, "prefect-synth-artifacts")
+        page.goto(f"{ui_url}/runs/flow-run/{shards}")
+        page.locator("li#task-runs").click()
+        for name in ("ingest-shard", "build-index", "synth-shard", "judge-filter-augment", "export-run", "build-report"):
+            page.get_by_text(name).first.wait_for()
+        text = page.inner_text("body")
+        keep_screenshot(page, "prefect-synth-task-runs")
+    assert "Can't connect" not in text and "Failed" not in text, text[:2000]
+    assert "Completed" in text
 
 
 @pytest.mark.slow
