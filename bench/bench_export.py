@@ -74,6 +74,11 @@ def build(root: Path, n_traj: int, n_pages: int, per_shard: int = 1000) -> None:
             write_records(ws.path("runs", "bench", "trajectories", f"part-{shard:05d}.parquet"), trajs, Trajectory)
             write_records(ws.path("runs", "bench", "verdicts", f"part-{shard:05d}.parquet"), verdicts, Verdict)
             trajs, verdicts, shard = [], [], shard + 1
+    from vrag_data.store.run import RunDir, fingerprint_of
+
+    rd = RunDir(ws.path("runs", "bench"))  # the verdicts are those of these very trajectories
+    newest = rd.newest()
+    rd.write_fingerprint(fingerprint_of(newest), len(newest))
 
 
 def _status_kb(field: str) -> int:

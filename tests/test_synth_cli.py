@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+from pathlib import Path
 
 import pytest
 import yaml
@@ -76,6 +77,7 @@ def test_every_recipe_through_the_real_client_with_faults(ws, tmp_path, recipe):
         _recipe_checks(recipe, trajs)
         manifest = read_manifest(run_dir)
         assert manifest is not None and manifest.status == "finished" and manifest.stats["invalid"] >= LIMIT
+        assert manifest.workspace == manifest.config["workspace"] == str(Path(ws).resolve())  # not the config's default
 
         # resume: the same run id makes zero new requests
         srv.clear()

@@ -167,9 +167,10 @@ async def synth_async(
                           seed=cfg.synth.seed, code_version=code_version())
         deps = EpisodeDeps(ws=ws, run_id=run_id, recipe=rec, searcher=searcher, pages=pages, layout=layout, documents=documents,
                            responder=responder, provenance=prov)
-        manifest = RunManifest(run_id=run_id, recipe=rec.name, config={**resolved, "recipe": rec.describe(), "policy": kind},
-                               config_hash=config_hash, code_version=code_version(),
-                               workspace=str(Path(ws.root).resolve()) if ws.is_local else ws.root, samples=samples)
+        where = str(Path(ws.root).resolve()) if ws.is_local else ws.root
+        manifest = RunManifest(run_id=run_id, recipe=rec.name,  # the real workspace, not the config's default name
+                               config={**resolved, "workspace": where, "recipe": rec.describe(), "policy": kind},
+                               config_hash=config_hash, code_version=code_version(), workspace=where, samples=samples)
         if on_ready is not None:
             on_ready(run_id)
         stats = await run_episodes(tasks, samples, make_episode(deps), run_dir, concurrency=cfg.synth.concurrent_episodes,
