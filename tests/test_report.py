@@ -281,3 +281,14 @@ def test_foreign_shards_in_a_run_folder_are_left_out(tmp_path: Path) -> None:
                   [RequestLog(request_id="x", run_id="r1", role="judge", model="m", endpoint="e", status="ok")], RequestLog)
     res = build_report(b.ws)
     assert res.counts["verdicts"] == len(b.verdicts) and res.counts["requests"] == len(b.requests)
+
+
+def test_histogram_bins_are_dense_so_the_axis_is_linear():
+    from vrag_data.report.charts import dense_bins
+
+    # crops in bins 0.05 and 0.30 only: every bin from 0.00 to 0.95 is drawn, the empty ones at 0
+    got = dense_bins([(0.05, 3), (0.3, 1)], [i / 20 for i in range(20)])
+    assert len(got) == 20 and got[0] == (0.0, 0.0) and got[1] == (0.05, 3.0) and got[6] == (0.3, 1.0)
+    assert sum(n for _, n in got) == 4
+    # turns 1, 2 and 5: bins 1..5 with 3 and 4 empty
+    assert dense_bins([(1, 4), (2, 2), (5, 1)], range(1, 6)) == [(1, 4.0), (2, 2.0), (3, 0.0), (4, 0.0), (5, 1.0)]

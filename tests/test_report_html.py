@@ -1,8 +1,10 @@
-"""report.html: offline (no external references), escaped, and (with Chromium) rendered with crop boxes; the
+"""report.html: self-contained (no external references, pictures embedded), escaped, and rendered in Chromium with
+KPIs, funnel and crop boxes when copied alone; the
 `vrag-data report` command and the run summary other commands print."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -29,9 +31,12 @@ def test_html_has_no_external_references(built: Built) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text, re.I)
     assert not re.search(r"<link\b|@import|url\(\s*['\"]?(https?:)?//|<iframe", text, re.I)
     assert "fetch(" not in text and "XMLHttpRequest" not in text
-    # page images are referenced relative to the report, and exist there
-    assert "'pages/' + encodeURIComponent(pageId) + '.jpg'" in text
-    assert all((Path(built.ws.root) / "pages" / f"{p.page_id}.jpg").is_file() for p in built.pages)
+    # self-contained: no relative image paths; every page the viewer shows is an embedded thumbnail
+    assert "pages/" not in text.split('id="viewer-data">', 1)[1].split("</script>", 1)[0].replace('"pages":', "")
+    assert "encodeURIComponent(pageId) + '.jpg'" not in text
+    data = json.loads(re.search(r'id="viewer-data">(.*?)</script>', text, re.S).group(1))
+    assert data["pages"] and set(data["thumbs"]) == set(data["pages"]) and not data["missing"]
+    assert all(u.startswith("data:image/jpeg;base64,") for u in data["thumbs"].values())
 
 
 def test_html_escapes_document_and_model_text(built: Built) -> None:
@@ -93,30 +98,42 @@ def test_print_run_summary(built: Built) -> None:
     assert "vrag_rl" in buf.getvalue() and "run r1" in buf.getvalue()
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+def test_a_copied_report_in_a_real_browser(built: Built, tmp_path: Path) -> None:
+    """report.html copied ALONE to an empty folder, opened in Chromium: KPIs equal to the database, the funnel,
+    and a trajectory's page with its crop box drawn over an embedded picture; the injected text did not run."""
+    from tests.support.browser import browser_page, keep_screenshot
 
-
-@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (apt-get install -y chromium for the rendering check)")
-def test_html_renders_in_headless_chromium(built: Built, tmp_path: Path) -> None:
+    alone = tmp_path / "mailed"
+    alone.mkdir()
+    shutil.copy(built.ws.report_html, alone / "report.html")
     crop_traj = next(t for t in built.trajectories if t.crops and t.run_id == "r1" and "aug" not in t.traj_id)
-    url = Path(built.ws.report_html).resolve().as_uri() + f"#traj={crop_traj.traj_id}"
-    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "profile"),
-            "--virtual-time-budget=3000"]
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-    # the viewer ran: the chosen trajectory's turns and its crop box are in the DOM, the injected text did not run
-    assert "turn 0 · " in dom and crop_traj.traj_id in dom
-    box = crop_traj.crops[0].box.raw
-    assert re.search(rf'<rect x="{box[0]:g}" y="{box[1]:g}" width="{box[2] - box[0]:g}" height="{box[3] - box[1]:g}" class="crop"', dom)
-    assert 'data-pwned="1"' not in dom and "<title>pwned</title>" not in dom
-    shot = tmp_path / "report.png"
-    subprocess.run([*base, "--window-size=1280,2400", f"--screenshot={shot}", url], capture_output=True, timeout=120)
-    from PIL import Image
-
-    img = Image.open(shot).convert("L")
-    assert img.size == (1280, 2400)
-    lo, hi = img.getextrema()
-    assert hi - lo > 100  # not a blank page
+    with duckdb.connect(built.ws.report_db, read_only=True) as con:
+        n_traj, n_pages, n_tasks = (con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("trajectories", "pages", "tasks"))
+        funnel = dict(con.execute("SELECT stage, n FROM stage_funnel WHERE recipe = '(all)'").fetchall())
+    with browser_page(1280, 1600) as page:
+        failed: list[str] = []
+        page.on("requestfailed", lambda r: failed.append(r.url))
+        page.goto((alone / "report.html").as_uri() + f"#traj={crop_traj.traj_id}")
+        kpis = dict(t.split("\n", 1) for t in page.locator(".kpi").all_inner_texts())
+        assert kpis["trajectories"] == f"{n_traj:,}" and kpis["pages"] == f"{n_pages:,}" and kpis["tasks"] == f"{n_tasks:,}"
+        assert kpis["policy"] and "oracle" in page.inner_text("body")  # the fixture's runs are the oracle's
+        chart = page.locator("svg.chart", has_text="funnel: (all)")
+        assert chart.count() == 1 and f"{funnel['trajectories']:,}" in chart.text_content()
+        page.get_by_text(f"turn 0 · ").first.wait_for()
+        box = crop_traj.crops[0].box.raw
+        rect = page.locator(f'#traj-detail rect.crop[x="{box[0]:g}"][y="{box[1]:g}"]').first
+        assert rect.get_attribute("width") == f"{box[2] - box[0]:g}" and rect.get_attribute("height") == f"{box[3] - box[1]:g}"
+        svg = rect.locator("xpath=..")
+        href = svg.locator("image").first.get_attribute("href")
+        assert href.startswith("data:image/jpeg;base64,")
+        # the picture decoded in the browser (a broken data URI renders nothing)
+        assert page.evaluate("""h => new Promise(ok => { const i = new Image(); i.onload = () => ok(i.naturalWidth);
+                                    i.onerror = () => ok(0); i.src = h; })""", href) > 0
+        assert page.locator("#traj-detail p.missing").count() == 0
+        assert page.evaluate("document.title") != "pwned" and page.locator("[data-pwned]").count() == 0
+        rect.scroll_into_view_if_needed()
+        keep_screenshot(page, "report-viewer-crop")
+    assert not failed, failed  # nothing was fetched from outside the file
 
 
 @pytest.mark.skipif(shutil.which("duckdb") is None, reason="duckdb command-line client not on PATH (pip install duckdb-cli)")

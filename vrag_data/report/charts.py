@@ -72,6 +72,15 @@ def hbars(items: Sequence[tuple[str, float]], title: str = "", width: int = 560,
     return "".join(out)
 
 
+def dense_bins(counts: Sequence[tuple[float, float]], starts: Sequence[float]) -> list[tuple[float, float]]:
+    """Every bin of `starts` with its count (0 where `counts` has none): a histogram's x-axis stays linear."""
+    have: dict[float, float] = {}
+    for start, n in counts:
+        key = round(float(start), 9)
+        have[key] = have.get(key, 0.0) + float(n or 0)
+    return [(b, have.get(round(float(b), 9), 0.0)) for b in starts]
+
+
 def vbars(items: Sequence[tuple[str, float]], title: str = "", width: int = 560, height: int = 200, color: str = PALETTE[0]) -> str:
     """A histogram: vertical bars with the bin label below and the count above each bar."""
     if not items:

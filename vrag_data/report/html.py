@@ -1,7 +1,8 @@
 """`report.html`: one static, offline page (inline CSS, inline SVG charts, inline vanilla JS viewer).
 
-Nothing on the page points outside the workspace: no CDN, no fonts, no http(s) links; page images are
-relative paths `pages/<id>.jpg` next to the report. All text from documents and models is escaped.
+Nothing on the page points outside it: no CDN, no fonts, no http(s) links, no relative paths; page images are
+embedded thumbnails (`thumbs.py`), so the file alone can be copied or mailed. All text from documents and models
+is escaped.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import duckdb
 
-from vrag_data.report.charts import esc, fmt, hbars, stacked_shares, table, vbars
+from vrag_data.report.charts import dense_bins, esc, fmt, hbars, stacked_shares, table, vbars
 from vrag_data.report.viewer import VIEWER_JS, embed_json, viewer_data
+from vrag_data.report.thumbs import Thumbnails, page_thumbnails
 from vrag_data.report.views import VIEW_BY_NAME
 from vrag_data.store import Workspace
 
@@ -32,7 +34,7 @@ svg.chart text{font-size:12px;fill:#222}svg.chart text.title{font-weight:600;fon
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font-size:12px}pre.action{color:#1f4e79}pre.obs{color:#555}
 .figs{display:flex;flex-wrap:wrap;gap:8px}figure.page{margin:0;width:300px}figure.page svg{width:300px;height:auto;border:1px solid #ccc;background:#fafafa}
 figure.page rect.crop{fill:rgba(225,87,89,.15);stroke:#e15759}figure.page rect.stacked{fill:rgba(78,121,167,.15);stroke:#4e79a7}
-figcaption{font-size:11px;color:#555}dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:13px}dt{color:#666}dd{margin:0}
+figcaption{font-size:11px;color:#555}p.missing{font-size:11px;color:#b00;margin:2px 0}dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:13px}dt{color:#666}dd{margin:0}
 """
 
 
@@ -48,6 +50,7 @@ def _view_section(con: duckdb.DuckDBPyConnection, name: str, where: str = "", li
 
 
 ALL = "WHERE dimension = 'all'"
+CROP_BINS = 20  # crop_size_histogram's bins: [k/20, (k+1)/20) of the page area
 
 
 def _funnel(con: duckdb.DuckDBPyConnection) -> str:
@@ -71,9 +74,13 @@ def _actions(con: duckdb.DuckDBPyConnection) -> str:
 def _histograms(con: duckdb.DuckDBPyConnection) -> str:
     _, turns = _rows(con, "SELECT n_turns, trajectories FROM turns_histogram WHERE recipe = '(all)' ORDER BY n_turns")
     _, crops = _rows(con, "SELECT bin_start, crops FROM crop_size_histogram WHERE recipe = '(all)' ORDER BY bin_start")
+    # every bin between the smallest and the largest, empty ones included, so the x-axis is linear
+    turn_bins = range(min(n for n, _ in turns), max(n for n, _ in turns) + 1) if turns else []
+    crop_bins = [i / CROP_BINS for i in range(CROP_BINS)] if crops else []
     return ('<div class="grid">'
-            + vbars([(str(n), c) for n, c in turns], "turns per trajectory (all recipes)")
-            + vbars([(f"{b:.2f}", c) for b, c in crops], "crop size, share of page area (all recipes)", color="#e15759")
+            + vbars([(str(int(n)), c) for n, c in dense_bins(turns, turn_bins)], "turns per trajectory (all recipes)")
+            + vbars([(f"{b:.2f}", c) for b, c in dense_bins(crops, crop_bins)], "crop size, share of page area (all recipes)",
+                    color="#e15759")
             + "</div>")
 
 
@@ -95,8 +102,12 @@ def _kpis(con: duckdb.DuckDBPyConnection) -> str:
     return note + '<div class="grid">' + "".join(f'<div class="kpi">{esc(k)}<b>{esc(fmt(v))}</b></div>' for k, v in items) + "</div>"
 
 
-def _viewer(con: duckdb.DuckDBPyConnection, limit: int) -> str:
+def _viewer(con: duckdb.DuckDBPyConnection, limit: int, ws: Workspace | None) -> str:
     data = viewer_data(con, limit)
+    shots = page_thumbnails(ws, data["pages"]) if ws is not None else Thumbnails(
+        missing={p: "report rendered without its workspace" for p in data["pages"]})
+    data["thumbs"], data["missing"] = shots.uris, shots.missing
+    data["sizes"] = {**{p: list(wh) for p, wh in shots.sizes.items()}, **data["sizes"]}  # the corpus table wins
     return (
         '<section id="viewer"><h2>Trajectory viewer</h2>'
         '<div class="filters"><label>recipe <select id="f-recipe"><option value="">all</option></select></label>'
@@ -108,7 +119,8 @@ def _viewer(con: duckdb.DuckDBPyConnection, limit: int) -> str:
     )
 
 
-def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], viewer_limit: int = 400) -> str:
+def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], viewer_limit: int = 400,
+                ws: Workspace | None = None) -> str:
     by_dim = "WHERE dimension <> 'all' OR recipe = '(all)'"
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -134,7 +146,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         _view_section(con, "finish_rate", by_dim), _view_section(con, "retrieval_quality", by_dim),
         _view_section(con, "cost_per_kept", by_dim),
         "<h2>Ingest</h2>", _view_section(con, "ingest_error_summary", limit=30),
-        _viewer(con, viewer_limit),
+        _viewer(con, viewer_limit, ws),
         "</body></html>",
     ]
     return "\n".join(parts)
@@ -142,7 +154,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
 
 def write_html(con: duckdb.DuckDBPyConnection, ws: Workspace, path: str, viewer_limit: int = 400, runs: list[str] | None = None) -> str:
     """Render and write atomically (temporary name, then rename)."""
-    text = render_html(con, f"vrag-data report: {ws.root.rsplit('/', 1)[-1]}", runs or [], viewer_limit)
+    text = render_html(con, f"vrag-data report: {ws.root.rsplit('/', 1)[-1]}", runs or [], viewer_limit, ws)
     if ws.is_local:
         target = path.removeprefix("file://")
         tmp = os.path.join(os.path.dirname(target) or ".", f".tmp-{uuid.uuid4().hex}-report.html")

@@ -2,8 +2,8 @@
 
 The data is embedded as JSON in a `<script type="application/json">` block with `<`, `>` and `&` escaped,
 so no document or model text can close the block; the script renders everything with `textContent` and
-SVG attributes, never `innerHTML`, so that text is never parsed as markup. Page images are referenced by
-the relative path `pages/<page_id>.jpg` and boxes are drawn in raw page pixels over them.
+SVG attributes, never `innerHTML`, so that text is never parsed as markup. Page images are embedded thumbnails
+(`thumbs.py`) stretched over the page's raw pixel box, and boxes are drawn in raw page pixels over them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
             "retrieved_pages", "gold_pages", "question", "answer"]
     items = [dict(zip(cols, r, strict=True)) for r in trajs]
     if not items:
-        return {"trajectories": [], "sizes": {}}
+        return {"trajectories": [], "sizes": {}, "pages": []}
     con.register("_viewer_ids", pa.table({"traj_id": [i["traj_id"] for i in items],
                                                              "run_id": [i["run_id"] for i in items]}))
     turns = con.execute(
@@ -68,7 +68,7 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
             "SELECT page_id, width, height FROM pages JOIN _viewer_pages USING (page_id)").fetchall()}
         con.unregister("_viewer_pages")
     total = con.execute("SELECT count(*) FROM trajectories").fetchone()[0]
-    return {"trajectories": items, "sizes": sizes, "total": total}
+    return {"trajectories": items, "sizes": sizes, "total": total, "pages": sorted(pages)}
 
 
 def embed_json(data: Any) -> str:
@@ -82,7 +82,7 @@ VIEWER_JS = r"""
 (function () {
   var data = JSON.parse(document.getElementById('viewer-data').textContent);
   var SVGNS = 'http://www.w3.org/2000/svg';
-  var trajs = data.trajectories, sizes = data.sizes || {};
+  var trajs = data.trajectories, sizes = data.sizes || {}, thumbs = data.thumbs || {}, missing = data.missing || {};
   var fRecipe = document.getElementById('f-recipe'), fStatus = document.getElementById('f-status'),
       fVerdict = document.getElementById('f-verdict'), list = document.getElementById('traj-list'),
       detail = document.getElementById('traj-detail'), count = document.getElementById('traj-count');
@@ -109,23 +109,19 @@ VIEWER_JS = r"""
     var fig = el('figure', 'page');
     var svg = document.createElementNS(SVGNS, 'svg');
     var img = document.createElementNS(SVGNS, 'image');
-    img.setAttribute('href', 'pages/' + encodeURIComponent(pageId) + '.jpg');
-    svg.appendChild(img);
-    function size(w, h) {
-      svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
-      img.setAttribute('width', w); img.setAttribute('height', h);
-      var sw = Math.max(w, h) / 200;
-      Array.prototype.forEach.call(svg.querySelectorAll('rect'), function (r) { r.setAttribute('stroke-width', sw); });
+    if (thumbs[pageId]) {
+      img.setAttribute('href', thumbs[pageId]);
+      img.setAttribute('preserveAspectRatio', 'none');  // the thumbnail covers the page's raw pixel box exactly
+      svg.appendChild(img);
     }
+    var wh = sizes[pageId] || [1000, 1414];
+    svg.setAttribute('viewBox', '0 0 ' + wh[0] + ' ' + wh[1]);
+    img.setAttribute('width', wh[0]); img.setAttribute('height', wh[1]);
     boxes.forEach(function (b) { rect(svg, b.box, b.cls); });
-    if (sizes[pageId]) size(sizes[pageId][0], sizes[pageId][1]);
-    else {  // page not in the corpus table: learn its size from the image itself
-      var probe = new Image();
-      probe.onload = function () { size(probe.naturalWidth, probe.naturalHeight); };
-      probe.src = 'pages/' + encodeURIComponent(pageId) + '.jpg';
-      size(1000, 1414);
-    }
+    var sw = Math.max(wh[0], wh[1]) / 200;
+    Array.prototype.forEach.call(svg.querySelectorAll('rect'), function (r) { r.setAttribute('stroke-width', sw); });
     fig.appendChild(svg);
+    if (!thumbs[pageId]) fig.appendChild(el('p', 'missing', 'no picture: ' + (missing[pageId] || 'page image not found')));
     fig.appendChild(el('figcaption', null, caption));
     return fig;
   }
