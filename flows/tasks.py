@@ -147,7 +147,8 @@ def build_report(ws_root: str, run: str | None = None) -> dict[str, Any]:
     from vrag_data.report import build_report as build, summary_rows
 
     ws = Workspace(ws_root)
-    res = build(ws, run)
+    with _progress_lines():
+        res = build(ws, run, progress=True)
     rows: list[dict[str, Any]] = []
     if ws.is_local:
         con = duckdb.connect(res.db_path.removeprefix("file://"), read_only=True)

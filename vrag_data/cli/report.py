@@ -35,8 +35,7 @@ def register(app: typer.Typer) -> None:
         ws = Workspace(str(workspace))
         if not ws.fs.exists(ws.root):
             fail(f"{ws.root}: workspace not found; run `vrag-data ingest` first or check -w")
-        with console.status("building report"):
-            res = build_report(ws, run, html=not no_html, viewer_limit=viewer_limit)
+        res = build_report(ws, run, html=not no_html, viewer_limit=viewer_limit, progress=True)
         counts = ", ".join(f"{k}={v}" for k, v in res.counts.items() if k in ("pages", "tasks", "trajectories", "turns", "requests", "verdicts"))
         console.print(f"report: {res.db_path} ({counts}) in {res.seconds:.1f}s", highlight=False)
         if not no_html:

@@ -16,11 +16,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from vrag_data.progress import stage_progress
 from vrag_data.report.html import write_html
-from vrag_data.report.tables import TABLE_DESCRIPTIONS, build_tables, table_counts
+from vrag_data.report.tables import TABLE_DESCRIPTIONS, build_tables, step_count, table_counts
 from vrag_data.report.views import VIEWS, create_views
 from vrag_data.store import Workspace
 
@@ -56,7 +58,25 @@ def _replace(tmp: Path, target: str, ws: Workspace) -> None:
 
 
 def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, viewer_limit: int = 400,
-                 threads: int | None = None) -> ReportResult:
+                 threads: int | None = None, progress: bool = False) -> ReportResult:
+    with stage_progress("report (steps)", step_count() + (3 if html else 2), enabled=progress) as step:
+        return _build(ws, run, html, viewer_limit, threads, _Steps(step))
+
+
+class _Steps(dict):
+    """Step timings that also advance the progress line as each step finishes."""
+
+    def __init__(self, step: Any) -> None:
+        super().__init__()
+        self.step = step
+
+    def __setitem__(self, name: str, value: tuple[float, float]) -> None:
+        super().__setitem__(name, value)
+        self.step(info=name.split(" (")[0])
+
+
+def _build(ws: Workspace, run: str | None, html: bool, viewer_limit: int, threads: int | None,
+           timings: dict[str, tuple[float, float]]) -> ReportResult:
     t0 = time.perf_counter()
     if ws.is_local:
         root = Path(ws.root.removeprefix("file://"))
@@ -65,7 +85,6 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
     else:
         work_dir = Path(tempfile.mkdtemp(prefix="vrag-report-"))
     tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
-    timings: dict[str, tuple[float, float]] = {}
     # the 1.x `duckdb` command-line client (what `pip install duckdb-cli` gives) must open the file
     # rows of a table have no meaningful order here: let DuckDB write them in parallel, in any order
     config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY, "preserve_insertion_order": False}
@@ -93,7 +112,7 @@ def build_report(ws: Workspace, run: str | None = None, *, html: bool = True, vi
         Path(str(tmp) + ".wal").unlink(missing_ok=True)
         if not ws.is_local:
             shutil.rmtree(work_dir, ignore_errors=True)
-    return ReportResult(ws.report_db, ws.report_html, runs, counts, time.perf_counter() - t0, timings)
+    return ReportResult(ws.report_db, ws.report_html, runs, counts, time.perf_counter() - t0, dict(timings))
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
@@ -44,7 +45,7 @@ def summary_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def _cell(v: Any, key: str) -> str:
-    if v is None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):  # a rate over nothing is no number
         return "–"
     if key.endswith("_rate"):
         return f"{v:.0%}"

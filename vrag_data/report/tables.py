@@ -263,6 +263,11 @@ def _statements(sql: str) -> list[tuple[str, str]]:
     return out
 
 
+def step_count() -> int:
+    """Steps `build_tables` reports in its `timings`: loading the raw shards, then one per derived table."""
+    return 1 + len(_statements(_SQL_CORPUS + ";\n" + _SQL_RUNS + ";\n" + _SQL_TRAJ))
+
+
 def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = None,
                  timings: dict[str, tuple[float, float]] | None = None) -> list[RunDir]:
     """Load the workspace (all runs, or one) into `con`; returns the runs reported on. `timings`, when
