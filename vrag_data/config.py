@@ -69,6 +69,7 @@ class GenerateConfig(Section):
     """`vrag-data tasks generate`: question synthesis from the ingested pages (vrag_data.qgen)."""
 
     n: int = Field(default=20, ge=1)  # tasks to keep
+    min_share: float = Field(default=0.8, ge=0.0, le=1.0)  # fewer than min_share x n tasks: the stage failed (exit 3)
     kinds: list[Literal["single", "multi_page", "cross_doc"]] = Field(
         default_factory=lambda: ["single", "multi_page", "cross_doc"])
     types: list[Literal["extraction", "logic"]] = Field(default_factory=lambda: ["extraction", "logic"])

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.progress import stage_progress
 from vrag_data.tasks.formats import FORMATS
 
 tasks_app = typer.Typer(help="Tasks (questions with gold answers and evidence) in the workspace.",
@@ -65,10 +67,10 @@ def generate_cmd(
                                                       "model is given by --writer-url or roles.question_writer"),
     writer_url: str = typer.Option(None, "--writer-url", help="OpenAI-compatible base URL of the question writer"),
     writer_model: str = typer.Option(None, "--writer-model", help="Model name served at --writer-url"),
+    min_share: float = typer.Option(None, "--min-share", min=0.0, max=1.0,
+                                    help="Exit 3 when fewer than this share of --n is kept (default: tasks.generate.min_share, 0.8)"),
 ) -> None:
     """Write verified questions with evidence pages and boxes from the ingested pages (tasks/generated.parquet)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from vrag_data.config import EndpointConfig, RoleConfig, load_config
     from vrag_data.qgen import generate_tasks
     from vrag_data.store import Workspace
@@ -86,23 +88,33 @@ def generate_cmd(
             "kind": "openai", "endpoints": [EndpointConfig(base_url=writer_url, model=writer_model)]})
     use_model = writer != "oracle" and "question_writer" in cfg.roles and cfg.roles["question_writer"].kind == "openai"
     target = n or cfg.tasks.generate.n
-    with Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[att]} attempts"),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
-        bar = progress.add_task("kept", total=target, att=0)
+    floor = min_share if min_share is not None else cfg.tasks.generate.min_share
+    with stage_progress("tasks generate (kept)", target) as step:
         summary = generate_tasks(
             Workspace(str(workspace)), cfg, n=n, kinds=_csv(kinds, "kinds", ("single", "multi_page", "cross_doc")),
             types=_csv(types, "types", ("extraction", "logic")),
             sources=_csv(sources, "sources", ("text", "table", "chart", "figure", "layout")),
             writer="model" if use_model else "oracle",
-            progress=lambda kept, att: progress.update(bar, completed=kept, att=att))
+            progress=lambda kept, att: step(completed=kept, info=f"{att} attempts"))
     fmt = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
-    console.print(f"kept {summary.kept + summary.already} of {summary.attempted} attempts "
-                  f"({summary.yield_rate:.0%}; {summary.already} already stored) into {summary.shard}; "
+    got = summary.kept + summary.already
+    console.print(f"kept {got} of {target} asked ({summary.kept} new, {summary.already} already stored) from "
+                  f"{summary.attempted} attempts ({summary.yield_rate:.0%}); {summary.stored} tasks in {summary.shard}; "
                   f"writer {summary.writer}, verification {summary.verify_mode}", highlight=False, soft_wrap=True)
     console.print(f"kinds: {fmt(summary.by_kind)}; types: {fmt(summary.by_type)}; sources: {fmt(summary.by_source)}",
                   highlight=False, soft_wrap=True)
-    console.print(f"rejected: {fmt(summary.rejected)} ({summary.rejections_file}); teacher calls {summary.calls}, "
+    rejected = dict(sorted(summary.rejected.items(), key=lambda kv: -kv[1]))
+    console.print(f"rejected: {fmt(rejected)} ({summary.rejections_file}); teacher calls {summary.calls}, "
                   f"requests {summary.requests}", highlight=False, soft_wrap=True)
+    for note in summary.notices:
+        console.print(f"[yellow]notice:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    if summary.shortfall:
+        top = ", ".join(f"{k} {v}" for k, v in list(rejected.items())[:3]) or "no attempts left"
+        line = (f"short of --n {target} by {summary.shortfall} after {summary.attempted} attempts (largest causes: {top}); "
+                "raise tasks.generate.max_attempts, widen --kinds/--sources, ingest more documents or use a model writer")
+        if got < floor * target:
+            fail(f"tasks generate: {line}; below the floor of {floor:.0%} of --n (--min-share)", code=3)
+        console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -124,6 +124,9 @@ class EvidencePool:
         by_doc = {s: [r for r in rs if keep(r)] for s, rs in self.by_doc.items()}
         return EvidencePool({s: rs for s, rs in by_doc.items() if rs})
 
+    def sources(self) -> set[str]:
+        return {r.source for rs in self.by_doc.values() for r in rs}
+
     @property
     def n_regions(self) -> int:
         return sum(len(v) for v in self.by_doc.values())

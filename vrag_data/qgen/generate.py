@@ -69,8 +69,10 @@ class GenerateSummary(BaseModel):
     writer: str
     verify_mode: str
     attempted: int = 0
+    target: int = 0  # tasks asked for (--n)
     kept: int = 0  # new tasks written
-    already: int = 0  # tasks of an earlier identical run, found again
+    already: int = 0  # distinct tasks of an earlier identical run, found again
+    stored: int = 0  # rows of tasks/generated.parquet after this run
     rejected: dict[str, int] = Field(default_factory=dict)  # reason -> count
     by_kind: dict[str, int] = Field(default_factory=dict)
     by_type: dict[str, int] = Field(default_factory=dict)
@@ -79,6 +81,11 @@ class GenerateSummary(BaseModel):
     requests: int = 0  # calls that went to a server
     shard: str = ""
     rejections_file: str = ""
+    notices: list[str] = Field(default_factory=list)  # what the writer cannot do here, said once
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.target - self.kept - self.already)
 
     @property
     def yield_rate(self) -> float:
@@ -229,8 +236,18 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         else:
             writer = writer_spec  # type: ignore[assignment]
         accepts = getattr(writer, "accepts", None)
+        notices: list[str] = []
         if accepts is not None:  # a writer that can only use some regions (the oracle) is only shown those
+            before = pool_ev.sources()
             pool_ev = pool_ev.restrict(accepts)
+            lost = sorted(before - pool_ev.sources())
+            if lost:
+                notices.append(f"writer {writer.name}: no usable {', '.join(lost)} region (it writes those only for "
+                               "sample-corpus documents; real documents give table questions): pass --writer-url and "
+                               "--writer-model for the other sources")
+            lost_kinds = [k for k in kinds if not pool_ev.possible(k)]
+            if lost_kinds:
+                notices.append(f"writer {writer.name}: kinds {', '.join(lost_kinds)} not possible with its usable regions")
             kinds = [k for k in kinds if pool_ev.possible(k)]
             if not kinds:
                 raise VragError(f"writer {writer.name}: no usable evidence region in {ws.root} (the oracle needs "
@@ -240,8 +257,10 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         previous = read_records(shard_path(ws, SHARD), Task)
         run = _Run(ws, gcfg, run_id, writer, verifier, docs,
                    [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
-        summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode)
+        summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
+                                  notices=notices)
         kept: dict[str, Task] = {}
+        found_again: set[str] = set()  # an earlier run's tasks met again (once each, however often)
         rejections: list[Rejection] = []
         done = 0
         limit = gcfg.max_attempts or 6 * gcfg.n
@@ -260,8 +279,9 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
             rejections += rej
             for a, t, again in got:
                 if again:
-                    summary.already += 1
-                elif t.task_id not in kept and done < gcfg.n:
+                    found_again.add(t.task_id)
+                    summary.already = len(found_again)
+                elif t.task_id not in kept and done + summary.already < gcfg.n:
                     kept[t.task_id] = t
                     done += 1
             if progress is not None:
@@ -277,6 +297,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     stored = {t.task_id: t for t in previous}
     stored.update(kept)
     summary.shard = write_tasks(ws, SHARD, list(stored.values()))
+    summary.stored = len(stored)
     summary.rejections_file = _record_rejections(ws, run_id, rejections)
     summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
     new = list(kept.values())

@@ -7,7 +7,10 @@ and whose printed value is visible in the region's extracted text; it then fills
 - multi_page / cross_doc, extraction: both values as a list;
 - multi_page, logic: a money figure per employee (table metric / headcount on another page);
 - cross_doc, logic: the same quantity of two companies compared, or two headcounts added.
-Regions of other documents fall back to a table-cell question from the extracted table, or are declined.
+Documents without known facts (any real corpus) get questions from their extracted tables only: a cell
+(single/extraction), the higher of two rows in a column (single/logic), two cells from tables on two pages or two
+documents (multi_page / cross_doc, extraction). Tables without column names or unique row labels are not used.
+Text, chart and figure regions of such documents need a model writer.
 Everything is deterministic for an attempt (seeded by its index).
 """
 
@@ -16,6 +19,8 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
+from dataclasses import dataclass
 
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.known_facts import Fact
@@ -106,19 +111,153 @@ def _cross_logic(a: Fact, b: Fact) -> Written | None:
     return None
 
 
-def _table_cell(rng: random.Random, region: Region) -> Written | None:
-    """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in region.text.splitlines()
+_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*\d[\d,.]*\s*(%|pp|bps|x)?\)?", re.I)
+_EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
+MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED = 60, 80, 4
+
+
+_YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
+
+
+def is_number(cell: str) -> bool:
+    return bool(_NUMBER.fullmatch(cell.strip()))
+
+
+def is_value(cell: str) -> bool:
+    """A number that is not a year (a year names a column or a row: "2023")."""
+    return is_number(cell) and not _YEAR.fullmatch(cell.strip())
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A markdown table read for questions: named columns and rows with a unique, non-numeric label."""
+
+    header: list[str]
+    cells: list[tuple[str, str, str]]  # (row label, column name, value as printed)
+    problem: str = ""  # why the table gives no question (empty when it does)
+
+    def columns_phrase(self) -> str:
+        named = [h for h in self.header[1:] if h]
+        more = f" and {len(named) - MAX_COLUMNS_NAMED} more" if len(named) > MAX_COLUMNS_NAMED else ""
+        return ", ".join(named[:MAX_COLUMNS_NAMED]) + more
+
+
+_SHORT_OK = frozenset("a i of in to at by on or vs no us uk eu fy q1 q2 q3 q4 h1 h2 % & $ # + - ( )".split())
+
+
+def clean_name(cell: str) -> bool:
+    """A column name or row label as a reader would type it: not a number, no fragment left by text extraction
+    (a stray letter such as "Three o", a cut word such as "th Ended"), no value glued to its end ("Some college 69")."""
+    toks = cell.split()
+    if not toks or is_value(cell) or cell.startswith("(") and cell.endswith(")"):
+        return False
+    if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
+        return False
+    if toks[0][0].islower() and len(toks[0]) <= 3:  # "th Ended", "ths", "d"
+        return False
+    return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
+
+
+def clean_value(cell: str) -> bool:
+    c = cell.strip()
+    if c.lower() in _EMPTY or len(c) > 40:
+        return False
+    return not re.search(r"%\s*%|\$\s*\$|\s{2,}", c)
+
+
+def table_grid(text: str) -> Grid:
+    """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
+    readable name (a table whose first row is data, or whose names text extraction broke, has nothing to ask by),
+    rows whose label is readable text and unique, and cells with a clean value."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
             if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
     if len(rows) < 2 or len(rows[0]) < 2:
-        return None
-    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0]) and r[0]]
-    cells = [(r[0], header[j], r[j]) for r in body for j in range(1, len(header)) if header[j] and r[j]]
+        return Grid([], [], "fewer than 2 rows or 2 columns")
+    header = rows[0]
+    cols = [h for h in header[1:] if h]
+    if not cols or sum(is_value(h) for h in cols) * 2 >= len(cols):
+        return Grid(header, [], "the first row holds values, not column names")
+    if len(set(cols)) < len(cols) or not all(clean_name(h) and len(h) <= MAX_HEADER_CHARS for h in cols):
+        return Grid(header, [], "column names repeated or broken by text extraction")
+    words = [frozenset(h.lower().split()) for h in cols]
+    if any(i != j and a <= b for i, a in enumerate(words) for j, b in enumerate(words)):  # "Six Months" / "Six Months Ended"
+        return Grid(header, [], "one column name is part of another (a header split by text extraction)")
+    body = [r for r in rows[1:] if len(r) == len(header)]
+    labels = Counter(r[0] for r in body)
+    cells = [(r[0], header[j], r[j]) for r in body
+             if labels[r[0]] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
+             for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
     if not cells:
+        return Grid(header, [], "no row with a unique readable label and a value under a named column")
+    return Grid(header, cells)
+
+
+def _unit(value: str, label: str) -> str:
+    """What a number counts, roughly: rows are compared only within one unit."""
+    v, lab = value.lower(), label.lower()
+    if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or "rate" in lab:
+        return "share"
+    if "per share" in lab:
+        return "per-share"
+    return "$" if "$" in v else "plain"
+
+
+def _number(value: str) -> float | None:
+    if not is_number(value):
         return None
-    row, col, value = rng.choice(cells)
-    q = f"In the table whose columns are {', '.join(h for h in header if h)}, what is the {col} value of {row}?"
-    return Written(q, value, "Str", "extraction", (value,), NAME)
+    v = re.sub(r"[^\d.]", "", value.replace(",", ""))
+    try:
+        n = float(v)
+    except ValueError:
+        return None
+    return -n if value.strip().startswith(("-", "\u2212", "(")) else n
+
+
+def _cell_question(grid: Grid, row: str, col: str) -> str:
+    return f"In the table with the columns {grid.columns_phrase()}, what is the {col} value of {row}?"
+
+
+def _table_cell(rng: random.Random, region: Region) -> Written | Rejected:
+    """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
+    grid = table_grid(region.text)
+    if grid.problem:
+        return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    row, col, value = rng.choice(grid.cells)
+    return Written(_cell_question(grid, row, col), value, "Str", "extraction", (value,), NAME)
+
+
+def _table_compare(rng: random.Random, region: Region) -> Written | Rejected:
+    """Which of two rows has the higher number in one column of an extracted table."""
+    grid = table_grid(region.text)
+    if grid.problem:
+        return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    by_col: dict[str, list[tuple[str, float, str]]] = {}
+    for row, col, value in grid.cells:
+        n = _number(value)
+        if n is not None and not row.lower().startswith("total"):  # a total beside its parts answers itself
+            by_col.setdefault(f"{col}\x00{_unit(value, row)}", []).append((row, n, value))
+    usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
+    if not usable:
+        return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")
+    key = rng.choice(usable)
+    col = key.split("\x00")[0]
+    (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
+    while na == nb:
+        (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
+    q = f"In the table with the columns {grid.columns_phrase()}, which has the higher {col} value: {ra} or {rb}?"
+    return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME)
+
+
+def _table_pair(rng: random.Random, a: Region, b: Region) -> Written | Rejected:
+    """Two cells from tables on two pages (or two documents), asked together; the answer lists both."""
+    ga, gb = table_grid(a.text), table_grid(b.text)
+    for g in (ga, gb):
+        if g.problem:
+            return Rejected("writer", "table_malformed", f"oracle: {g.problem}")
+    (r1, c1, v1), (r2, c2, v2) = rng.choice(ga.cells), rng.choice(gb.cells)
+    q = (f"In the table with the columns {ga.columns_phrase()}, what is the {c1} value of {r1}; and in the table with "
+         f"the columns {gb.columns_phrase()}, what is the {c2} value of {r2}?")
+    return Written(q, json.dumps([v1, v2], ensure_ascii=False), "List", "extraction", (v1, v2), NAME)
 
 
 class OracleWriter:
@@ -133,7 +272,7 @@ class OracleWriter:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
-        return region.source == "table" and region.text.lstrip().startswith("|")
+        return region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         return self.write_sync(attempt)
@@ -143,14 +282,19 @@ class OracleWriter:
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
+        tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
+        if tables_only:  # a document without known facts: questions from its extracted tables
+            if ev.kind == "single":
+                return (_table_compare if attempt.qtype == "logic" else _table_cell)(rng, ev.regions[0])
+            if attempt.qtype == "extraction":
+                return _table_pair(rng, *ev.regions)
+            return Rejected("writer", "writer_declined", f"oracle: no logic template for tables on two pages ({ev.kind})")
         if ev.kind == "single":
             if attempt.qtype == "logic":
                 out = _compare_single(rng, found[0])
             elif found[0]:
                 out = rng.choice(found[0])
                 out = Written(out.question, out.value, out.fmt, "extraction", (out.value,), NAME)
-            elif ev.regions[0].source == "table":
-                out = _table_cell(rng, ev.regions[0])
         elif all(found):
             pairs = [(a, b) for a in found[0] for b in found[1] if a.key != b.key or a.entity != b.entity]
             rng.shuffle(pairs)

@@ -1,0 +1,113 @@
+"""The offline writer on a real document's extracted tables (no known facts): only well-formed questions, malformed
+tables rejected with a reason; and the `tasks generate` shortfall rule (exit 3 below the floor, a warning above)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from tests.support.qgen_workspace import qgen_workspace
+from vrag_data.cli.main import app
+from vrag_data.qgen.evidence import Evidence, Region
+from vrag_data.qgen.oracle_writer import OracleWriter, table_grid
+from vrag_data.qgen.writer import Attempt, Rejected
+from vrag_data.schema.geometry_types import Box
+from vrag_data.schema.records import LayoutBlock, Page
+
+GOOD = """| Age group | Cell phone | Smartphone |
+|---|---|---|
+| 65-69 | 84% | 29% |
+| 70-74 | 84 | 21 |
+| Some college | 80 | 19 |
+| Total for all 65+ 77% | 77 | 18 |
+| Some college | 81 | 20 |"""
+
+# the first row is data: "columns" would be 15.7%, 17.0%, Cooperation Rate
+DATA_HEADER = """| Survey wave | 15.7% | 17.0% | Cooperation Rate |
+|---|---|---|---|
+| Wave 1 | 12.1% | 14.0% | Completion Rate |"""
+
+SPLIT_HEADER = """| | Three Months | Ended | Six Months | Six Months Ended |
+|---|---|---|---|---|
+| Net earnings | 274 | 306 | 516 | 640 |"""
+
+BROKEN_HEADER = """| | Three o | th Ended | Six Months |
+|---|---|---|---|
+| Net earnings | 274 | 306 | 516 |"""
+
+
+def _region(text: str, stem: str = "report", page: int = 3) -> Region:
+    pg = Page(page_id=f"{stem}_{page}", doc_id=f"sha_{stem}", stem=stem, page=page, image=f"pages/{stem}_{page}.jpg",
+              width=1000, height=1400, dpi=144)
+    block = LayoutBlock(block_id=f"{pg.page_id}#0", doc_id=pg.doc_id, page_id=pg.page_id, page=page, cls="table",
+                        bbox=Box.from_raw((50, 50, 900, 600), 1000, 1400), text=text, source="pymupdf")
+    return Region(block, pg, "table")
+
+
+def test_table_grid_keeps_named_columns_and_unique_text_labels():
+    g = table_grid(GOOD)
+    assert g.problem == "" and g.header == ["Age group", "Cell phone", "Smartphone"]
+    labels = {row for row, _, _ in g.cells}
+    # "Some college" twice is ambiguous; "Total for all 65+ 77%" has a value glued to its label
+    assert labels == {"65-69", "70-74"} or labels == {"70-74"}
+    assert ("70-74", "Smartphone", "21") in g.cells
+
+
+def test_malformed_tables_are_refused_with_the_reason():
+    assert table_grid(DATA_HEADER).problem == "the first row holds values, not column names"
+    assert "part of another" in table_grid(SPLIT_HEADER).problem
+    assert "broken by text extraction" in table_grid(BROKEN_HEADER).problem
+    w = OracleWriter({})
+    for text in (DATA_HEADER, SPLIT_HEADER, BROKEN_HEADER):
+        assert not w.accepts(_region(text))  # never offered as evidence
+        out = w.write_sync(Attempt(0, Evidence("single", (_region(text),)), "extraction"))
+        assert isinstance(out, Rejected) and out.reason == "table_malformed"
+
+
+def test_table_questions_of_every_kind_the_writer_claims():
+    w = OracleWriter({})
+    a, b = _region(GOOD, "pew", 9), _region(GOOD.replace("Age group", "Income"), "pew", 10)
+    single = w.write_sync(Attempt(1, Evidence("single", (a,)), "extraction"))
+    assert single.question.startswith("In the table with the columns Cell phone, Smartphone, what is the ")
+    assert (single.answer, single.answer_format) in {("84", "Str"), ("21", "Str"), ("84%", "Str"), ("29%", "Str")}
+    logic = w.write_sync(Attempt(2, Evidence("single", (a,)), "logic"))
+    assert isinstance(logic, Rejected) or logic.answer in {"65-69", "70-74"}
+    for kind in ("multi_page", "cross_doc"):
+        pair = w.write_sync(Attempt(3, Evidence(kind, (a, b)), "extraction"))
+        assert pair.answer_format == "List" and len(json.loads(pair.answer)) == 2 and "; and in the table" in pair.question
+        refused = w.write_sync(Attempt(4, Evidence(kind, (a, b)), "logic"))
+        assert isinstance(refused, Rejected) and refused.reason == "writer_declined"
+
+
+def test_compare_uses_one_unit_and_skips_totals():
+    text = """| Item | 2023 |
+|---|---|
+| Net sales | $ 1,200 |
+| Gross margin | 31.0 % |
+| Operating income | $ 300 |
+| Total assets | $ 9,000 |"""
+    w = OracleWriter({})
+    for i in range(20):
+        out = w.write_sync(Attempt(i, Evidence("single", (_region(text),)), "logic"))
+        assert not isinstance(out, Rejected)
+        # the margin (a share) is never compared with dollars, the total never with its parts
+        assert out.question.endswith(("Net sales or Operating income?", "Operating income or Net sales?"))
+        assert out.answer == "Net sales"
+
+
+def test_a_shortfall_is_reported_and_below_the_floor_fails(tmp_path: Path):
+    ws = qgen_workspace(tmp_path / "ws")
+    cfg = tmp_path / "few.yaml"
+    cfg.write_text(yaml.safe_dump({"tasks": {"generate": {"max_attempts": 6}}}))
+    r = CliRunner().invoke(app, ["tasks", "generate", "-w", ws.root, "--n", "20", "--config", str(cfg)])
+    assert r.exit_code == 3, r.output
+    err = " ".join(r.output.split())
+    assert "short of --n 20 by" in err and "below the floor of 80% of --n" in err and "largest causes" in err
+    # the rows it did keep are stored and counted as stored
+    kept = int(err.split("kept ", 1)[1].split(" ", 1)[0])
+    assert f"{kept} tasks in" in err and 0 < kept < 16
+    ok = CliRunner().invoke(app, ["tasks", "generate", "-w", ws.root, "--n", "20", "--config", str(cfg), "--min-share", "0"])
+    assert ok.exit_code == 0 and "warning: short of --n 20" in " ".join(ok.output.split())
