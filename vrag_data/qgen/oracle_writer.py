@@ -153,7 +153,7 @@ def clean_name(cell: str) -> bool:
         return False
     if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
         return False
-    if toks[0][0].islower() and len(toks[0]) <= 3:  # "th Ended", "ths", "d"
+    if toks[0][0].islower() and len(toks[0]) <= 3 or toks[0] in ("-", "\u2013", "\u2022"):  # "th Ended", "d", "- Self-Ask"
         return False
     return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
 
@@ -162,7 +162,7 @@ def clean_value(cell: str) -> bool:
     c = cell.strip()
     if c.lower() in _EMPTY or len(c) > 40:
         return False
-    return not re.search(r"%\s*%|\$\s*\$|\s{2,}", c)
+    return not re.search(r"%\s*%|\$\s*\$|\s{2,}|\$$", c)  # "29% %", "$ 1,874 $": two cells run together
 
 
 def table_grid(text: str) -> Grid:
