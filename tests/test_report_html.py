@@ -120,6 +120,8 @@ def test_a_copied_report_in_a_real_browser(built: Built, tmp_path: Path) -> None
         chart = page.locator("svg.chart", has_text="funnel: (all)")
         assert chart.count() == 1 and f"{funnel['trajectories']:,}" in chart.text_content()
         page.get_by_text(f"turn 0 · ").first.wait_for()
+        heading = page.locator("#traj-detail h3").inner_text()
+        assert f"policy {crop_traj.provenance.policy}" in heading and crop_traj.traj_id in heading
         box = crop_traj.crops[0].box.raw
         rect = page.locator(f'#traj-detail rect.crop[x="{box[0]:g}"][y="{box[1]:g}"]').first
         assert rect.get_attribute("width") == f"{box[2] - box[0]:g}" and rect.get_attribute("height") == f"{box[3] - box[1]:g}"

@@ -21,7 +21,7 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
     per_group = max(1, limit // groups)
     trajs = con.execute(
         """
-        SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.status, t.verdict, t.kept, t.benchmark, t.doc_type,
+        SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.policy, t.status, t.verdict, t.kept, t.benchmark, t.doc_type,
                t.evidence_source, t.final_answer, t.reason, t.failed_filters, t.ndcg, t.retrieval_complete, t.n_turns,
                t.retrieved_pages, t.gold_pages, k.question, k.answer
         FROM trajectories t LEFT JOIN tasks k USING (task_id)
@@ -29,7 +29,7 @@ def viewer_data(con: duckdb.DuckDBPyConnection, limit: int = 400) -> dict[str, A
         ORDER BY t.recipe, t.status, t.verdict, t.traj_id LIMIT ?""",
         [per_group, limit],
     ).fetchall()
-    cols = ["traj_id", "run_id", "task_id", "sample", "recipe", "status", "verdict", "kept", "benchmark", "doc_type",
+    cols = ["traj_id", "run_id", "task_id", "sample", "recipe", "policy", "status", "verdict", "kept", "benchmark", "doc_type",
             "evidence_source", "final_answer", "reason", "failed_filters", "ndcg", "retrieval_complete", "n_turns",
             "retrieved_pages", "gold_pages", "question", "answer"]
     items = [dict(zip(cols, r, strict=True)) for r in trajs]
@@ -127,7 +127,8 @@ VIEWER_JS = r"""
   }
   function show(t) {
     detail.textContent = '';
-    detail.appendChild(el('h3', null, t.recipe + ' · ' + t.status + ' · verdict ' + t.verdict + ' · ' + t.traj_id));
+    detail.appendChild(el('h3', null, t.recipe + ' · policy ' + (t.policy || 'unknown') + ' · ' + t.status + ' · verdict ' +
+                                      t.verdict + ' · ' + t.traj_id));
     var meta = el('dl', 'meta');
     [['question', t.question], ['gold answer', t.answer], ['final answer', t.final_answer], ['run', t.run_id],
      ['task', t.task_id + ' (sample ' + t.sample + ')'], ['benchmark / doc type / evidence', t.benchmark + ' / ' + t.doc_type + ' / ' + t.evidence_source],

@@ -142,12 +142,12 @@ FROM turns WHERE action_kind = 'invalid' GROUP BY ALL ORDER BY recipe, n DESC, r
     View(
         "finish_rate",
         "Finish status counts (answered, max_turns, no_answer, error) and finish rate = answered / trajectories, "
-        "by recipe and dimension.",
+        "by recipe, policy (oracle or model: never merged) and dimension.",
         _order(by_dims("count(*) AS trajectories, count(*) FILTER (WHERE status = 'answered') AS answered, "
                        "count(*) FILTER (WHERE status = 'max_turns') AS max_turns, "
                        "count(*) FILTER (WHERE status = 'no_answer') AS no_answer, "
                        "count(*) FILTER (WHERE status = 'error') AS error, "
-                       "count(*) FILTER (WHERE status = 'answered') / count(*) AS finish_rate")),
+                       "count(*) FILTER (WHERE status = 'answered') / count(*) AS finish_rate", extra_key="policy")),
     ),
     View(
         "retrieval_quality",
@@ -160,20 +160,20 @@ FROM turns WHERE action_kind = 'invalid' GROUP BY ALL ORDER BY recipe, n DESC, r
     View(
         "judge_pass_rate",
         f"Answer-judge verdicts (filters {', '.join(JUDGE_FILTERS)}): trajectories judged, passed (every judge verdict "
-        "passed), pass rate and mean judge score, by recipe and dimension.",
+        "passed), pass rate and mean judge score, by recipe, policy (never merged) and dimension.",
         _order(by_dims("count(*) FILTER (WHERE judge_passed IS NOT NULL) AS judged, count(*) FILTER (WHERE judge_passed) AS passed, "
                        "count(*) FILTER (WHERE judge_passed) / nullif(count(*) FILTER (WHERE judge_passed IS NOT NULL), 0) AS pass_rate, "
-                       "avg(judge_score) AS mean_score")),
+                       "avg(judge_score) AS mean_score", extra_key="policy")),
     ),
     View(
         "cost_per_kept",
         "What a kept sample cost: requests, prompt+completion tokens and episode seconds of ALL trajectories of the "
-        "group (kept or not) divided by the kept ones (NULL when none kept), by recipe and dimension.",
+        "group (kept or not) divided by the kept ones (NULL when none kept), by recipe, policy (never merged) and dimension.",
         _order(by_dims("count(*) AS trajectories, count(*) FILTER (WHERE kept) AS kept, sum(requests) AS requests, "
                        "sum(prompt_tokens + completion_tokens) AS tokens, sum(latency_s) AS seconds, "
                        "sum(requests) / nullif(count(*) FILTER (WHERE kept), 0) AS requests_per_kept, "
                        "sum(prompt_tokens + completion_tokens) / nullif(count(*) FILTER (WHERE kept), 0) AS tokens_per_kept, "
-                       "sum(latency_s) / nullif(count(*) FILTER (WHERE kept), 0) AS seconds_per_kept")),
+                       "sum(latency_s) / nullif(count(*) FILTER (WHERE kept), 0) AS seconds_per_kept", extra_key="policy")),
     ),
     View(
         "request_stats",
