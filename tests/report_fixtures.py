@@ -65,6 +65,11 @@ def _image(path: Path, label: str) -> None:
     img.save(path, format="JPEG", quality=80)
 
 
+def is_invalid(u: Turn) -> bool:
+    """What the report counts as an invalid turn: a reply the parser refused, or an action the environment refused."""
+    return u.action.kind == "invalid" or (u.observation is not None and u.observation.kind == "error")
+
+
 def _turns(rng: random.Random, task: Task, retrieved: list[str], with_crop: bool, n_invalid: int, answer: str | None) -> tuple[list[Turn], list[CropRecord]]:
     turns: list[Turn] = []
     crops: list[CropRecord] = []
@@ -75,6 +80,10 @@ def _turns(rng: random.Random, task: Task, retrieved: list[str], with_crop: bool
     for _ in range(n_invalid):
         turns.append(Turn(idx=len(turns), assistant="<serch>oops</serch>", action=Action(kind="invalid", reason="no valid action tag"),
                           observation=Observation(kind="error", text="Your answer has no valid action; use <search> or <answer>.")))
+    if with_crop and retrieved and n_invalid == 1:  # a well-formed crop the environment refused (too small): invalid too
+        tiny = Box.from_raw((10, 10, 22, 19), W, H)
+        turns.append(Turn(idx=len(turns), assistant=f"<bbox>{list(tiny.norm)}</bbox>", action=Action(kind="crop", boxes=[list(map(float, tiny.norm))]),
+                          observation=Observation(kind="error", text=f"crop {rng.randint(8, 20)}x9 px is under the minimum of 28 px")))
     if with_crop and retrieved:
         pid = retrieved[-1]
         x1, y1 = rng.randint(0, 400), rng.randint(0, 500)
@@ -133,7 +142,7 @@ def build_report_workspace(root: Path, seed: int = 7) -> Built:
                 status = rng.choice(statuses)
                 retrieved = [f"{stem}_{rng.randint(1, N_PAGES[stem])}" for _ in range(rng.randint(0, 3))]
                 turns, crops = _turns(rng, t, retrieved, rng.random() < 0.5, rng.choice((0, 0, 1, 2)), f"ans{rng.randint(0, 30)}" if status == "answered" else None)
-                n_inv = sum(1 for u in turns if u.action.kind == "invalid")
+                n_inv = sum(1 for u in turns if is_invalid(u))
                 trajs.append(Trajectory(
                     traj_id=f"{run_id}-{t.task_id}-{s}", run_id=run_id, task_id=t.task_id, sample=s, recipe=recipe,
                     prompt=[Message(role="user", text=t.question)], turns=turns, retrieved_pages=list(dict.fromkeys(retrieved)) + retrieved[:1],

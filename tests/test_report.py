@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.report_fixtures import Built, build_report_workspace
+from tests.report_fixtures import Built, build_report_workspace, is_invalid
 from vrag_data.export.kept import Verdicts
 from vrag_data.report import VIEWS, build_report
 from vrag_data.rewards.retrieval import ndcg, retrieval_complete
@@ -98,13 +98,18 @@ def test_action_distribution_and_turns(built: Built, con) -> None:
         hist = _dict(con, f"SELECT n_turns, trajectories FROM turns_histogram WHERE recipe = '{recipe}'")
         assert hist == dict(Counter(n_turns))
         turns = sum(n_turns)
-        invalid = sum(1 for t in trajs for u in t.turns if u.action.kind == "invalid")
+        invalid = sum(1 for t in trajs for u in t.turns if is_invalid(u))
         got_turns, got_invalid, rate, with_inv = con.execute(
             f"SELECT turns, invalid_turns, invalid_rate, trajectories_with_invalid FROM invalid_actions WHERE recipe = '{recipe}' AND dimension = 'all'").fetchone()
         assert (got_turns, got_invalid, with_inv) == (turns, invalid, sum(1 for t in trajs if t.n_invalid > 0))
         assert rate == pytest.approx(invalid / turns)
     reasons = _dict(con, "SELECT recipe, reason, n FROM invalid_reasons")
-    assert sum(reasons.values()) == sum(1 for t in built.trajectories for u in t.turns if u.action.kind == "invalid")
+    assert sum(reasons.values()) == sum(1 for t in built.trajectories for u in t.turns if is_invalid(u))
+    refused = sum(1 for t in built.trajectories for u in t.turns if u.action.kind == "crop" and is_invalid(u))
+    # the refused crops group under one code whatever their sizes, and say which action was refused
+    assert refused > 0 and sum(n for (_, r), n in reasons.items() if r == "refused crop") == refused
+    examples = [e for (e,) in con.execute("SELECT example FROM invalid_reasons WHERE reason = 'refused crop'").fetchall()]
+    assert examples and all(e.startswith("refused crop: crop ") and "under the minimum" in e for e in examples)
 
 
 def test_finish_rate_broken_down_by_benchmark(built: Built, con) -> None:

@@ -106,7 +106,13 @@ FROM raw_verdicts v LEFT JOIN (SELECT run_id, traj_id, any_value(recipe) AS reci
 
 CREATE OR REPLACE TABLE turns AS
 SELECT traj_id, run_id, recipe, benchmark, doc_type, evidence_source, u.idx, u.role, u.assistant,
-       u.action.kind AS action_kind, nullif(u.action.reason, '') AS invalid_reason, u.action AS action,
+       u.action.kind AS action_kind, u.action AS action,
+       -- invalid: the parser refused the reply, or the environment refused a well-formed action (a crop under the
+       -- minimum size, an unknown page): the trajectory's n_invalid counts both, so the turn rate does too
+       u.action.kind = 'invalid' OR coalesce(u.observation.kind, '') = 'error' AS is_invalid,
+       CASE WHEN u.action.kind = 'invalid' THEN nullif(u.action.reason, '')
+            WHEN u.observation.kind = 'error' THEN 'refused ' || u.action.kind || ': ' || left(u.observation.text, 200) END
+         AS invalid_reason,
        u.observation.kind AS observation_kind, u.observation.text AS observation_text,
        coalesce(len(u.observation.images), 0) AS n_images, u.observation.images AS observation_images,
        coalesce(len(u.request_ids), 0) AS n_requests, u.latency_s
@@ -143,7 +149,7 @@ CREATE OR REPLACE TEMP TABLE traj_turn_stats AS
 SELECT traj_id, run_id, count(*) AS n_turns,
        count(*) FILTER (WHERE action_kind = 'search') AS n_search,
        count(*) FILTER (WHERE action_kind = 'crop') AS n_crop_actions,
-       count(*) FILTER (WHERE action_kind = 'invalid') AS n_invalid_turns
+       count(*) FILTER (WHERE is_invalid) AS n_invalid_turns
 FROM turns GROUP BY traj_id, run_id;
 
 CREATE OR REPLACE TEMP TABLE traj_crop_stats AS

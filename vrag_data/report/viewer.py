@@ -140,7 +140,7 @@ VIEWER_JS = r"""
     });
     detail.appendChild(meta);
     t.turns.forEach(function (u) {
-      var box = el('section', 'turn' + (u.action && u.action.kind === 'invalid' ? ' invalid' : ''));
+      var box = el('section', 'turn' + ((u.action && u.action.kind === 'invalid') || u.obs_kind === 'error' ? ' invalid' : ''));
       box.appendChild(el('h4', null, 'turn ' + u.idx + ' · ' + u.role + ' · ' + (u.action ? u.action.kind : '?')));
       box.appendChild(el('pre', 'assistant', u.assistant));
       var act = {};

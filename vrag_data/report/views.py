@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from vrag_data.report.tables import JUDGE_FILTERS
+from vrag_data.report.tables import JUDGE_FILTERS, reason_code
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,13 @@ ORDER BY recipe = '(all)' DESC, recipe, bin_start""",
     ),
     View(
         "invalid_reasons",
-        "Why actions were invalid: invalid turns per recipe and reason (the environment's message).",
-        """
-SELECT recipe, coalesce(invalid_reason, '(none)') AS reason, count(*) AS n
-FROM turns WHERE action_kind = 'invalid' GROUP BY ALL ORDER BY recipe, n DESC, reason""",
+        "Why actions were invalid (replies the parser refused, and well-formed actions the environment refused, such "
+        "as a crop under the minimum size): invalid turns per recipe and reason code (ids and numbers removed), "
+        "largest first, with one full example.",
+        f"""
+SELECT recipe, coalesce({reason_code('invalid_reason')}, '(none)') AS reason, count(*) AS n,
+       any_value(invalid_reason) AS example
+FROM turns WHERE is_invalid GROUP BY ALL ORDER BY n DESC, recipe, reason""",
     ),
     View(
         "finish_rate",
