@@ -149,6 +149,9 @@ def build_report_workspace(root: Path, seed: int = 7) -> Built:
                     crops=crops, final_answer=turns[-1].action.answer if status == "answered" else None, status=status, n_invalid=n_inv,
                     usage=Usage(requests=len(turns), prompt_tokens=100 * len(turns), completion_tokens=20 * len(turns), cache_hits=rng.randint(0, 1)),
                     latency_s=round(rng.uniform(0.5, 4.0), 3), provenance=Provenance(recipe=recipe, policy="oracle"),
+                    # every 7th: a configured fallback used on one or two turns (as a recipe records it)
+                    extra={"grounding": [{"used": False, "fallback": "teacher_box", "reason": "no box"}] * (1 + s % 2)}
+                    if len(trajs) % 7 == 3 else {},
                 ))
         # an older version of the first trajectories (status error) in an earlier shard: the newer shard wins
         stale = [t.model_copy(update={"status": "error", "turns": [], "final_answer": None}) for t in trajs[:5]]

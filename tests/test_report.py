@@ -297,3 +297,19 @@ def test_histogram_bins_are_dense_so_the_axis_is_linear():
     assert sum(n for _, n in got) == 4
     # turns 1, 2 and 5: bins 1..5 with 3 and 4 empty
     assert dense_bins([(1, 4), (2, 2), (5, 1)], range(1, 6)) == [(1, 4.0), (2, 2.0), (3, 0.0), (4, 0.0), (5, 1.0)]
+
+
+def test_configured_fallbacks_are_counted(built: Built, con) -> None:
+    def uses(t) -> int:
+        return sum(1 for g in t.extra.get("grounding", []) if g.get("fallback"))
+
+    want = {}
+    for t in built.trajectories:
+        if uses(t):
+            n, k = want.get((t.run_id, "teacher_box"), (0, 0))
+            want[(t.run_id, "teacher_box")] = (n + uses(t), k + 1)
+    got = {(r, f): (u, k) for r, f, u, k in con.execute("SELECT run_id, fallback, uses, trajectories FROM fallbacks").fetchall()}
+    assert want and got == want
+    html = Path(built.ws.report_html).read_text(encoding="utf-8")
+    total = sum(u for u, _ in want.values())
+    assert f'fallbacks used<b>{total}</b>' in html

@@ -88,13 +88,15 @@ def _kpis(con: duckdb.DuckDBPyConnection) -> str:
     (n_docs,), (n_pages,), (n_tasks,) = (con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in ("documents", "pages", "tasks"))
     n_traj, kept, answered, reqs = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE kept), count(*) FILTER (WHERE status = 'answered'), sum(requests) FROM trajectories").fetchone()
-    filtered = con.execute("SELECT count(*) FILTER (WHERE kept IS NOT NULL) FROM trajectories").fetchone()[0]
+    filtered, fallbacks = con.execute("SELECT count(*) FILTER (WHERE kept IS NOT NULL), sum(len(fallbacks)) FROM trajectories").fetchone()
+    failed = con.execute("SELECT count(*) FROM requests WHERE is_error").fetchone()[0]
     policies = sorted(p or "unknown" for (p,) in con.execute("SELECT DISTINCT policy FROM trajectories").fetchall())
     items: list[tuple[str, Any]] = [("documents", n_docs), ("pages", n_pages), ("tasks", n_tasks), ("trajectories", n_traj),
                                     ("policy", ", ".join(policies) or "-"),
                                     ("finish rate", answered / n_traj if n_traj else None),
                                     ("kept", kept if filtered else "not filtered yet"),
-                                    ("kept rate", kept / filtered if filtered else None), ("requests", reqs or 0)]
+                                    ("kept rate", kept / filtered if filtered else None), ("requests", reqs or 0),
+                                    ("failed requests", failed or 0), ("fallbacks used", fallbacks or 0)]
     note = ""
     if "oracle" in policies:  # the oracle reads the gold: its finish and pass rates say nothing about a model
         note = ('<p class="oracle"><b>oracle policy</b>: trajectories written by the gold-guided offline policy, not by a '
@@ -142,6 +144,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         "<h2>Cost</h2>",
         _view_section(con, "cost_per_kept", ALL),
         _view_section(con, "request_stats"), _view_section(con, "request_errors", limit=30),
+        _view_section(con, "fallbacks", limit=30),
         "<h2>Breakdowns by benchmark, document type and evidence source</h2>",
         _view_section(con, "finish_rate", by_dim), _view_section(con, "retrieval_quality", by_dim),
         _view_section(con, "cost_per_kept", by_dim),

@@ -191,6 +191,15 @@ SELECT run_id, role, model, count(*) AS requests, count(*) FILTER (WHERE status 
 FROM requests GROUP BY ALL ORDER BY run_id, role, model""",
     ),
     View(
+        "fallbacks",
+        "Configured fallbacks used (a recipe option asked for them, e.g. keeping the teacher's box when the grounding "
+        "expert gives none): uses and trajectories per run, recipe and fallback. Empty when none was used.",
+        """
+SELECT run_id, recipe, policy, f AS fallback, count(*) AS uses, count(DISTINCT traj_id) AS trajectories
+FROM (SELECT run_id, recipe, policy, traj_id, unnest(fallbacks) AS f FROM trajectories)
+GROUP BY ALL ORDER BY uses DESC, run_id, fallback""",
+    ),
+    View(
         "request_errors",
         "Failed requests per run, role, model, endpoint and error code; share = n / all requests of that "
         "run+role+model; example = one full error.",
@@ -238,8 +247,9 @@ _README_INTRO = """# The data-quality report
 
 `vrag-data report -w WORKSPACE [--run RUN]` writes `WORKSPACE/report.duckdb` (tables and the views below; open it with
 `duckdb WORKSPACE/report.duckdb`) and `WORKSPACE/report.html` (one offline page: funnel, histograms, tables and a
-trajectory viewer that draws crop boxes over `pages/<id>.jpg`). Re-running rebuilds both and swaps them in
-atomically. `vrag-data report --describe` prints this list.
+trajectory viewer that draws crop boxes over the pages). The HTML is self-contained: page thumbnails (480 px on the
+long side, up to 24 MB in all; a page past that says so on its figure) are embedded, so the file alone can be copied
+or mailed. Re-running rebuilds both and swaps them in atomically. `vrag-data report --describe` prints this list.
 
 Most views have one row per `recipe` x `dimension` x `value`: `dimension` is `all`, `benchmark`, `doc_type`
 (the task's `extra.doc_type`) or `evidence_source` (the task's sources, sorted and joined by `+`); recipe `(all)`
