@@ -172,7 +172,7 @@ WITH b AS (
 SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_type, m.evidence_source,
        json_extract_string(m.provenance, '$.policy') AS policy,
        -- configured fallbacks a recipe used (each recorded in extra as an object with a "fallback" key): one entry per use
-       CASE WHEN contains(m.extra, '"fallback"') THEN regexp_extract_all(m.extra, '"fallback":\s*"([^"]+)"', 1)
+       CASE WHEN contains(m.extra, '"fallback"') THEN regexp_extract_all(m.extra, '"fallback":\\s*"([^"]+)"', 1)
             ELSE []::VARCHAR[] END AS fallbacks,
        m.status, m.reason, m.final_answer, m.n_invalid,
        coalesce(ts.n_turns, 0) AS n_turns, coalesce(ts.n_search, 0) AS n_search,
