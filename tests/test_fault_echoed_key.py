@@ -58,5 +58,16 @@ def test_an_echoed_api_key_is_redacted_everywhere(tmp_path_factory, tmp_path, mo
     assert files  # the run recorded its (failed) episode
     for p in files:
         assert KEY.encode() not in p.read_bytes(), p
+    # the report holds the run's request errors (with their bodies): the key is in none of its files either
+    rep = CliRunner().invoke(app, ["report", "-w", str(ws)])
+    assert rep.exit_code == 0, rep.output
+    assert KEY not in rep.output
+    import duckdb
+
+    with duckdb.connect(str(ws / "report.duckdb"), read_only=True) as con:
+        errors = con.execute("SELECT count(*), string_agg(error, ' ') FROM requests WHERE is_error").fetchone()
+    assert errors[0] > 0 and KEY not in (errors[1] or "")  # the echoed 401 bodies are there, redacted
+    for p in (q for q in ws.rglob("*") if q.is_file()):
+        assert KEY.encode() not in p.read_bytes(), p
     # the episode's recorded reason still says what happened, with the key replaced by a mark
     assert any(b"<redacted>" in p.read_bytes() for p in files)

@@ -92,6 +92,10 @@ def test_bearer_token_is_required(server):
     assert ok.status_code == 200 and ok.json()[0]
     name = ok.json()[0][0]["image_file"]
     assert httpx.get(f"{url}/pages/{name}").status_code == 401
+    for path in ("/docs", "/openapi.json", "/redoc"):  # every route but /healthz needs the token
+        assert httpx.get(url + path).status_code == 401, path
+    assert httpx.get(url + "/openapi.json", headers=_auth()).status_code == 200
+    assert httpx.get(url + "/healthz").status_code == 200
 
 
 def _raw_get(port: int, path: str) -> tuple[int, bytes]:
