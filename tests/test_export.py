@@ -303,3 +303,23 @@ def test_a_second_export_into_the_same_folder_stops_with_one_line(tmp_path):
     with ExportLock(out), pytest.raises(VragError, match="another export is writing this folder"):
         export_run(ws, "r1", formats=["verl"], out_dir=out)
     assert export_run(ws, "r1", formats=["verl"], out_dir=out).counts["verl"]  # once free, it runs
+
+
+def test_two_exports_of_one_run_are_byte_identical(tmp_path_factory, tmp_path):
+    """Same run, same settings: every file of the export is the same bytes (only summary.json names its folder)."""
+    import hashlib
+    import shutil
+
+    from tests.support.synth_workspace import cli, sample_workspace
+
+    ws = tmp_path / "ws"
+    shutil.copytree(sample_workspace(tmp_path_factory.getbasetemp()), ws, ignore=shutil.ignore_patterns("runs"))
+    cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "3", "--run", "rep", "-q")
+    cli("filter", "-w", ws, "--run", "rep")
+    digests = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        cli("export", "-w", ws, "--run", "rep", "--out", out)
+        digests.append({str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in out.rglob("*") if p.is_file() and p.name != "summary.json"})
+    assert len(digests[0]) > 20 and digests[0] == digests[1]
