@@ -13,6 +13,9 @@ Scenarios (all on 127.0.0.1, the real CLI in subprocesses):
                (client timeout 0.5 s, max_retries 3): episodes without a status = lost.
   hostile      ingest of the hostile corpus (tests/support/hostile.py, 5,000-page PDF included): peak RSS.
   search-load  N requests (10% invalid), 64 in flight, against `vrag-data serve-search`.
+  round2       markup in file names and page text (teacher requests, SFT export), a server echoing the API key,
+               a non-UTF-8 name and symlinks out of the folder, two exports into one folder, a teacher reply
+               over the 8 MiB cap, an endpoint that always fails (exit codes).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from tests.test_fault_crash import (  # noqa: E402
     _synth_config,
     _wait_until,
 )
-from tests.test_fault_hostile import _ingest_subprocess  # noqa: E402
+from tests.test_fault_hostile import _hwm_mb, _ingest_subprocess  # noqa: E402
 from tests.test_fault_search import TOKEN, _free_port, _load  # noqa: E402
 from vrag_data.store.shards import read_table  # noqa: E402
 from vrag_data.synth.ledger import read_trajectories  # noqa: E402
@@ -186,6 +189,126 @@ def search_load(ws: Path, n: int) -> None:
                  f"p99 {1000 * lat[int(len(lat) * 0.99)]:.0f} ms, max {1000 * lat[-1]:.0f} ms"))
 
 
+def round2(tmp: Path, ws: Path) -> None:
+    """The second round of hostile input and faults: each case once, with what was injected and what survived."""
+    import json
+    import shutil
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    import fitz
+
+    from tests.test_fault_echoed_key import KEY, _Echo
+    from tests.test_fault_hostile import RAW, _echoing_teacher, _injection_workspace, _user_texts
+
+    # markup in file names and page text -> teacher requests and the SFT export
+    inj = tmp / "inj"
+    inj.mkdir()
+    iws = _injection_workspace(inj)
+    with OpenAIServer(reply=_echoing_teacher) as srv:
+        cfg = inj / "cfg.yaml"
+        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
+                                                            "max_retries": 1}}}))
+        for recipe in ("mmdoc_r1", "unidoc_rl", "visor"):
+            cli("synth", "-w", iws, "--recipe", recipe, "--config", cfg, "--run", f"inj-{recipe}", "-q")
+        texts = [t for r in srv.requests if r.body for t in _user_texts(r.body)]
+        n_req = len(srv.requests)
+    raw_hits = sum(1 for t in texts if any(raw in t for raw in RAW))
+    export_hits, records = 0, 0
+    for recipe in ("mmdoc_r1", "unidoc_rl", "visor"):
+        out = inj / f"export-{recipe}"
+        cli("export", "-w", iws, "--run", f"inj-{recipe}", "--format", "llamafactory", "--out", out)
+        for f in out.rglob("part-*.json"):
+            rows = json.loads(f.read_text())
+            records += len(rows)
+            export_hits += sum(1 for r in rows if any(raw in json.dumps(r, ensure_ascii=False) for raw in RAW))
+    ROWS.append(("markup in file names and text", "file name, text layer, OCR, outline, caption, page reader", len(RAW),
+                 str(raw_hits == 0 and export_hits == 0), raw_hits + export_hits,
+                 f"{n_req} teacher requests ({len(texts)} user texts), {records} SFT records: markup reached "
+                 f"{raw_hits} requests and {export_hits} records"))
+
+    # a server that echoes the API key in its 401 body
+    kws = tmp / "echo-ws"
+    shutil.copytree(ws, kws, ignore=shutil.ignore_patterns("runs"))
+    echo = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=echo.serve_forever, daemon=True).start()
+    os.environ["ECHO_KEY"] = KEY
+    try:
+        cfg = tmp / "echo.yaml"
+        url = f"http://127.0.0.1:{echo.server_address[1]}/v1"
+        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": url, "model": "teacher", "api_key_env": "ECHO_KEY"}],
+                                                            "max_retries": 0}}}))
+        r = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "synth", "-w", str(kws), "--recipe", "vrag_rl",
+                            "--config", str(cfg), "--limit", "4", "--run", "echo", "-q"], capture_output=True, text=True)
+        rep = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "report", "-w", str(kws)], capture_output=True, text=True)
+    finally:
+        echo.shutdown()
+        os.environ.pop("ECHO_KEY", None)
+    files = [p for p in kws.rglob("*") if p.is_file()]
+    hits = [p for p in files if KEY.encode() in p.read_bytes()] + [x for x in (r.stdout + r.stderr, rep.stdout + rep.stderr) if KEY in x]
+    ROWS.append(("API key echoed by the server", "401 bodies carrying the key", 4, str(r.returncode == 3 and not hits), len(hits),
+                 f"synth exit {r.returncode} (no episode finished), report exit {rep.returncode}; {len(files)} files "
+                 f"searched (run, request cache and log, report.duckdb, report.html) and both outputs: {len(hits)} hits"))
+
+    # a non-UTF-8 file name and symlinks out of the input folder, in one batch with a good file
+    folder, outside = tmp / "names", tmp / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    doc = fitz.open()
+    doc.new_page().insert_text((72, 72), "revenue 42")
+    doc.save(folder / "good.pdf")
+    shutil.copy(folder / "good.pdf", outside / "secret.pdf")
+    shutil.copy(folder / "good.pdf", os.path.join(str(folder), os.fsdecode(b"bad\xff\xfename.pdf")))
+    os.symlink(outside / "secret.pdf", folder / "link.pdf")
+    os.symlink("/etc/passwd", folder / "passwd.pdf")
+    r = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "ingest", str(folder), "-w", str(tmp / "names-ws"),
+                        "--layout", "off", "--ocr", "off", "-q"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    errs = read_table(str(tmp / "names-ws" / "corpus" / "errors.parquet")).to_pylist()
+    docs = read_table(str(tmp / "names-ws" / "corpus" / "documents")).to_pylist()
+    reasons = Counter(("utf8" if "UTF-8" in e["reason"] else "symlink" if "symlink" in e["reason"] else e["stage"]) for e in errs)
+    ROWS.append(("non-UTF-8 name + symlinks out", "1 bad name, 2 links out (a PDF, /etc/passwd)", 3,
+                 str(len(docs) == 1 and reasons.get("utf8") == 1 and reasons.get("symlink", 0) == 2), 0,
+                 f"ingest exit {r.returncode}; documents {[d['stem'] for d in docs]}; error/notice rows {dict(reasons)}"))
+
+    # two exports into one folder at once
+    cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "40", "--run", "lock", "-q")
+    out = tmp / "one-folder"
+    procs = [subprocess.Popen([sys.executable, "-m", "vrag_data.cli.main", "export", "-w", str(ws), "--run", "lock", "--out", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"})
+             for _ in range(2)]
+    outs = [(p.wait(), p.stdout.read()) for p in procs]
+    codes = sorted(c for c, _ in outs)
+    second = next((o for c, o in outs if c != 0), "")
+    line = next((x for x in second.splitlines() if x.startswith("error:")), "")
+    ROWS.append(("two exports into one folder", "concurrent `vrag-data export --out` of one run", 1,
+                 str(codes[0] == 0 and (codes[1] == 0 or bool(line))), 0,
+                 f"exit codes {codes}; the second: {line or 'waited and finished'}; tracebacks: "
+                 f"{sum('Traceback' in o for _, o in outs)}"))
+
+    # a teacher reply over the cap, and an endpoint that always fails
+    big = "<answer>" + "x" * (12 << 20) + "</answer>"
+    for label, kw in (("reply over the 8 MiB cap", {"reply": [big]}), ("endpoint always HTTP 500", {"faults": Faults(p500=1.0)})):
+        with OpenAIServer(**kw) as srv:
+            cfg = tmp / "one.yaml"
+            cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
+                                                                "max_retries": 1}}}))
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-m", "vrag_data.cli.main", "synth", "-w", str(ws), "--recipe", "vrag_rl",
+                                     "--config", str(cfg), "--limit", "3", "--run", f"r2-{len(ROWS)}", "-q"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            peak = 0.0
+            while proc.poll() is None:
+                peak = max(peak, _hwm_mb(proc.pid))
+                time.sleep(0.05)
+            text = proc.stdout.read()
+        trajs = read_trajectories(ws / "runs" / f"r2-{len(ROWS)}")
+        first = next((x for x in text.splitlines() if x.startswith("error:")), "")
+        ROWS.append((label, "3 episodes", 3, str(proc.returncode == 3 and all(t.status == "error" and t.reason for t in trajs)),
+                     sum(1 for t in trajs if not t.reason),
+                     f"exit {proc.returncode} in {time.perf_counter() - t0:.1f} s, peak RSS {peak:.0f} MB; "
+                     f"reason: {(trajs[0].reason if trajs else '')[:90]}; says: {first[:90]}"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=8)
@@ -203,7 +326,8 @@ def main() -> None:
                          ("export-kill", lambda: export_kill(ws, tmp, a.kills, rng)),
                          ("flaky", lambda: flaky(ws, tmp, a.samples)),
                          ("hostile", lambda: hostile(tmp)),
-                         ("search-load", lambda: search_load(ws, a.search))):
+                         ("search-load", lambda: search_load(ws, a.search)),
+                         ("round2", lambda: round2(tmp, ws))):
             if a.only and name not in a.only.split(","):
                 continue
             t0 = time.perf_counter()
