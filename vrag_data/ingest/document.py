@@ -46,6 +46,19 @@ class DocJob:
     ws_root: str
     opts: IngestOptions
     threads: int | None = None  # onnxruntime threads; set by the pool from the workers actually running
+    pages: tuple[int, int] | None = None  # a part of a split document: pages first..last (1-based); None = whole
+    n_planned: int = 0  # a part: the pages the whole document ingests (after max_pages)
+
+
+@dataclass
+class PartOutcome:
+    """What one page range of a split document produced (the parent stitches the parts)."""
+
+    pages: list["_PageOut"]
+    errors: list[IngestError]
+    meta: dict[str, Any] | None  # outline and title: from the first part only
+    cut_at: int | None = None  # the time budget stopped this part after this page
+    failed: bool = False  # the part could not run (the reason is among its errors)
 
 
 @dataclass
@@ -146,20 +159,25 @@ class DocumentIngester:
         import_pymupdf(layout=self.opts.layout == "pymupdf", layout_threads=self.ocr_threads)
         doc = open_pdf(self.job.path)
         try:
-            if doc.is_repaired:
-                self.error("open", "damaged PDF, repaired on open; some pages may be missing or incomplete")
-            for note in active_content_notices(doc):
-                self.error("notice", note)
+            first, last = self.job.pages or (1, 0)
             n = min(doc.page_count, self.opts.max_pages or doc.page_count)
-            if n < doc.page_count:
-                self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n}; raise --max-pages / "
-                                     "ingest.max_pages to ingest more)")
+            if first == 1:  # document-wide notices: said once, by the whole document or its first part
+                if doc.is_repaired:
+                    self.error("open", "damaged PDF, repaired on open; some pages may be missing or incomplete")
+                for note in active_content_notices(doc):
+                    self.error("notice", note)
+                if n < doc.page_count:
+                    self.error("notice", f"has {doc.page_count} pages; only the first {n} are ingested (max_pages={n}; raise "
+                                         "--max-pages / ingest.max_pages to ingest more)")
+            last = min(last or n, n)
             outs, t0, budget = [], time.monotonic(), self.opts.doc_time_budget_s
-            for pno in range(1, n + 1):
-                if budget is not None and pno > 1 and time.monotonic() - t0 > budget:
-                    self.error("notice", f"took longer than {budget:g} s; only the first {pno - 1} of {doc.page_count} pages are "
-                                         "ingested (raise ingest.doc_time_budget_s to ingest more)")
-                    n = pno - 1
+            self.cut_at: int | None = None
+            for pno in range(first, last + 1):
+                if budget is not None and pno > first and time.monotonic() - t0 > budget:
+                    self.cut_at = pno - 1
+                    if self.job.pages is None:
+                        self._budget_notice(pno - 1, doc.page_count)
+                        n = pno - 1
                     break
                 if (o := self._pdf_page(doc[pno - 1], pno)) is not None:
                     outs.append(o)
@@ -167,6 +185,24 @@ class DocumentIngester:
             return outs, meta, n
         finally:
             doc.close()
+
+    def _budget_notice(self, kept_to: int, page_count: int) -> None:
+        budget = self.opts.doc_time_budget_s
+        self.error("notice", f"took longer than {budget:g} s; only the first {kept_to} of {page_count} pages are "
+                             "ingested (raise ingest.doc_time_budget_s to ingest more)")
+
+    def run_part(self) -> PartOutcome:
+        """One page range of a split document: pages and their blocks, not written (the parent stitches)."""
+        try:
+            outs, meta, _ = self._pdf()
+        except OpenFailed as err:
+            self.error("open", str(err))
+            return PartOutcome([], self.errors, None, failed=True)
+        except Exception as err:  # noqa: BLE001 - recorded, the other parts go on
+            self.error("ingest", _one_line(err))
+            return PartOutcome([], self.errors, None, failed=True)
+        first = self.job.pages[0] if self.job.pages else 1
+        return PartOutcome(outs, self.errors, meta if first == 1 else None, self.cut_at)
 
     def _image(self) -> tuple[list[_PageOut], Any, int]:
         job, opts = self.job, self.opts
@@ -287,3 +323,35 @@ class DocumentIngester:
 
 def ingest_document(job: DocJob) -> DocOutcome:
     return DocumentIngester(job).run()
+
+
+def ingest_part(job: DocJob) -> PartOutcome:
+    return DocumentIngester(job).run_part()
+
+
+def stitch_parts(job: DocJob, parts: list[PartOutcome], seconds: float) -> DocOutcome:
+    """The document from its parts, in page order, written as one (ids, ordering, errors as if unsplit). A part cut
+    by the time budget ends the document there: later parts' pages are dropped, with the same notice."""
+    ing = DocumentIngester(job)
+    stats = DocStats(path=job.path, stem=job.stem, doc_id=job.doc_id, status="failed")
+    ordered = sorted(parts, key=lambda p: p.pages[0].page.page if p.pages else 1 << 30)
+    for p in parts:
+        ing.errors.extend(p.errors)
+    n_planned = job.n_planned
+    cut = min((p.cut_at for p in parts if p.cut_at is not None), default=None)
+    outs = [o for p in ordered for o in p.pages if cut is None or o.page.page <= cut]
+    if cut is not None:
+        ing._budget_notice(cut, job.n_planned)
+        n_planned = cut
+    meta = next((p.meta for p in parts if p.meta is not None), None)
+    t0 = time.perf_counter() - seconds
+    if meta is None or any(p.failed for p in parts):  # a document is written whole or not at all
+        return ing._done(stats, t0)
+    if not outs:
+        ing.error("render", f"none of the {n_planned} pages could be rendered")
+        return ing._done(stats, t0)
+    try:
+        ing._finish(outs, meta, stats, n_planned)
+    except Exception as err:  # noqa: BLE001
+        ing.error("ingest", _one_line(err))
+    return ing._done(stats, t0)

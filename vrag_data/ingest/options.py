@@ -43,6 +43,9 @@ class IngestOptions(_Settings):
     # wall-clock seconds one document may take; past it the remaining pages are left out with a notice (None = none)
     doc_time_budget_s: float | None = Field(1800.0, gt=0)
     workers: int = Field(2, ge=1)
+    # a PDF with more pages than this is split into page ranges spread over the workers and stitched back
+    # (one big document keeps every core busy); None = never split. Not with MinerU or PaddleOCR (per document).
+    split_pages: int | None = Field(64, ge=2)
     strict: bool = False
     follow_symlinks: bool = False  # ingest files that symlinks in an input folder point to outside it
     # A page above this many pixels at the chosen dpi is not rendered (decompression bombs, posters, maps).

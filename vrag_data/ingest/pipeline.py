@@ -7,6 +7,7 @@ from typing import Any
 
 import multiprocessing
 import time
+from dataclasses import replace
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -15,10 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
-from vrag_data.ingest.render import remove_orphan_temp_images
+from vrag_data.ingest.render import import_pymupdf, remove_orphan_temp_images
 from vrag_data.progress import progress_for
 from vrag_data.ingest.discover import discover_inputs, input_kind
-from vrag_data.ingest.document import DocJob, DocOutcome, ingest_document
+from vrag_data.ingest.document import DocJob, DocOutcome, PartOutcome, ingest_document, ingest_part, stitch_parts
 from vrag_data.ingest.ocr import default_threads
 from vrag_data.ingest.options import DocStats, IngestOptions, IngestSummary
 from vrag_data.schema.records import IngestError
@@ -80,6 +81,28 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
     return jobs, skipped, errors
 
 
+MIN_PART_PAGES = 16  # a part smaller than this costs more in start-up (opening, model warm-up) than it saves
+
+
+def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
+    """Page ranges of one big PDF for `workers` processes (two ranges per worker, for balance), or [] to keep it
+    whole: small documents, one worker, or a layout/OCR engine that runs per document (MinerU, PaddleOCR)."""
+    if (workers <= 1 or opts.split_pages is None or job.kind != "pdf" or opts.layout == "mineru"
+            or opts.ocr == "paddleocr"):
+        return []
+    try:
+        pymupdf = import_pymupdf(layout=False)
+        with pymupdf.open(job.path, filetype="pdf") as doc:
+            total = 0 if doc.needs_pass else doc.page_count
+    except Exception:  # noqa: BLE001 - the document's own worker reports why it cannot be opened
+        return []
+    n = min(total, opts.max_pages or total)
+    if n <= opts.split_pages:
+        return []
+    size = max(MIN_PART_PAGES, -(-n // (2 * workers)))
+    return [replace(job, pages=(a, min(a + size - 1, n)), n_planned=n) for a in range(1, n + 1, size)]
+
+
 def _init_worker(layout: bool, threads: int) -> None:
     from vrag_data.ingest.render import import_pymupdf
 
@@ -111,6 +134,15 @@ def _outcome(fut: Future[DocOutcome], job: DocJob) -> DocOutcome:
         return DocOutcome(stats=stats, errors=[IngestError(path=job.path, stage="ingest", reason=reason)])
 
 
+def _part(fut: Future[PartOutcome], job: DocJob) -> PartOutcome:
+    try:
+        return fut.result()
+    except Exception as err:  # noqa: BLE001 - a dead worker costs the document (written whole or not at all)
+        pages = f"pages {job.pages[0]}-{job.pages[1]}" if job.pages else "a part"
+        reason = f"worker process failed on {pages}: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        return PartOutcome([], [IngestError(path=job.path, stage="ingest", reason=reason)], None, failed=True)
+
+
 def _absorb(summary: IngestSummary, out: DocOutcome) -> None:
     summary.docs.append(out.stats)
     summary.errors.extend(out.errors)
@@ -137,7 +169,8 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         _fail_fast(summary, ws)
     append_errors(ws, summary.errors)  # written as they happen: a killed batch keeps them
     jobs.sort(key=lambda j: -j.n_bytes)  # big documents first keeps the pool busy to the end
-    workers = min(opts.workers, len(jobs))
+    ranges = {j.stem: split_job(j, opts, opts.workers) for j in jobs}  # big PDFs: page ranges over the workers
+    workers = min(opts.workers, sum(len(r) or 1 for r in ranges.values()))
     # Fewer documents than workers (one big PDF): the running workers get the idle cores' threads.
     threads = opts.ocr_threads or default_threads(max(1, workers))
     for job in jobs:
@@ -161,13 +194,29 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
             ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
             init = (opts.layout == "pymupdf", threads)
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-                owner: dict[Future[DocOutcome], DocJob] = {pool.submit(ingest_document, j): j for j in jobs}
+                owner: dict[Future[Any], DocJob] = {}
+                parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far
+                n_parts: dict[str, int] = {}
+                started: dict[str, float] = {}
+                for j in jobs:
+                    if ranges[j.stem]:
+                        n_parts[j.stem], parts[j.stem], started[j.stem] = len(ranges[j.stem]), [], time.perf_counter()
+                        owner.update({pool.submit(ingest_part, replace(r, threads=threads)): r for r in ranges[j.stem]})
+                    else:
+                        owner[pool.submit(ingest_document, j)] = j
                 pending = set(owner)
                 try:
                     while pending:
                         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                         for fut in finished:
-                            done(_outcome(fut, owner[fut]))
+                            job = owner[fut]
+                            if job.pages is None:
+                                done(_outcome(fut, job))
+                                continue
+                            parts[job.stem].append(_part(fut, job))
+                            if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
+                                whole = replace(job, pages=None)
+                                done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
                 except BaseException:
                     for fut in pending:
                         fut.cancel()

@@ -39,6 +39,7 @@ class OpenFailed(Exception):
 
 
 _LAYOUT_LOCK = threading.Lock()
+_IMPORT_LOCK = threading.Lock()
 _SESSIONS_MODULE = "pymupdf.layout.onnx.common_util"  # where the layout model builds every ONNX session
 
 
@@ -88,12 +89,13 @@ def import_pymupdf(layout: bool, layout_threads: int | None = None) -> Any:
     (an ONNX model, ~1 s) whenever that package is importable, even if no page ever uses it. The first
     import always keeps the model out, so that when it is wanted it loads with our session options (a
     model already loaded by an earlier plain `import pymupdf` keeps onnxruntime's defaults)."""
-    if "pymupdf" not in sys.modules:
-        sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]  # makes that import fail fast
-        try:
-            import pymupdf
-        finally:
-            del sys.modules["pymupdf.layout"]
+    with _IMPORT_LOCK:  # threads of one process (Prefect's thread runner) import it once, the same way
+        if "pymupdf" not in sys.modules:
+            sys.modules["pymupdf.layout"] = None  # type: ignore[assignment]  # makes that import fail fast
+            try:
+                import pymupdf
+            finally:
+                del sys.modules["pymupdf.layout"]
     import pymupdf
 
     if layout:
