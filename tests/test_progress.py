@@ -19,7 +19,7 @@ def test_line_progress_counts_rate_and_eta(caplog):
             p.update(t, advance=1, pages=12)
             p.advance(t, 1)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("ingest: 0/4 (0%)")
+    assert lines[0].startswith("ingest: 1/4 (25%)")  # no line before any progress
     assert any(x.startswith("ingest: 2/4 (50%)") and "/s" in x and "ETA" in x and "12" in x for x in lines)
     assert lines[-1].endswith("· done")
     assert any("ingest: 2/4" in r.getMessage() for r in caplog.records)  # the same lines reach the logs
@@ -45,8 +45,7 @@ def test_stage_progress_as_lines_inside_an_orchestrator_task(capsys):
         step()
         step(completed=3, info="loss 0.5000")
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("filter r1 (judged): 0/3 (0%)")
-    assert any(x.startswith("filter r1 (judged): 1/3 (33%)") and "ETA" in x for x in err)
+    assert err[0].startswith("filter r1 (judged): 1/3 (33%)") and "ETA" in err[0]
     assert err[-1].startswith("filter r1 (judged): 3/3 (100%)") and "loss 0.5000" in err[-1] and err[-1].endswith("· done")
 
 
@@ -66,3 +65,15 @@ def test_index_and_filter_print_progress_lines_when_stderr_is_a_pipe(tmp_path_fa
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("filter progress-filter (judged): ")]
     assert lines and lines[-1].startswith("filter progress-filter (judged): 2/2 (100%)") and lines[-1].endswith("done"), r.stderr
+
+
+def test_a_failed_stage_prints_no_done_line(capsys):
+    import pytest
+
+    from vrag_data.errors import VragError
+    from vrag_data.progress import lines_only, stage_progress
+
+    with pytest.raises(VragError), lines_only(), stage_progress("index (documents)", 4, every=3600) as step:
+        step()
+        raise VragError("no weights")
+    assert capsys.readouterr().err == ""  # the stage's one-line error is all the user sees

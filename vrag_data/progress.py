@@ -47,7 +47,9 @@ class LineProgress:
     def __enter__(self) -> "LineProgress":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:  # the stage failed: its one-line error says so, not a "done" line
+            self.tasks = {}
         self.stop()
 
     def start(self) -> None:
@@ -57,7 +59,7 @@ class LineProgress:
         tid = len(self.tasks)
         self.tasks[tid] = {"description": description, "total": total, "completed": completed, "t0": time.monotonic(),
                            "fields": dict(fields)}
-        self._emit(force=True)
+        self._last = time.monotonic()  # the first line after `every` seconds (a quick stage prints only its last)
         return tid
 
     def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
