@@ -55,7 +55,12 @@ def main() -> None:
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="vrag-bench-split-"))
     loads = [os.getloadavg()[0]]
-    rows: list[tuple[str, str, str]] = []
+    class _Rows(list):  # printed as they come: a long run that fails later keeps what it measured
+        def append(self, r: tuple[str, str, str]) -> None:
+            super().append(r)
+            print("| " + " | ".join(r) + " |", flush=True)
+
+    rows = _Rows()
     try:
         (tmp / "big").mkdir()
         (tmp / "short").mkdir()
@@ -85,7 +90,7 @@ def main() -> None:
           + ", ".join(f"{x:.1f}" for x in loads))
     print("| measurement | wall | rate / notes |\n|---|---|---|")
     for r in rows:
-        print("| " + " | ".join(r) + " |")
+        print("| " + " | ".join(r) + " |")  # again, together
 
 
 if __name__ == "__main__":

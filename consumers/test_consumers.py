@@ -113,3 +113,17 @@ def test_reward_in_a_clean_environment(exports):
     right, wrong, outside = json.loads(proc.stdout.strip().splitlines()[-1])
     # VRAG-RL: 0.7 judge + 0.1 format + 0.2 NDCG; the wrong answer keeps format and NDCG
     assert right == pytest.approx(1.0) and wrong == pytest.approx(0.3) and outside == []
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_bundled_trainer_reads_the_moved_export(exports, recipe):
+    """`vrag-data train sft --data <export>` reads every SFT record of the moved folder, every image found on disk
+    (or embedded), nothing skipped."""
+    from vrag_data.train.data import load_sft_examples
+
+    root = exports / recipe
+    summary = json.loads((root / "summary.json").read_text())
+    examples, skipped = load_sft_examples(root / "llamafactory")
+    assert not skipped and len(examples) == summary["counts"]["llamafactory"][recipe] > 0
+    for ex in examples:
+        assert all(isinstance(im, bytes) or (Path(im).is_file() and root in Path(im).parents) for im in ex.images)
