@@ -55,7 +55,7 @@ def test_split_ranges_cover_the_document_once(big):
     opts = IngestOptions(layout="off", ocr="off", workers=2, split_pages=32)
     job = DocJob(path=str(big), stem="filing", doc_id="x", n_bytes=1, kind="pdf", ws_root="ws", opts=opts)
     ranges = [r.pages for r in split_job(job, opts, 2)]
-    assert ranges[0][0] == 1 and ranges[-1][1] == N and len(ranges) == 4  # two ranges per worker
+    assert ranges[0][0] == 1 and ranges[-1][1] == N and len(ranges) == 8  # four ranges per worker (19 pages each)
     assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
     assert split_job(job, opts.model_copy(update={"split_pages": None}), 2) == []
     assert split_job(job, opts, 1) == []

@@ -82,10 +82,11 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
 
 
 MIN_PART_PAGES = 16  # a part smaller than this costs more in start-up (opening, model warm-up) than it saves
+PARTS_PER_WORKER = 4  # pages differ in cost: several ranges per worker even out the end
 
 
 def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
-    """Page ranges of one big PDF for `workers` processes (two ranges per worker, for balance), or [] to keep it
+    """Page ranges of one big PDF for `workers` processes (several per worker, for balance), or [] to keep it
     whole: small documents, one worker, or a layout/OCR engine that runs per document (MinerU, PaddleOCR)."""
     if (workers <= 1 or opts.split_pages is None or job.kind != "pdf" or opts.layout == "mineru"
             or opts.ocr == "paddleocr"):
@@ -99,7 +100,7 @@ def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
     n = min(total, opts.max_pages or total)
     if n <= opts.split_pages:
         return []
-    size = max(MIN_PART_PAGES, -(-n // (2 * workers)))
+    size = max(MIN_PART_PAGES, -(-n // (PARTS_PER_WORKER * workers)))
     return [replace(job, pages=(a, min(a + size - 1, n)), n_planned=n) for a in range(1, n + 1, size)]
 
 
