@@ -149,31 +149,32 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     roles = _roles(cfg, manifest.config)
     chain = FilterChain(list(recipe.filters))
     pool = TeacherPool(roles, RequestCache(run_dir), run_id) if roles else None
-    try:
-        if pool is not None and pool.kind("judge") == "openai":
-            await pool.check()
-        judge = make_judge(pool)
-        kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
-        with stage_progress(f"filter {run_id} (judged)", len(trajs), enabled=progress) as tick:
+    # one progress line for the whole stage (counted by judged trajectories): its "done" only when all of it is
+    with stage_progress(f"filter {run_id} (judged)", len(trajs), enabled=progress) as tick:
+        try:
+            if pool is not None and pool.kind("judge") == "openai":
+                await pool.check()
+            judge = make_judge(pool)
+            kind = "model" if pool is not None and pool.kind("judge") == "openai" else "rules"
             scores, errors = await judge_trajectories(trajs, tasks, judge, on_done=tick)
-        pages = page_index(ws)
-        needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
-        student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)
-        ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
-                            page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
-        known = [t for t in trajs if t.task_id in tasks]
-        kept, verdicts = apply_chain(known, tasks, chain, ctx)
-        verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
-                             reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
-        doc_pages: dict[str, list[str]] = {}
-        for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
-            doc_pages.setdefault(p.stem, []).append(p.page_id)
-        loader = workspace_image_loader(ws, max_pixels=recipe.max_pixels, crop_min_pixels=recipe.env.crop_min_pixels)
-        teachers = _teachers(pool, roles, loader) if recipe.augmentations else None
-        augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, teachers)
-    finally:
-        if pool is not None:
-            await pool.close()
+            pages = page_index(ws)
+            needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
+            student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)
+            ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
+                                page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
+            known = [t for t in trajs if t.task_id in tasks]
+            kept, verdicts = apply_chain(known, tasks, chain, ctx)
+            verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
+                                 reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
+            doc_pages: dict[str, list[str]] = {}
+            for p in sorted(pages.values(), key=lambda p: (p.stem, p.page)):
+                doc_pages.setdefault(p.stem, []).append(p.page_id)
+            loader = workspace_image_loader(ws, max_pixels=recipe.max_pixels, crop_min_pixels=recipe.env.crop_min_pixels)
+            teachers = _teachers(pool, roles, loader) if recipe.augmentations else None
+            augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, teachers)
+        finally:
+            if pool is not None:
+                await pool.close()
     by_id = {t.traj_id: t for t in kept}
     for src, new in replaced.items():  # the augmented copy replaces its source in the SFT data (recorded)
         t = by_id[src]
