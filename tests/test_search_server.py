@@ -107,8 +107,20 @@ def test_get_search_top_k_and_doc_scope(client: httpx.Client) -> None:
     assert len(by_sha) == 2 and {h["doc_id"] for h in by_sha} == {"sha-manual_b"}
 
 
-def test_post_search_reference_shape(client: httpx.Client) -> None:
-    r = client.post("/search", json={"queries": ["methodology sample", "pairing phone"], "top_k": 2})
+def test_get_and_post_share_one_response_model(client: httpx.Client) -> None:
+    get = client.get("/search", params={"queries": ["methodology sample", "pairing phone"], "top_k": 2}).json()
+    post = client.post("/search", json={"queries": ["methodology sample", "pairing phone"], "top_k": 2}).json()
+    assert get == post and len(get) == 2
+    assert set(get[0][0]) == {"idx", "image_file", "score", "doc_id", "page"}
+    assert get[0][0]["image_file"].endswith("report_a_3.jpg") and [h["idx"] for h in get[0]] == [0, 1]
+    one = client.post("/search", json={"query": "pairing phone", "top_k": 1}).json()
+    assert one == client.get("/search", params={"query": "pairing phone", "top_k": 1}).json()
+    spec = client.get("/openapi.json").json()
+    assert "Hit" in spec["components"]["schemas"]
+
+
+def test_post_search_engine_shape_when_asked(client: httpx.Client) -> None:
+    r = client.post("/search", json={"queries": ["methodology sample", "pairing phone"], "top_k": 2, "format": "engine"})
     assert r.status_code == 200
     results = r.json()["results"]
     assert len(results) == 2

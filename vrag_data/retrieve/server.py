@@ -1,15 +1,15 @@
 """Search server compatible with VRAG-RL clients (FastAPI; bind it to loopback).
 
-- `GET /search?queries=a&queries=b[&top_k=3][&doc_id=..]` -> one list per query of
-  `{idx, image_file, score, doc_id, page}`. VRAG-RL's rollout loop calls this with only `queries` (batches of
+- `GET /search?queries=a&queries=b[&top_k=3][&doc_id=..]` (`query=` works as well) -> one list per query of
+  `Hit` = `{idx, image_file, score, doc_id, page}` (VRAG-RL's shape, as is). VRAG-RL's rollout loop calls this with only `queries` (batches of
   up to 100) and opens `image_file` as a local path, keeping the first image it has not shown before; so
   `image_file` is the page image's path on this machine by default (its basename is `<stem>_<page>.jpg`, the
   name VRAG-RL matches gold pages on), or just the basename with `image_file="name"` (fetch it from
   `/pages/{name}`). `idx` is the rank in the list (0 = best), as in the reference server's `vrag_ret` output.
-- `POST /search` with `{queries, top_k, doc_id?, vrag_ret?}` -> `{results: [...]}` with one entry per query,
-  `{score: [k floats], indice: [k page numbers in the index], data: [{type: "image", file_path, page_id,
-  doc_id, page}]}`: the shape of the reference engine's `search()` output. `vrag_ret: true` returns the GET
-  shape instead, as the reference API does.
+- `POST /search` with `{queries | query, top_k?, doc_id?}` -> the same lists of `Hit` as GET (one response model for
+  both, in /openapi.json). Only with `format: "engine"` it returns the reference engine's `search()` shape instead:
+  `{results: [{score: [k floats], indice: [k page numbers in the index], data: [{type: "image", file_path, page_id,
+  doc_id, page}]}]}`. `vrag_ret` (the reference API's switch to the GET shape) is accepted; that shape is the default.
 - `GET /pages/{name}` serves `<page_id>.jpg` for pages of the index only; `GET /healthz`.
 - `doc_id` accepts a document's sha256 id or its file stem and restricts the search to that document.
 Limits (queries per request, query length, top_k) give 422 with a message; so does any malformed request.
@@ -48,7 +48,18 @@ class SearchBody(BaseModel):
     query: str | list[str] | None = None  # accepted as well as `queries`
     top_k: int | None = None
     doc_id: str | None = None
-    vrag_ret: bool = False
+    vrag_ret: bool = False  # the reference API's switch to its GET shape: that shape is the default here
+    format: Literal["hits", "engine"] = "hits"  # "engine": the reference search engine's {results: ...} instead
+
+
+class Hit(BaseModel):
+    """One search hit: the response model of GET and POST /search (a list of these per query)."""
+
+    idx: int = Field(description="rank in the list, 0 = best")
+    image_file: str = Field(description="the page image: a path on this machine, or its name (image_file='name')")
+    score: float
+    doc_id: str = Field(description="the document's sha256 id")
+    page: int = Field(description="1-based page number")
 
 
 def _page_ids(searcher: Searcher) -> dict[str, tuple[str, str, int]]:
@@ -123,23 +134,23 @@ def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | Non
         return os.path.join(pages_dir, hit.image_file) if image_file == "path" else hit.image_file
 
     def short_list(hits: list[SearchHit]) -> list[dict]:
-        return [{"idx": i, "image_file": file_of(h), "score": h.score, "doc_id": h.doc_id, "page": h.page}
+        return [Hit(idx=i, image_file=file_of(h), score=h.score, doc_id=h.doc_id, page=h.page).model_dump()
                 for i, h in enumerate(hits)]
 
     @app.get("/healthz")
     def healthz() -> dict:
         return {"status": "ok", "pages": len(pages), "documents": len(stems)}
 
-    @app.get("/search", dependencies=[Depends(check_token)])
+    @app.get("/search", dependencies=[Depends(check_token)], response_model=list[list[Hit]])
     def search_get(queries: list[str] = Query(default=[]), query: list[str] = Query(default=[]), top_k: int | None = None,
                    doc_id: str | None = None) -> list[list[dict]]:
         return [short_list(h) for h in run([*queries, *query], top_k, doc_id)]
 
-    @app.post("/search", dependencies=[Depends(check_token)])
+    @app.post("/search", dependencies=[Depends(check_token)], response_model=list[list[Hit]] | dict[str, Any])
     def search_post(body: SearchBody) -> dict | list:
         extra = [body.query] if isinstance(body.query, str) else list(body.query or [])
         results = run([*body.queries, *extra], body.top_k, body.doc_id)
-        if body.vrag_ret:
+        if body.format == "hits":  # the same shape as GET
             return [short_list(h) for h in results]
         return {"results": [{
             "score": [h.score for h in hits],
