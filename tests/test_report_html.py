@@ -119,7 +119,7 @@ def test_a_copied_report_in_a_real_browser(built: Built, tmp_path: Path) -> None
         assert kpis["policy"] and "oracle" in page.inner_text("body")  # the fixture's runs are the oracle's
         chart = page.locator("svg.chart", has_text="funnel: (all)")
         assert chart.count() == 1 and f"{funnel['trajectories']:,}" in chart.text_content()
-        page.get_by_text(f"turn 0 · ").first.wait_for()
+        page.get_by_text("turn 0 · ").first.wait_for()
         heading = page.locator("#traj-detail h3").inner_text()
         assert f"policy {crop_traj.provenance.policy}" in heading and crop_traj.traj_id in heading
         box = crop_traj.crops[0].box.raw
