@@ -106,6 +106,7 @@ def generate(root: Path, rows: int, seed: int = 0, shard: int = 100_000) -> Work
     prov = {r: json.dumps(Provenance(recipe=r, policy="model", models={"policy": "m"}).model_dump(mode="json")) for r in RECIPES}
     prompt = json.dumps([{"role": "user", "text": "question", "images": []}])
     schema_names = arrow_schema(Trajectory).names
+    verdicts: dict[str, list] = {k: [] for k in arrow_schema(Verdict).names}
     done = 0
     part = 0
     while done < rows:
@@ -145,9 +146,12 @@ def generate(root: Path, rows: int, seed: int = 0, shard: int = 100_000) -> Work
                          ("reason", f"rules score {float(ok):.2f}"), ("score", float(ok))):
                 v_cols[c].append(v)
         _write(Path(ws.run("bench")) / "trajectories" / f"part-{part:06d}.parquet", cols, Trajectory)
-        _write(Path(ws.run("bench")) / "verdicts" / f"part-{part:06d}.parquet", v_cols, Verdict)
+        for c, vals in v_cols.items():
+            verdicts[c].extend(vals)
         done += n
         part += 1
+    # `vrag-data filter` writes a run's verdicts as one file, whatever the number of trajectory shards
+    _write(Path(ws.run("bench")) / "verdicts" / "filters.parquet", verdicts, Verdict)
     reqs = [RequestLog(request_id=f"r{i}", run_id="bench", role=rng.choice(("policy", "judge")), model="m", endpoint="http://127.0.0.1:8000/v1",
                        status=rng.choice(("ok",) * 8 + ("cached", "error")), error="", latency_s=rng.uniform(0.2, 9), retries=rng.randint(0, 2),
                        prompt_tokens=900, completion_tokens=80) for i in range(200_000)]
@@ -159,7 +163,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--shard-rows", type=int, default=100_000, help="trajectories (and verdicts) per shard")
+    ap.add_argument("--shard-rows", type=int, default=100_000, help="trajectories per shard (verdicts: one file, as filter writes)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the generated workspace here")
     ap.add_argument("--compact", action="store_true", help="compact the run's shards first (what synth and filter do)")
     args = ap.parse_args()

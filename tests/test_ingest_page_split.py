@@ -11,7 +11,7 @@ import pytest
 
 from vrag_data.ingest import IngestOptions, ingest_paths
 from vrag_data.ingest.document import DocJob
-from vrag_data.ingest.pipeline import split_job
+from vrag_data.ingest.pipeline import page_ranges, split_job
 from vrag_data.schema.records import IngestError
 from vrag_data.store import Workspace, read_records
 from vrag_data.store.corpus import load_documents, load_layout, load_pages
@@ -55,12 +55,24 @@ def test_split_ranges_cover_the_document_once(big):
     opts = IngestOptions(layout="off", ocr="off", workers=2, split_pages=32)
     job = DocJob(path=str(big), stem="filing", doc_id="x", n_bytes=1, kind="pdf", ws_root="ws", opts=opts)
     ranges = [r.pages for r in split_job(job, opts, 2)]
-    assert ranges[0][0] == 1 and ranges[-1][1] == N and len(ranges) == 8  # four ranges per worker (19 pages each)
+    # guided: each range takes a quarter of what is left (2 workers), never under 16 pages but for the remainder
+    assert ranges == [(1, 38), (39, 66), (67, 87), (88, 103), (104, 119), (120, 135), (136, 150)]
     assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
     assert split_job(job, opts.model_copy(update={"split_pages": None}), 2) == []
     assert split_job(job, opts, 1) == []
     capped = opts.model_copy(update={"max_pages": 30})
     assert split_job(job, capped, 2) == []  # 30 pages after the cap: under split_pages, kept whole
+
+
+def test_page_ranges_shrink_towards_the_end():
+    assert page_ranges(500, 2) == [(1, 125), (126, 219), (220, 290), (291, 343), (344, 383), (384, 413), (414, 435),
+                                   (436, 452), (453, 468), (469, 484), (485, 500)]
+    assert page_ranges(100, 2) == [(1, 25), (26, 44), (45, 60), (61, 76), (77, 92), (93, 100)]  # 8 left: own range
+    assert page_ranges(40, 4) == [(1, 16), (17, 32), (33, 40)]
+    assert page_ranges(20, 2) == [(1, 20)]  # 4 left after 16: joins
+    for n, w in ((1, 2), (17, 3), (999, 2), (5000, 8)):
+        r = page_ranges(n, w)
+        assert r[0][0] == 1 and r[-1][1] == n and all(b[0] == a[1] + 1 for a, b in zip(r, r[1:]))
 
 
 def test_split_ingest_equals_whole_ingest_and_resumes(big, tmp_path):

@@ -82,7 +82,22 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
 
 
 MIN_PART_PAGES = 16  # a part smaller than this costs more in start-up (opening, model warm-up) than it saves
-PARTS_PER_WORKER = 4  # pages differ in cost: several ranges per worker even out the end
+SHARE_PER_WORKER = 2  # each range takes 1/(2 workers) of the pages still unassigned: big first, small at the end
+
+
+def page_ranges(n: int, workers: int, min_pages: int = MIN_PART_PAGES) -> list[tuple[int, int]]:
+    """1-based inclusive ranges covering pages 1..n, shrinking as the document is handed out (guided
+    scheduling): pages differ in cost, so the last ranges are small and no worker is left with a long tail."""
+    out: list[tuple[int, int]] = []
+    first = 1
+    while first <= n:
+        left = n - first + 1
+        size = max(min_pages, -(-left // (SHARE_PER_WORKER * workers)))
+        if left - size < min_pages // 2:  # a remainder too small for a range of its own joins this one
+            size = left
+        out.append((first, first + size - 1))
+        first += size
+    return out
 
 
 def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
@@ -100,8 +115,7 @@ def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
     n = min(total, opts.max_pages or total)
     if n <= opts.split_pages:
         return []
-    size = max(MIN_PART_PAGES, -(-n // (PARTS_PER_WORKER * workers)))
-    return [replace(job, pages=(a, min(a + size - 1, n)), n_planned=n) for a in range(1, n + 1, size)]
+    return [replace(job, pages=r, n_planned=n) for r in page_ranges(n, workers)]
 
 
 def _init_worker(layout: bool, threads: int) -> None:
