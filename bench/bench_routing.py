@@ -110,10 +110,24 @@ async def run_shape(shape: Shape, args: argparse.Namespace, affine: bool) -> dic
         "ideal_hit_ratio": round(st["ideal_cached_tokens"] / max(1, st["prompt_tokens"]), 3),
         "gpu_s_per_traj": round(st["busy_s"] / args.episodes, 3),
         "prefill_tokens_per_traj": round((st["prompt_tokens"] - st["cached_tokens"]) / args.episodes),
+        "output_tokens_per_traj": round(sum(r["output_tokens"] for r in st["replicas"]) / args.episodes),
         "load_max_min": round(max(busy) / max(1e-9, min(busy)), 3),
         "requests": sum(r["requests"] for r in st["replicas"]), "moves": aff["moves"],
         "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
     }
+
+
+PREFILL_S = 1 / 10_000  # the fleet's default GPU-s per uncached prompt token
+DECODE_COSTS = (1e-3, 5e-4, 2e-4, 1e-4)  # GPU-s per output token: from one request alone to a well-batched decode
+
+
+def decode_sensitivity(ll: dict[str, object], af: dict[str, object]) -> dict[str, float]:
+    """Affine / least-loaded GPU-seconds per trajectory for other decode costs, from the same run's token counts
+    (decode is not cacheable, so its share decides how much of the prefill saving reaches the total)."""
+    def gpu(r: dict[str, object], d: float) -> float:
+        return float(r["prefill_tokens_per_traj"]) * PREFILL_S + float(r["output_tokens_per_traj"]) * d  # type: ignore[arg-type]
+
+    return {f"{d:g}": round(gpu(af, d) / gpu(ll, d), 3) for d in DECODE_COSTS}
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -125,7 +139,8 @@ async def main_async(args: argparse.Namespace) -> None:
         print(json.dumps(ll))
         print(json.dumps(af))
         print(json.dumps({"shape": shape.name, "gpu_s_affine_over_least_loaded": round(af["gpu_s_per_traj"] / ll["gpu_s_per_traj"], 3),
-                          "prefill_affine_over_least_loaded": round(af["prefill_tokens_per_traj"] / ll["prefill_tokens_per_traj"], 3)}))
+                          "prefill_affine_over_least_loaded": round(af["prefill_tokens_per_traj"] / ll["prefill_tokens_per_traj"], 3),
+                          "gpu_s_ratio_by_decode_s": decode_sensitivity(ll, af)}))
         sys.stdout.flush()
 
 
