@@ -101,5 +101,13 @@ def rapidocr_lines(image: Any, threads: int | None = None) -> list[OcrLine]:
     ]
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (a batch scheduler's or `taskset`'s CPU set, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def default_threads(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+    return max(1, usable_cores() // max(1, workers))

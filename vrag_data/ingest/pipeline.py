@@ -229,6 +229,8 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                                 done(_outcome(fut, job))
                                 continue
                             parts[job.stem].append(_part(fut, job))
+                            in_parts = sum(len(p.pages) for ps in parts.values() for p in ps)
+                            bar.update(task, pages=summary.n_pages + in_parts, last=f"{job.stem[:40]} (part)")
                             if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
                                 whole = replace(job, pages=None)
                                 done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
