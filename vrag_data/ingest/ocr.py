@@ -56,6 +56,9 @@ def rapidocr_engine(threads: int | None = None) -> Any:
         params["EngineConfig.onnxruntime.inter_op_num_threads"] = 1 if n > 0 else -1
         # Reusing the memory arena between pages saves ~15% of the CPU per page (page faults otherwise).
         params["EngineConfig.onnxruntime.enable_cpu_mem_arena"] = True
+        # One line per recognition call: batched lines are padded to the widest, which costs CPU and drops the
+        # spaces between words ("EricKelleher"); on 29 slide pages 6% less CPU and 12 pages read better.
+        params["Rec.rec_batch_num"] = 1
         _no_spinning()
         _ENGINE = RapidOCR(params=params)
         _ENGINE_THREADS = threads
