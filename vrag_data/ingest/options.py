@@ -53,7 +53,7 @@ class IngestOptions(_Settings):
     jpeg_quality: int = Field(85, ge=30, le=100)
     # `--ocr auto` runs OCR on pages whose text layer has fewer non-space characters than this.
     ocr_min_chars: int = Field(40, ge=0)
-    # onnxruntime threads per worker for OCR; None = cores / workers.
+    # onnxruntime threads per worker for OCR and the layout model; None = usable cores (CPU set) / workers running.
     ocr_threads: int | None = Field(None, ge=1)
     mineru: MinerUSettings = Field(default_factory=MinerUSettings)
     paddleocr: PaddleOcrSettings = Field(default_factory=PaddleOcrSettings)
