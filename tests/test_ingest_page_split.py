@@ -89,3 +89,19 @@ def test_split_ingest_equals_whole_ingest_and_resumes(big, tmp_path):
     assert [t.title for t in load_documents(split)[0].toc][:2] == ["Chapter 1", "Chapter 2"]
     again = ingest_paths([str(big.parent)], split, IngestOptions(layout="off", ocr="off", workers=2, split_pages=32), progress=False)
     assert again.n_skipped_unchanged == 1 and again.n_docs == 0 and _state(split) == b
+
+
+def test_one_split_document_moves_the_progress_line_by_its_parts(big, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from vrag_data.ingest import pipeline
+    from vrag_data.progress import lines_only
+
+    monkeypatch.setattr(pipeline, "PROGRESS_EVERY", 0.0)  # a line at every update
+    with caplog.at_level(logging.INFO, logger="vrag_data.progress"), lines_only():
+        ingest_paths([str(big.parent)], Workspace(str(tmp_path / "ws")),
+                     IngestOptions(layout="off", ocr="off", workers=2, split_pages=32), progress=True)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ingest: ")]
+    partial = [x for x in lines if x.startswith("ingest: 0.")]  # one document, part of it done
+    assert len(partial) >= 2 and all("/1 (" in x and "ETA" in x for x in partial)
+    assert lines[-1].startswith("ingest: 1/1 (100%)") and lines[-1].endswith("done")

@@ -86,7 +86,8 @@ class LineProgress:
         done, total = t["completed"], t["total"]
         dt = max(1e-9, time.monotonic() - t["t0"])
         rate = done / dt
-        parts = [f"{self.label}: {done:g}" + (f"/{total:g} ({done / total:.0%})" if total else "")]
+        count = f"{done:g}" if float(done).is_integer() else f"{done:.2f}"  # parts of a document move it by fractions
+        parts = [f"{self.label}: {count}" + (f"/{total:g} ({done / total:.0%})" if total else "")]
         parts.append(f"{rate:.2f}/s")
         if total and rate > 0 and done < total:
             parts.append(f"ETA {_eta((total - done) / rate)}")
