@@ -82,7 +82,6 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
 
 
 MIN_PART_PAGES = 16  # a part smaller than this costs more in start-up (opening, model warm-up) than it saves
-PART_SHARE = 0.99  # the parts of a split document move the bar this far; its stitch (the write) the rest
 SHARE_PER_WORKER = 2  # each range takes 1/(2 workers) of the pages still unassigned: big first, small at the end
 
 
@@ -126,6 +125,7 @@ def _init_worker(layout: bool, threads: int) -> None:
 
 
 PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+PART_SHARE = 0.99  # the parts of a split document move the bar this far; its stitch (the write) the rest
 
 
 def _progress(enabled: bool) -> Any:
@@ -196,14 +196,23 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         job.threads = threads
     with _progress(progress) as bar:
         task = bar.add_task("ingest", total=len(files), pages=0, last="")
-        bar.advance(task, len(files) - len(jobs))
-        def done(out: DocOutcome, credited: float = 0.0) -> None:
+        n_done = len(files) - len(jobs)  # documents done (skipped ones count as done)
+        credit: dict[str, float] = {}  # stem -> share of one split document its parts have shown on the bar
+        bar.advance(task, n_done)
+
+        def shown() -> float:  # derived, so the count is a whole number again once the parts are stitched
+            return n_done + sum(credit.values())
+
+        def done(out: DocOutcome) -> None:
+            nonlocal n_done
             _absorb(summary, out)
             if out.stats.status == "ingested":
                 replace_errors(ws, out.stats.path, out.errors)
             elif out.errors:
                 append_errors(ws, out.errors)
-            bar.update(task, advance=1 - credited, pages=summary.n_pages, last=out.stats.stem[:40])
+            n_done += 1
+            credit.pop(out.stats.stem, None)
+            bar.update(task, completed=shown(), pages=summary.n_pages, last=out.stats.stem[:40])
             if opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run
                 _fail_fast(summary, ws)
         if workers <= 1:
@@ -217,7 +226,6 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                 parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far
                 n_parts: dict[str, int] = {}
                 started: dict[str, float] = {}
-                credit: dict[str, float] = {}  # stem -> share of one document already shown on the bar
                 for j in jobs:
                     if ranges[j.stem]:
                         n_parts[j.stem], parts[j.stem], started[j.stem] = len(ranges[j.stem]), [], time.perf_counter()
@@ -238,11 +246,10 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                             share = (job.pages[1] - job.pages[0] + 1) / max(1, job.n_planned) * PART_SHARE
                             credit[job.stem] = credit.get(job.stem, 0.0) + share
                             in_parts = sum(len(p.pages) for ps in parts.values() for p in ps)
-                            bar.update(task, advance=share, pages=summary.n_pages + in_parts, last=f"{job.stem[:40]} (part)")
+                            bar.update(task, completed=shown(), pages=summary.n_pages + in_parts, last=f"{job.stem[:40]} (part)")
                             if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
                                 whole = replace(job, pages=None)
-                                done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]),
-                                     credit.pop(job.stem, 0.0))
+                                done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
                 except BaseException:
                     for fut in pending:
                         fut.cancel()
