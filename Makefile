@@ -27,7 +27,7 @@ demo: setup
 	$(BIN)/vrag-data demo --config configs/demo.yaml
 
 test: setup
-	$(BIN)/ruff check --select F,E9 --quiet vrag_data pipelines flows tests bench consumers
+	$(BIN)/ruff check --quiet vrag_data pipelines flows tests bench consumers
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 # Conformance: every recipe's export, moved, read by LLaMA-Factory, verl (and EasyR1 when EASYR1_SRC names a

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.rewards_factory import make_task, make_traj  # noqa: E402
 from vrag_data.filters import FilterContext, apply_chain, default_chain  # noqa: E402
 from vrag_data.rewards.verl import compute_score  # noqa: E402
+from vrag_data.recipe import get_recipe  # noqa: E402
 
 _rng = random.Random(7)
 WORDS = ["".join(_rng.choices("abcdefghijklmnopqrstuvwxyz", k=_rng.randint(3, 9))) for _ in range(3000)]
@@ -59,7 +60,7 @@ def main() -> None:
         print(f"compute_score {recipe}: {args.n / dt:,.0f} calls/s")
     for recipe in ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1"):
         t0 = time.perf_counter()
-        kept, verdicts = apply_chain(trajs, tasks, default_chain(recipe), FilterContext())
+        kept, verdicts = apply_chain(trajs, tasks, default_chain(get_recipe(recipe)), FilterContext())
         dt = time.perf_counter() - t0
         print(f"apply_chain {recipe}: {len(trajs) / dt:,.0f} traj/s, kept {len(kept)}/{len(trajs)}, "
               f"{len(verdicts)} verdicts")

@@ -19,7 +19,7 @@ from tests.support.openai_server import OpenAIServer  # noqa: E402
 from tests.support.scripted_teacher import teacher  # noqa: E402
 from tests.support.synth_workspace import cli  # noqa: E402
 from vrag_data.config import EndpointConfig, RoleConfig, RunConfig  # noqa: E402
-from vrag_data.recipe import recipe_names  # noqa: E402
+from vrag_data.recipe import recipe_names, resolve_recipe  # noqa: E402
 
 RECIPES = tuple(recipe_names())
 from vrag_data.synth.run import synth  # noqa: E402
@@ -45,7 +45,7 @@ def main() -> None:
                         endpoints=[EndpointConfig(base_url=srv.base_url, model="teacher")])
                     cfg = RunConfig(roles={"policy": role})
                     c0, t0 = time.process_time(), time.perf_counter()
-                    res = synth(base / "ws", cfg, recipe, run_id=f"bench-{recipe}-{policy}", samples=a.samples, progress=False)
+                    res = synth(base / "ws", cfg, resolve_recipe(recipe, cfg), run_id=f"bench-{recipe}-{policy}", samples=a.samples, progress=False)
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 s = res.stats
                 n = s["finished"]

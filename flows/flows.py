@@ -27,6 +27,7 @@ from vrag_data.config import RunConfig, load_config
 from vrag_data.export.formats import FORMATS
 from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
+from vrag_data.recipe import resolve_recipe
 from vrag_data.store.workspace import Workspace
 
 SUMMARY_FILE = "pipeline.json"
@@ -92,7 +93,8 @@ def _finish(key: str, title: str, ws: Workspace, summary: dict[str, Any]) -> dic
 
 @flow(name="synth-shards")
 def synth_shards(cfg: RunConfig) -> dict[str, Any]:
-    ctx = stages.Ctx(Workspace(cfg.workspace), cfg)
+    # the flow is the entry point: it resolves each recipe once and the stages pass the objects to their tasks
+    ctx = stages.Ctx(Workspace(cfg.workspace), cfg, recipes={n: resolve_recipe(n, cfg) for n in cfg.synth.recipes})
     paths, qa = stages.sources(ctx)
     stages.ingest(ctx, paths)
     stages.index(ctx)

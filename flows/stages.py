@@ -24,7 +24,9 @@ from flows.scheduling import run_bounded, run_lanes
 from vrag_data.config import RunConfig
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
+from vrag_data.recipe.base import Recipe
 from vrag_data.schema.records import Task as VTask
+from vrag_data.store.run import EPISODE_GLOB, RunDir
 from vrag_data.store.workspace import Workspace
 
 
@@ -45,6 +47,7 @@ class ShardState:
 class Ctx:
     ws: Workspace
     cfg: RunConfig
+    recipes: dict[str, Recipe] = field(default_factory=dict)  # name -> configured recipe, resolved by the flow
     states: list[ShardState] = field(default_factory=list)
     _storage: Any = None
 
@@ -220,7 +223,8 @@ def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
     runs: dict[str, str] = {}
     lanes = []
     for recipe in c.recipes:
-        run_id = runs[recipe] = default_run_id(recipe, ctx.cfg)
+        rec = ctx.recipes[recipe]  # the object travels to the shard tasks (threads or Ray workers): no lookup there
+        run_id = runs[recipe] = default_run_id(rec, ctx.cfg)
         run_dir = ctx.ws.run(run_id)
         lane = []
         for i, shard in enumerate(shards):
@@ -230,7 +234,7 @@ def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
             key = stage_key("synth", [run_id, short_hash([t.model_dump(mode="json") for t in shard]), c.samples], [])
             done = functools.partial(_synth_done, run_dir, ids, c.samples)  # every (task, sample) in the ledger
             lane.append(submitter(ctx, "synth", f"{recipe} shard {i}: {len(ids)} task(s)", T.synth_shard, done,
-                                  ctx.ws.root, ctx.cfg, recipe, run_id, ids, i, key=key))
+                                  ctx.ws.root, ctx.cfg, rec, run_id, ids, i, key=key))
         lanes.append(lane)
     run_all(ctx, lanes)
     for recipe, run_id in runs.items():
@@ -240,10 +244,8 @@ def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
 
 def _close_manifest(ctx: Ctx, recipe: str, run_id: str, n_tasks: int) -> None:
     """Each shard rewrites the run manifest with its own counts; the run's manifest should describe the run."""
-    from vrag_data.synth.ledger import read_manifest, write_manifest
-
-    run_dir = ctx.ws.run(run_id)
-    manifest = read_manifest(run_dir) if os.path.isdir(run_dir) else None
+    run = RunDir(ctx.ws.run(run_id))
+    manifest = run.manifest()
     if manifest is None:
         return
     mine = [s for s in ctx.states if s.stage == "synth" and s.label.startswith(f"{recipe} shard ")]
@@ -259,8 +261,8 @@ def _close_manifest(ctx: Ctx, recipe: str, run_id: str, n_tasks: int) -> None:
                 for kk, vv in v.items():
                     agg[kk] = agg.get(kk, 0) + vv
     failed = any(s.failed for s in mine)
-    write_manifest(run_dir, manifest.model_copy(update={"n_tasks": n_tasks, "stats": totals or manifest.stats,
-                                                        "status": "failed" if failed else "finished"}))
+    run.write_manifest(manifest.model_copy(update={"n_tasks": n_tasks, "stats": totals or manifest.stats,
+                                                   "status": "failed" if failed else "finished"}))
 
 
 def postprocess(ctx: Ctx, runs: dict[str, str]) -> dict[str, str]:
@@ -270,21 +272,21 @@ def postprocess(ctx: Ctx, runs: dict[str, str]) -> dict[str, str]:
     out_dirs: dict[str, str] = {}
     lanes = []
     for recipe, run_id in runs.items():
-        run_dir = ws.run(run_id)
-        if not ws.fs.exists(f"{run_dir}/manifest.json"):
+        run = RunDir(ws.run(run_id))
+        if not run.has_manifest():
             continue  # every shard of this recipe failed: nothing to filter
         roles = {k: v.model_dump(mode="json") for k, v in sorted(cfg.roles.items())}
-        fkey = stage_key("filter", tree_fingerprint(f"{run_dir}/trajectories", pattern="part-*.parquet"),
+        fkey = stage_key("filter", tree_fingerprint(run.trajectories_dir, pattern=EPISODE_GLOB),
                          [cfg.filters.model_dump(mode="json"), roles])
-        verdicts = f"{run_dir}/verdicts/filters.parquet"
-        filt = submitter(ctx, "filter", recipe, T.judge_and_filter, [verdicts], ws.root, run_id, cfg, key=fkey)
+        filt = submitter(ctx, "filter", recipe, T.judge_and_filter, [run.verdicts_path], ws.root, run_id, cfg,
+                         ctx.recipes[recipe], key=fkey)
         out = ws.path("exports", run_id)
 
-        def export(run_id: str = run_id, run_dir: str = run_dir, out: str = out, recipe: str = recipe) -> Any:
+        def export(run_id: str = run_id, run: RunDir = run, out: str = out, recipe: str = recipe) -> Any:
             ok = [s for s in ctx.states if s.stage == "filter" and s.label == recipe and not s.failed]
             if not ok:
                 return None  # unfiltered trajectories are not exported
-            ekey = stage_key("export", [tree_fingerprint(f"{run_dir}/trajectories", f"{run_dir}/verdicts"),
+            ekey = stage_key("export", [tree_fingerprint(run.trajectories_dir, run.verdicts_dir),
                                         tree_fingerprint(ws.tasks)], cfg.export.model_dump(mode="json"))
             out_dirs[run_id] = out
             return submitter(ctx, "export", recipe, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=ekey)()
@@ -305,10 +307,10 @@ def export_runs(ctx: Ctx, run_ids: list[str]) -> dict[str, str]:
     ws, cfg = ctx.ws, ctx.cfg
     subs = []
     for run_id in run_ids:
-        run_dir, out = ws.run(run_id), ws.path("exports", run_id)
-        if not ws.fs.exists(run_dir):
-            raise VragError(f"{run_dir}: run not found; list runs under {ws.runs}")
-        key = stage_key("export", [tree_fingerprint(f"{run_dir}/trajectories", f"{run_dir}/verdicts"), tree_fingerprint(ws.tasks)],
+        run, out = RunDir(ws.run(run_id)), ws.path("exports", run_id)
+        if not run.exists():
+            raise VragError(f"{run.path}: run not found; list runs under {ws.runs}")
+        key = stage_key("export", [tree_fingerprint(run.trajectories_dir, run.verdicts_dir), tree_fingerprint(ws.tasks)],
                         cfg.export.model_dump(mode="json"))
         subs.append(submitter(ctx, "export", run_id, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=key))
     run_all(ctx, [[s] for s in subs])

@@ -1,7 +1,8 @@
 """Prefect tasks: each runs ONE library stage on ONE shard (a set of documents, a set of tasks, one run).
 
-The functions take plain, picklable arguments (paths, pydantic sections, ids) so they run the same in a thread
-here or in a Ray worker on another node (the workspace is then a URL every node can reach). Each takes a `key`
+The functions take plain, picklable arguments (paths, pydantic sections, ids, and the configured `Recipe` object
+that the flow resolved: a worker never looks a recipe up by name, so a recipe defined in code runs there too) so
+they run the same in a thread here or in a Ray worker on another node (the workspace is then a URL every node can reach). Each takes a `key`
 argument built by the flow (`flows.keys.stage_key`): the `ShardKey` cache policy uses it, so a finished shard
 is not run again. Retries, result storage and the cache policy are bound at run time (`flows.flows`), because
 they come from the run config. Results are small summaries (counts, paths), never the data itself.
@@ -24,6 +25,7 @@ from prefect.context import TaskRunContext
 from flows.keys import ShardKey
 from vrag_data.config import ExportConfig, IndexConfig, IngestConfig, RunConfig
 from vrag_data.errors import VragError
+from vrag_data.recipe.base import Recipe
 from vrag_data.store.workspace import Workspace
 
 SHARD_CACHE = ShardKey()
@@ -100,7 +102,7 @@ def import_tasks(ws_root: str, file: str, fmt: str, key: str) -> dict[str, Any]:
 
 
 @task(name="synth-shard", cache_policy=SHARD_CACHE, persist_result=True)
-def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids: list[str], shard: int, key: str) -> dict[str, Any]:
+def synth_shard(ws_root: str, cfg: RunConfig, recipe: Recipe, run_id: str, task_ids: list[str], shard: int, key: str) -> dict[str, Any]:
     """Episodes for one shard of tasks, appended to the recipe's run folder (resumable through its ledger)."""
     from vrag_data.synth.run import synth
     from vrag_data.tasks import load_tasks
@@ -109,18 +111,18 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: str, run_id: str, task_ids
     wanted = set(task_ids)
     tasks = [t for t in load_tasks(ws) if t.task_id in wanted]
     if len(tasks) != len(wanted):
-        raise VragError(f"synth shard {shard} of {recipe}: {len(wanted) - len(tasks)} task(s) no longer in {ws.tasks}; re-run the flow")
+        raise VragError(f"synth shard {shard} of {recipe.name}: {len(wanted) - len(tasks)} task(s) no longer in {ws.tasks}; re-run the flow")
     with _progress_lines():
         res = synth(ws, cfg, recipe, run_id=run_id, progress=True, tasks=tasks)
-    return {"recipe": recipe, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats, "worker": worker()}
+    return {"recipe": recipe.name, "run_id": run_id, "shard": shard, "tasks": len(tasks), "stats": res.stats, "worker": worker()}
 
 
 @task(name="judge-filter-augment", cache_policy=SHARD_CACHE, persist_result=True)
-def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, key: str) -> dict[str, Any]:
+def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, key: str) -> dict[str, Any]:
     from vrag_data.synth.postprocess import judge_and_filter as run_filters
 
     with _progress_lines():
-        res = run_filters(Workspace(ws_root), run_id, cfg, progress=True)
+        res = run_filters(Workspace(ws_root), run_id, cfg, recipe, progress=True)
     return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
             "n_augmented": res.n_augmented, "judge": res.judge}
 
@@ -179,11 +181,12 @@ def train(config: str, mode: str, data: str | None, workspace: str | None, outpu
             cfg.sft = cfg.sft.model_copy(update={"max_steps": max_steps})
         return describe(run_sft(cfg))
     if mode == "rl":
+        from vrag_data.recipe.runs import recipe_to_train
         from vrag_data.train.rl import run_rl
 
         if max_steps is not None:
             cfg.rl = cfg.rl.model_copy(update={"max_steps": max_steps})
-        res = run_rl(cfg)
+        res = run_rl(cfg, recipe_to_train(cfg.rl.recipe))
         return {"output_dir": str(res.output_dir), "global_step": res.global_step,
                 "last": res.logs[-1].__dict__ if res.logs else {}}
     raise VragError(f"train mode {mode!r}: use sft or rl")

@@ -11,19 +11,21 @@ top-1..5 augmentation of `vrag-data filter` re-uses).
 
 Where we differ, and why:
 - Retrieval is the workspace index (BM25 by default; VisRAG-Ret in the paper).
-- A reply that breaks the format gets the re-prompt and another attempt (at most `max_turns` attempts,
-  default 3) instead of being dropped, so format failures are counted like every recipe's invalid actions.
+- A reply that breaks the format gets the re-prompt and another attempt (`max_turns` free attempts, default 2,
+  then the forced-answer one: 3 in all) instead of being dropped, so format failures are counted like every
+  recipe's invalid actions.
 - Tasks without gold evidence pages (unanswerable) are labelled insufficient.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env
+from pydantic import Field
+
+from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.augment.evisrag import TeacherTopKVariants
-from vrag_data.config import ConfigError
 from vrag_data.env import EnvPrompts
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
 from vrag_data.filters import Correctness, Dedup, Difficulty
@@ -53,19 +55,14 @@ INVALID = (
 )
 
 
+class EvisragOptions(RecipeOptions):
+    """EVisRAG's knobs: the common ones, with the paper's range of shown pages."""
+
+    top_k: int | None = Field(None, ge=1, le=5)  # EVisRAG shows 1 to 5 pages
+
+
 @dataclasses.dataclass(frozen=True)
 class EvisragRecipe(Recipe):
-    def configure(self, options: dict[str, Any] | None = None, max_turns: int | None = None) -> "Recipe":
-        top_k = (options or {}).get("top_k")
-        if isinstance(top_k, int) and not 1 <= top_k <= 5:
-            raise ConfigError(f"synth.recipe_options.evisrag.top_k: EVisRAG shows 1 to 5 pages, got {top_k}")
-        return super().configure(options, max_turns)
-
-    def turns_for(self, max_turns: int) -> int:
-        # one environment step for the retrieval, then up to 3 answer attempts (the single turn plus re-prompts;
-        # the last one is the forced-answer turn the environment adds once the budget is spent)
-        return min(max_turns, 3)
-
     def initial_prompt(self, task: Task) -> list[Message]:
         return [Message(role="user", text=INSTRUCTION.format(k=self.env.top_k, question=task.question.strip()))]
 
@@ -94,6 +91,7 @@ RECIPE = register(EvisragRecipe(
     system_prompt="",
     user_template="{question}",
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
+                 # 1 retrieval step + 2 free answer attempts; the forced-answer turn makes the 3rd
                  scope="corpus", max_turns=3, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
@@ -108,4 +106,6 @@ RECIPE = register(EvisragRecipe(
     export=ExportHints(max_pixels=3920000, data_source="rag", sft=SftHints(16384, 5.0e-7, 1.0, 4, "EVisRAG Table 5"),
                        evidence_rows=True),
     oracle=OracleSpec(style="evidence", crop_gold=False),
+    options_model=EvisragOptions,
+    setup_steps=1,  # the retrieval before the single turn is an environment step, not a policy turn
 ))

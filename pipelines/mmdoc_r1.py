@@ -145,7 +145,7 @@ class MmdocRecipe(Recipe):
 
     async def finish(self, ep: "EpisodeRun") -> None:
         st = ep.env.state
-        if st.final_answer is not None or st.status not in ("no_answer", "max_turns"):
+        if st.final_answer is not None or st.status not in ("no_answer", "budget"):
             return
         info = "\n\n".join(f"Step {t.idx}: {t.observation.text}" for t in ep.turns
                            if t.observation is not None and t.observation.text and t.action.kind in ("search", "read"))

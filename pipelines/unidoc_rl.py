@@ -26,7 +26,9 @@ import dataclasses
 import random
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env
+from pydantic import Field
+
+from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.env import EnvPrompts, parse_action, render_action, sanitize_text
 from vrag_data.env.geometry import box_to_model, iou
 from vrag_data.env.grammar import REACT_SELECT_CROP
@@ -85,6 +87,13 @@ def _listing(blocks: list[LayoutBlock]) -> str:
     return "\n".join(f"[{i}] {b.cls}: {sanitize_text(' '.join(b.text.split())[:60]) or '(no text)'}" for i, b in enumerate(blocks, 1))
 
 
+class UniDocOptions(RecipeOptions):
+    """UniDoc-RL's knobs: the common ones plus its candidate-region step."""
+
+    max_candidates: int = Field(12, ge=1, le=64)  # regions drawn per selected page
+    candidate_retries: int = Field(1, ge=0, le=5)  # re-asks after an unusable reply
+
+
 @dataclasses.dataclass(frozen=True)
 class UniDocRecipe(Recipe):
     async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None:
@@ -108,6 +117,9 @@ class UniDocRecipe(Recipe):
         msgs = [*ep.messages(), Message(role="user", text=text, images=[LabelledRef(page_id=page_id, labels=[b.bbox for b in shown])])]
         chosen, thought, how = None, "", ""
         for attempt in range(self.options.candidate_retries + 1):
+            if not ep.calls_left("candidates"):  # the episode's bound on candidate-step calls: no crop this time
+                how = "the candidate step's call budget is spent"
+                break
             reply = await ep.ask("policy", msgs, "candidates")
             chosen, thought, how, problem = self._choice(reply.text, shown, ep, page_id)
             if not problem:
@@ -171,5 +183,6 @@ RECIPE = register(UniDocRecipe(
                                            "bbox": ("crop", "format"), "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix")),
     oracle=OracleSpec(style="react", crop_gold=False),  # the crop comes from the candidate-region step
+    options_model=UniDocOptions,
     extra_prompts={"candidates": CANDIDATE_STEP},
 ))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from pydantic import Field
+
 from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.augment.visor import TeacherVerification
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
@@ -50,12 +52,18 @@ INVALID = (
 )
 
 
+class VisorOptions(RecipeOptions):
+    """VISOR's knobs: the common ones plus the sliding window."""
+
+    window: int = Field(2, ge=1)  # sliding-window context: turns kept in full (the paper's W=2)
+
+
 @dataclasses.dataclass(frozen=True)
 class VisorRecipe(Recipe):
     pass  # the context policy and the environment carry everything VISOR adds
 
 
-def evidence_window(options: RecipeOptions) -> ContextPolicy:
+def evidence_window(options: VisorOptions) -> ContextPolicy:
     return VisorContext(window=options.window)
 
 
@@ -71,6 +79,7 @@ RECIPE = register(VisorRecipe(
                  dedup=True, scope="corpus", crop_margin=28, max_turns=10, crop_min_pixels=VRAG_MIN_PIXELS,
                  prompts=EnvPrompts(invalid=INVALID)),
     context=evidence_window,
+    options_model=VisorOptions,
     roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     # crop immediately after a retrieval, no trivial full-image crop (>= 99 % of the page once the margin is

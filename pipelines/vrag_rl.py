@@ -31,7 +31,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, Recipe, RewardSpec, RoleSpec, SftHints, base_env
+from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import EnvPrompts, parse_action
 from vrag_data.env.grammar import REACT_CROP
@@ -88,11 +88,18 @@ def _fmt(box: list[float]) -> str:
     return json.dumps([int(v) if float(v).is_integer() else v for v in box])
 
 
+class VragRlOptions(RecipeOptions):
+    """VRAG-RL's knobs: the common ones plus its grounding expert."""
+
+    grounding: bool = True  # the grounding expert re-locates every crop box
+    grounding_fallback: bool = False  # keep the teacher's box when the grounding expert gives none (recorded)
+
+
 @dataclasses.dataclass(frozen=True)
 class VragRlRecipe(Recipe):
     def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> Recipe:
         # the trained policy writes its own boxes: no grounding expert during RL rollouts
-        return self.configure({**self._rl_options(max_pixels, coord_space), "grounding": False}, max_turns)
+        return self.configure({**self._rl_options(max_turns, max_pixels, coord_space), "grounding": False})
 
     async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
         if action.kind != "crop" or not self.options.grounding:
@@ -151,5 +158,6 @@ RECIPE = register(VragRlRecipe(
                                          "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=401408, data_source="rag",
                        sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4")),
+    options_model=VragRlOptions,
     extra_prompts={"grounding": GROUNDING},
 ))

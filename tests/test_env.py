@@ -172,7 +172,8 @@ def test_candidates_select_and_stacked_crop():
     env = make_env(grammar="unidoc_rl", search_mode="candidates", top_k=3, coord_space="norm1000")
     r = act(env, "<think>a</think><search>revenue 2023</search>")
     ids = [i.page_id for i in r.observation.images]
-    assert len(ids) == 3 and "[1] " + ids[0] in r.observation.text and "[3] " + ids[2] in r.observation.text
+    assert len(ids) == 3 and "[1] image 1 of 3" in r.observation.text and "[3] image 3 of 3" in r.observation.text
+    assert not any(pid in r.observation.text for pid in ids)  # page ids name the file: never listed
     r = act(env, "<think>a</think><bbox>[0, 0, 500, 500]</bbox>")
     assert r.invalid and "select a page first" in r.observation.text
     r = act(env, "<think>a</think><select>[4]</select>")
@@ -201,7 +202,8 @@ def test_text_hits_are_sanitized_and_scoped():
     r = act(env, 'Look for segments.\n<search>["segment", "directors"]</search>')
     obs = r.observation
     assert obs.kind == "search" and not obs.images
-    assert "page 2 (alpha_2)" in obs.text and "page 4 (alpha_4)" in obs.text and "beta" not in obs.text
+    assert "page 2: " in obs.text and "page 4: " in obs.text and "beta" not in obs.text
+    assert "alpha_" not in obs.text  # readable by number: the file-derived id is not shown
     assert "<answer>" not in obs.text and "\u2039answer\u203a999" in obs.text
     assert env.state.retrieved_pages == ["alpha_2", "alpha_4"]  # listed pages count as retrieved, in rank order
 
@@ -232,7 +234,8 @@ def test_forced_answer_then_max_turns():
     assert not r.done and env.state.forced
     assert r.observation.text.endswith("based on everything you have found so far.")
     r = act(env, "<think>c</think><search>board</search>")
-    assert r.done and r.status == "max_turns" and env.state.final_answer is None
+    assert r.done and r.status == "budget" and env.state.final_answer is None
+    assert env.state.searches[-1]["queries"] == ["cover annual"]  # the forced turn's search was not carried out
 
 
 def test_forced_answer_is_accepted():
@@ -247,11 +250,53 @@ def test_max_turns_one_and_max_invalid():
     r = act(env, "<think>a</think><search>revenue</search>")
     assert not r.done and env.state.forced
     r = act(env, "<think>a</think><search>cover annual</search>")
-    assert r.done and r.status == "max_turns" and env.state.turn == 2
+    assert r.done and r.status == "budget" and env.state.turn == 2
     env = make_env(max_invalid=2)
     assert not act(env, "garbage").done
     r = act(env, "more garbage")
     assert r.done and r.status == "error" and "too many invalid actions" in env.state.reason
+
+
+@pytest.mark.parametrize("forced_reply", [
+    "<think>c</think><answer>40</answer>",  # an answer before any search: rejected, and the budget is spent
+    "<answer>40",  # unclosed markup
+    "",  # nothing at all
+    "<think>c</think><bbox>[0, 0, 10, 10]</bbox>",
+])
+def test_a_forced_turn_without_an_accepted_answer_ends_the_episode_with_budget(forced_reply):
+    # max_turns = 2 free turns, both answers before any search (rejected); the forced turn is the last one
+    env = make_env(max_turns=2)
+    for _ in range(2):
+        r = act(env, "<think>a</think><answer>40</answer>")
+        assert r.invalid and not r.done
+    assert env.state.forced and r.observation.text.endswith("based on everything you have found so far.")
+    r = act(env, forced_reply)
+    assert r.done and r.status == "budget" and env.state.turn == 3 and env.state.final_answer is None
+    assert "forced-answer prompt" in env.state.reason
+    with pytest.raises(RuntimeError):
+        act(env, "<think>d</think><answer>40</answer>")
+
+
+def test_without_a_forced_answer_prompt_the_budget_ends_at_max_turns():
+    from vrag_data.env import EnvPrompts
+
+    env = make_env(max_turns=2, prompts=EnvPrompts(forced_answer=""))
+    assert not act(env, "<think>a</think><search>revenue</search>").done
+    r = act(env, "garbage")
+    assert r.done and r.status == "budget" and env.state.turn == 2 and r.invalid
+
+
+def test_read_requests_are_bounded_by_the_turn_budget():
+    # max_turns = 1: at most 2 read requests (one reader call each) in the whole episode
+    env = make_env(grammar="mmdoc_r1", search_mode="text_hits", scope="document", max_turns=1)
+    three = ", ".join('{"page_ids": [%d], "query": "q"}' % i for i in (1, 2, 3))
+    r = act(env, f"<read>[{three}]</read>")
+    assert r.invalid and "asks for 3 request(s); 2 are left" in r.observation.text and env.state.reads == []
+    r = act(env, '<read>[{"page_ids": [1], "query": "q"}, {"page_ids": [2], "query": "q"}]</read>')
+    assert r.done and r.status == "budget"  # the forced turn is for an answer (or FINISH), not a read
+    env = make_env(grammar="mmdoc_r1", search_mode="text_hits", scope="document", max_turns=1)
+    r = act(env, '<read>[{"page_ids": [1], "query": "q"}, {"page_ids": [2], "query": "q"}]</read>')
+    assert not r.invalid and len(env.state.reads) == 2 and env.state.forced
 
 
 def test_state_fills_a_trajectory_record():

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tests.support.rewards_factory import make_task, make_traj
-from vrag_data.config import FiltersConfig, parse_config
+from vrag_data.config import ConfigError, FiltersConfig, RunConfig, parse_config
 from vrag_data.filters import (
     Balance, Correctness, Dedup, Difficulty, FilterChain, FilterContext, RetrievalCompleteness, Structure,
     apply_chain, default_chain, difficulty_keep,
 )
+from vrag_data.recipe import get_recipe, resolve_recipe
 from vrag_data.schema.geometry_types import Box
 
 TASK = make_task(answer="42", fmt="Int", pages=["doc_3"])
@@ -74,7 +75,7 @@ def test_structure_rules():
     assert not f.score(inv, ctx()).passed
     assert Structure(require_valid=False).score(inv, ctx()).passed
     # VISOR: a crop must come immediately after a retrieval; a crop after a crop fails, a full-image crop fails
-    visor = default_chain("visor").filters[0]
+    visor = default_chain(get_recipe("visor")).filters[0]
     once = traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 100, 100)), ("answer", "42")])
     twice = traj([("search", "q", ["doc_3"]), ("crop", "doc_3", (0, 0, 100, 100)), ("crop", "doc_3", (0, 0, 50, 50)), ("answer", "42")])
     assert visor.score(once, ctx()).passed
@@ -201,26 +202,32 @@ def test_bad_record_becomes_a_failed_verdict():
 
 
 def test_default_chains_and_config_override():
-    assert default_chain("visor").names == ["structure", "retrieval_completeness", "correctness", "dedup"]
-    assert default_chain("visor").filters[0].adjacent is True
-    assert default_chain("evisrag").filters[1].rule == "not_always_right"
+    visor_r, evis_r, vrag_r = get_recipe("visor"), get_recipe("evisrag"), get_recipe("vrag_rl")
+    assert default_chain(visor_r).names == ["structure", "retrieval_completeness", "correctness", "dedup"]
+    assert default_chain(visor_r).filters[0].adjacent is True
+    assert default_chain(evis_r).filters[1].rule == "not_always_right"
     cfg = parse_config({"filters": {"chains": {"vrag_rl": ["correctness", "balance"]},
-                                    "options": {"balance": {"max_per_bucket": 3}}}}).filters
-    chain = default_chain("vrag_rl", cfg)
+                                    "options": {"vrag_rl": {"balance": {"max_per_bucket": 3}}}}}).filters
+    chain = default_chain(vrag_r, cfg)
     assert chain.names == ["correctness", "balance"] and chain.filters[1].max_per_bucket == 3
-    with pytest.raises(ValueError, match="unknown filter"):
-        default_chain("vrag_rl", FiltersConfig(chains={"vrag_rl": ["corectness"]}))
+    with pytest.raises(ConfigError, match=r"filters.chains.vrag_rl: unknown filter\(s\) \['corectness'\]"):
+        default_chain(vrag_r, FiltersConfig(chains={"vrag_rl": ["corectness"]}))
     with pytest.raises(ValueError, match="bad options"):
         FilterChain.from_names(["balance"], {"balance": {"maxx": 1}})
-    # options apply over the recipe's own settings of that filter; a misspelled option or recipe fails
-    visor = default_chain("visor", FiltersConfig(options={"structure": {"max_retrievals": 4}})).filters[0]
+    # options apply over the recipe's own settings of that filter, and only to that recipe
+    visor = default_chain(visor_r, FiltersConfig(options={"visor": {"structure": {"max_retrievals": 4}}})).filters[0]
     assert (visor.adjacent, visor.max_retrievals) == (True, 4)
-    with pytest.raises(ValueError, match="unknown option"):
-        default_chain("visor", FiltersConfig(options={"structure": {"adjacentt": True}}))
-    from vrag_data.config import ConfigError, RunConfig
-    from vrag_data.recipe import resolve_recipe
-
-    with pytest.raises(ConfigError, match="unknown recipe"):
+    other = default_chain(vrag_r, FiltersConfig(options={"visor": {"structure": {"max_retrievals": 4}}})).filters[0]
+    assert (other.adjacent, other.max_retrievals) == (False, vrag_r.filters[0].max_retrievals)
+    with pytest.raises(ConfigError, match="filters.options.visor.structure: unknown option"):
+        default_chain(visor_r, FiltersConfig(options={"visor": {"structure": {"adjacentt": True}}}))
+    # an option for a filter the recipe's chain does not run would do nothing: it fails, naming the chain
+    with pytest.raises(ConfigError, match="filters.options.visor.balance: the visor chain does not run balance "
+                                          r"\(chain: structure, retrieval_completeness, correctness, dedup\)"):
+        default_chain(visor_r, FiltersConfig(options={"visor": {"balance": {"max_per_bucket": 3}}}))
+    with pytest.raises(TypeError, match="Recipe object"):
+        default_chain("visor")
+    with pytest.raises(ConfigError, match="filters.chains.vrag_rll: unknown recipe"):
         resolve_recipe("vrag_rl", RunConfig(filters=FiltersConfig(chains={"vrag_rll": ["correctness"]})))
 
 
@@ -232,7 +239,7 @@ def test_saved_verdicts_drive_the_exporters_keep_rule(tmp_path):
     from vrag_data.store.shards import read_records
 
     good, bad = traj(GOOD, sample=0), traj(GOOD[:-1] + [("answer", "7")], sample=1)
-    kept, verdicts = apply_chain([good, bad], [TASK], default_chain("vrag_rl"))
+    kept, verdicts = apply_chain([good, bad], [TASK], default_chain(get_recipe("vrag_rl")))
     run_dir = str(tmp_path / "runs" / "r1")
     path = save_verdicts(run_dir, verdicts)
     assert read_records(path, Verdict) == verdicts

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from vrag_data.config import load_config
+from vrag_data.recipe import resolve_recipe
 
 prefect = pytest.importorskip("prefect")
 from prefect.testing.utilities import prefect_test_harness  # noqa: E402
@@ -80,7 +81,7 @@ def test_synth_flow_end_to_end_then_rerun_skips_finished_shards(harness, ws, tmp
     n_tasks = len(load_tasks(Workspace(str(ws))))
     assert n_tasks > 8  # more than one task shard per recipe
     for recipe in ("vrag_rl", "evisrag"):
-        run_id = default_run_id(recipe, cfg)
+        run_id = default_run_id(resolve_recipe(recipe, cfg), cfg)
         assert summary["runs"][recipe] == run_id
         out = ws / "exports" / run_id
         assert list((out / "hf" / "data").glob("sft-*.parquet")) and (out / "hf" / "README.md").is_file()
@@ -109,7 +110,7 @@ def test_synth_flow_end_to_end_then_rerun_skips_finished_shards(harness, ws, tmp
     assert after == before  # nothing was rewritten
 
     # outputs deleted behind the cache's back: only that shard runs again
-    gone = ws / "exports" / default_run_id("evisrag", cfg)
+    gone = ws / "exports" / default_run_id(resolve_recipe("evisrag", cfg), cfg)
     import shutil
 
     shutil.rmtree(gone)
@@ -126,7 +127,7 @@ def test_failing_shard_is_retried_reported_and_the_others_are_kept(harness, ws, 
     from vrag_data.synth.run import default_run_id
 
     cfg_path = write_config(tmp_path / "three.yaml", ws, ["vrag_rl", "evisrag", "visor"])
-    visor_run = ws / "runs" / default_run_id("visor", load_config(cfg_path))
+    visor_run = ws / "runs" / default_run_id(resolve_recipe("visor", load_config(cfg_path)), load_config(cfg_path))
     with RunLock(visor_run):  # another writer holds the visor run: every visor shard fails, every time
         state = synth(str(cfg_path), return_state=True)
     assert state.is_failed()
@@ -138,7 +139,7 @@ def test_failing_shard_is_retried_reported_and_the_others_are_kept(harness, ws, 
     assert all("another process is writing this run" in r["message"] for r in failed)
     assert {r["label"] for r in rows if r["stage"] == "export"} == {"vrag_rl", "evisrag"}  # no export of a failed run
     for recipe in ("vrag_rl", "evisrag"):
-        assert (ws / "exports" / default_run_id(recipe, load_config(cfg_path)) / "verl").is_dir()
+        assert (ws / "exports" / default_run_id(resolve_recipe(recipe, load_config(cfg_path)), load_config(cfg_path)) / "verl").is_dir()
     md = json.loads((ws / "pipeline.json").read_text())
     assert md["shards"] == rows
 
@@ -162,7 +163,7 @@ def test_train_flow_on_an_export(harness, ws, tmp_path):
     from vrag_data.synth.run import default_run_id
 
     cfg = load_config(write_config(tmp_path / "t.yaml", ws, ["evisrag"]))
-    data = ws / "exports" / default_run_id("evisrag", cfg) / "llamafactory"
+    data = ws / "exports" / default_run_id(resolve_recipe("evisrag", cfg), cfg) / "llamafactory"
     repo = Path(__file__).resolve().parents[1]
     res = train(str(repo / "configs" / "train" / "tiny-sft.yaml"), mode="sft", data=str(data), output=str(tmp_path / "out"), max_steps=2)
     assert res["global_step"] == 2 and res["examples"] > 0 and res["last_loss"] is not None

@@ -23,7 +23,7 @@ from vrag_data.errors import VragError
 from vrag_data.export import export_run
 from vrag_data.export.formats import FORMAT_NAMES
 from vrag_data.filters import Correctness, Structure
-from vrag_data.recipe import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env, recipe_names, register, unregister
+from vrag_data.recipe import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env, recipe_names, register, resolve_recipe, unregister
 from vrag_data.rewards.verl import compute_score
 from vrag_data.schema.records import Task, Trajectory
 from vrag_data.store import Workspace, write_records
@@ -86,7 +86,7 @@ def oracle_cfg(**synth) -> RunConfig:
 def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     assert "toy_crop" in recipe_names()
     cfg = oracle_cfg()
-    res = synth(str(ws), cfg, "toy_crop", progress=False)
+    res = synth(str(ws), cfg, resolve_recipe("toy_crop", cfg), progress=False)  # the entry point resolves
     n_tasks = res.n_tasks
     assert res.recipe == "toy_crop" and res.stats["finished"] == n_tasks
     run = RunDir(str(ws / "runs" / res.run_id))
@@ -96,7 +96,7 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     manifest = run.manifest()
     assert manifest.config["recipe"]["export"]["max_pixels"] == 200704
 
-    filt = judge_and_filter(str(ws), res.run_id, cfg)
+    filt = judge_and_filter(str(ws), res.run_id, cfg, toy)
     assert filt.chain == ["structure", "correctness"] and filt.recipe == "toy_crop"
     assert filt.n_augmented == filt.n_kept > 0  # the toy augmentation ran on every kept trajectory
     assert run.verdict_state()[0] == "fresh"
@@ -144,10 +144,11 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
 def test_run_id_follows_the_recipe_description(toy):
     cfg = oracle_cfg()
     base = default_run_id(toy, cfg)
-    assert base == default_run_id("toy_crop", cfg)  # a name resolves to the same recipe
+    assert base == default_run_id(resolve_recipe("toy_crop", cfg), cfg)  # a name resolves to the same recipe
     edited = dataclasses.replace(toy, system_prompt=toy.system_prompt + " Be brief.")
     assert default_run_id(edited, cfg) != base  # an edited prompt is a new run, never a resume into the old one
-    assert default_run_id(toy, oracle_cfg(recipe_options={"toy_crop": {"top_k": 2}})) != base
+    opts = oracle_cfg(recipe_options={"toy_crop": {"top_k": 2}})
+    assert default_run_id(resolve_recipe(toy, opts), opts) != base
     # filters and export hints act after synthesis: they do not change the run
     assert default_run_id(dataclasses.replace(toy, filters=()), cfg) == base
 
@@ -156,7 +157,7 @@ def test_newest_record_wins_and_stale_verdicts_stop_the_export(toy, ws, tmp_path
     cfg = oracle_cfg()
     synth(str(ws), cfg, toy, run_id="toy-resume", limit=1, progress=False)
     run = RunDir(str(ws / "runs" / "toy-resume"))
-    judge_and_filter(str(ws), "toy-resume", cfg)
+    judge_and_filter(str(ws), "toy-resume", cfg, toy)
     assert run.verdict_state()[0] == "fresh"
     # synth resumed with more tasks after the filter: the verdicts no longer cover every episode
     more = synth(str(ws), cfg, toy, run_id="toy-resume", progress=False)
@@ -173,7 +174,7 @@ def test_newest_record_wins_and_stale_verdicts_stop_the_export(toy, ws, tmp_path
     episodes = list(run.episodes())
     assert len(episodes) == more.n_tasks and [t.traj_id for t in episodes].count(first.traj_id) == 1
     assert all(t.traj_id != err.traj_id for t in episodes)
-    judge_and_filter(str(ws), "toy-resume", cfg)
+    judge_and_filter(str(ws), "toy-resume", cfg, toy)
     s = export_run(Workspace(str(ws)), "toy-resume", ["verl", "llamafactory"], out_dir=tmp_path / "fresh")
     assert s.n_trajectories == more.n_tasks + len(list(run.augmented()))
     assert not s.skipped  # no record without an assistant turn, no RL row with an empty prompt

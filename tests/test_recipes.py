@@ -13,7 +13,7 @@ from pipelines.registry import all_recipes, get_recipe
 from pipelines.unidoc_rl import balanced_order, candidate_blocks
 from pipelines.vrag_rl import parse_grounding
 from vrag_data.config import ConfigError, load_config
-from vrag_data.recipe import recipe_names
+from vrag_data.recipe import recipe_names, resolve_recipe
 
 RECIPES = tuple(recipe_names())
 from vrag_data.env import GRAMMARS, parse_action
@@ -67,14 +67,37 @@ def test_options_apply_and_unknown_or_out_of_range_options_fail_with_one_line():
     r = get_recipe("evisrag", {"top_k": 5})
     assert r.env.top_k == 5 and r.options.top_k == 5
     assert get_recipe("visor", {"window": 3}).context_policy().window == 3
-    assert get_recipe("vrag_rl", None, max_turns=4).env.max_turns == 4
-    assert get_recipe("evisrag", None, max_turns=8).env.max_turns == 3  # retrieval, 2 attempts, then the forced one
-    with pytest.raises(ConfigError, match="recipe_options.vrag_rl: windw"):
+    assert get_recipe("vrag_rl", {"max_turns": 4}).env.max_turns == 4
+    # EVisRAG's retrieval is an environment step before the policy's first turn: 5 free turns = 6 environment turns
+    assert get_recipe("evisrag", {"max_turns": 5}).env.max_turns == 6 and get_recipe("evisrag", {"max_turns": 5}).free_turns == 5
+    with pytest.raises(ConfigError, match="recipe_options.vrag_rl: windw: Extra inputs are not permitted"):
         get_recipe("vrag_rl", {"windw": 2})
-    with pytest.raises(ConfigError, match="1 to 5 pages"):
+    with pytest.raises(ConfigError, match="recipe_options.evisrag: top_k: Input should be less than or equal to 5"):
         get_recipe("evisrag", {"top_k": 6})
     with pytest.raises(ConfigError, match="unknown recipe"):
         get_recipe("vrag")
+
+
+def test_each_recipe_declares_only_the_options_it_reads():
+    common = {"top_k", "coord_space", "max_pixels", "max_turns", "max_invalid", "scope"}
+    own = {name: set(r.options_model.model_fields) - common for name, r in all_recipes().items()}
+    assert own == {"vrag_rl": {"grounding", "grounding_fallback"}, "visor": {"window"},
+                   "unidoc_rl": {"max_candidates", "candidate_retries"}, "evisrag": set(), "mmdoc_r1": set()}
+    # the defaults each hook reads are filled in on the recipe's own options object
+    r = all_recipes()
+    assert (r["visor"].options.window, r["unidoc_rl"].options.max_candidates, r["vrag_rl"].options.grounding) == (2, 12, True)
+
+
+def test_own_turn_budgets_and_the_rl_budget_follow_one_rule():
+    r = all_recipes()
+    assert {n: x.free_turns for n, x in r.items()} == {"evisrag": 2, "mmdoc_r1": 8, "unidoc_rl": 8, "visor": 10, "vrag_rl": 8}
+    desc = r["visor"].describe()
+    assert desc["max_turns"] == 10 and desc["turn_budget"]["forced_answer_turn"] is True
+    assert "one more (forced-answer) turn" in desc["turn_budget"]["rule"]
+    # RL rollouts: the same rule; VRAG-RL also switches its grounding expert off
+    rl = r["vrag_rl"].for_rl(3, 200704)
+    assert (rl.env.max_turns, rl.options.grounding, rl.max_pixels) == (3, False, 200704)
+    assert r["evisrag"].for_rl(1, 200704).env.max_turns == 2  # retrieval step + one free turn
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs" / "recipes").glob("*.yaml")) + [ROOT / "configs" / "endpoints" / "vllm.yaml"],
@@ -83,7 +106,7 @@ def test_shipped_configs_load(path):
     cfg = load_config(path)
     assert cfg.roles["policy"].endpoints
     for name in cfg.synth.recipes:
-        get_recipe(name, cfg.synth.recipe_options.get(name), cfg.synth.max_turns)
+        resolve_recipe(name, cfg)
 
 
 @given(st.integers(1, 12), st.text(min_size=1, max_size=8))

@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from tests.support.train_workspace import build_workspace
+from vrag_data.recipe import get_recipe
 from vrag_data.rewards.recipes import RewardBreakdown, score_trajectory
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import read_records
@@ -64,10 +65,10 @@ def test_rl_grpo_two_steps_then_resume(workspace, tmp_path):
 
     ws, tasks = workspace
     out = tmp_path / "grpo"
-    first = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=1))
+    first = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=1), get_recipe("vrag_rl"))
     assert first.global_step == 1 and first.resumed_from is None
     assert (out / "checkpoint-1" / "rl_state.pt").is_file()
-    second = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=2))
+    second = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=2), get_recipe("vrag_rl"))
     assert second.resumed_from and second.resumed_from.endswith("checkpoint-1")
     assert [log.step for log in second.logs] == [2]  # step 1 is not rolled out again
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -85,11 +86,11 @@ def test_rl_answer_reward_comes_from_the_judge_role(workspace, tmp_path):
 
     ws, tasks = workspace
     with pytest.raises(VragError, match="rl.judge"):
-        run_rl(_cfg(ws, tmp_path / "none", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=None))
+        run_rl(_cfg(ws, tmp_path / "none", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=None), get_recipe("vrag_rl"))
     # a judge that says every answer is right: answered rollouts get judge 1.0 whatever the rules would say
     with OpenAIServer(reply=["<judge>True</judge>"]) as srv:
         judge = RoleConfig(endpoints=[EndpointConfig(base_url=srv.base_url, model="teacher")], max_retries=0)
-        run_rl(_cfg(ws, tmp_path / "judged", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=judge))
+        run_rl(_cfg(ws, tmp_path / "judged", estimator="grpo", recipe="vrag_rl", max_steps=1, judge=judge), get_recipe("vrag_rl"))
         asked = [r for r in srv.requests if r.path.endswith("/chat/completions")]
     trajs = _rollouts(tmp_path / "judged")
     answered = [t for t in trajs if t.final_answer]
@@ -137,7 +138,7 @@ def test_rl_rs_grpo_evisrag_shows_retrieved_pages(workspace, tmp_path):
 
     ws, tasks = workspace
     out = tmp_path / "rs"
-    result = run_rl(_cfg(ws, out, estimator="rs_grpo", recipe="evisrag", max_turns=1))
+    result = run_rl(_cfg(ws, out, estimator="rs_grpo", recipe="evisrag", max_turns=1), get_recipe("evisrag"))
     assert result.global_step == 2 and len(result.logs) == 2
     trajs = _check_rollouts(out, ws, tasks, "evisrag", steps=2, group=2)
     for t in trajs:
@@ -207,7 +208,7 @@ def test_rs_grpo_gives_each_token_its_scope_advantage(policy):
     comps = [{"perception": 1.0, "derivation": 0.0, "format": 1.0}, {"perception": 0.0, "derivation": 1.0, "format": 1.0}]
     bds = [RewardBreakdown("evisrag", c, {}, 0.0) for c in comps]
     cfg = TrainConfig(rl=RlConfig(estimator="rs_grpo", recipe="evisrag"))
-    advs = group_advantages(cfg, eps, bds, None, policy.tokenizer)
+    advs = group_advantages(cfg, eps, bds, None, policy.tokenizer, get_recipe("evisrag").reward.scopes)
     # observe/evidence: mean(perception, format) = 1.0 vs 0.5 -> +0.7071/-0.7071 (sample std 0.35355)
     # think/answer: mean(derivation, format) = 0.5 vs 1.0 -> -0.7071/+0.7071; outside tags: format only -> 0
     s = eps[0].samples[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vrag_data.errors import ConfigError
 from vrag_data.ingest.options import IngestOptions
@@ -98,20 +98,46 @@ class IndexConfig(Section):
     model_path: str | None = None
 
 
+# Every map keyed by recipe name (`synth.recipe_options`, `filters.chains`, `filters.options`, `export.max_pixels`)
+# is checked against the registered recipes by `vrag_data.recipe.registry.check_recipe_keys` (config_check and
+# resolve_recipe run it before any work); the options themselves by each recipe's own options model.
+
+
 class SynthConfig(Section):
     recipes: list[str] = Field(default_factory=list)  # registered recipe names (`vrag-data recipes` lists them)
     samples: int = 1
     limit: int | None = None
-    max_turns: int = 8
     concurrent_episodes: int = 64
     tasks_per_shard: int = 32
     seed: int = 0
+    # recipe -> its options (`RecipeOptions` subclass of that recipe), e.g. {visor: {max_turns: 10, window: 2}}
     recipe_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_global_budget(cls, data: Any) -> Any:
+        # a global budget used to override every recipe's own (VISOR ran 8 turns instead of its paper's 10)
+        if isinstance(data, dict) and "max_turns" in data:
+            raise ValueError("max_turns: there is no global turn budget; each recipe has its own, set it per recipe "
+                             "with synth.recipe_options.<recipe>.max_turns (free turns, then one forced-answer turn)")
+        return data
 
 
 class FiltersConfig(Section):
-    chains: dict[str, list[str]] = Field(default_factory=dict)  # recipe -> filter names (overrides the recipe)
-    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    chains: dict[str, list[str]] = Field(default_factory=dict)  # recipe -> filter names (overrides the recipe's chain)
+    # recipe -> filter -> option -> value, applied over the recipe's settings of that filter
+    options: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _options_under_recipe(cls, data: Any) -> Any:
+        # the old shape `filters.options.<filter>.<option>` applied to every recipe; name the new place instead
+        opts = data.get("options") if isinstance(data, dict) else None
+        for key, val in (opts or {}).items() if isinstance(opts, dict) else ():
+            if isinstance(val, dict) and any(not isinstance(v, dict) for v in val.values()):
+                raise ValueError(f"options.{key}: filter options live under their recipe: "
+                                 f"filters.options.<recipe>.{key}.<option>")
+        return data
 
 
 def _export_formats() -> tuple[str, ...]:
@@ -130,7 +156,7 @@ class ExportConfig(Section):
     data_source_map: dict[str, str] = Field(default_factory=dict)  # benchmark -> verl data_source (VRAG-RL names)
     data_source_default: str | None = None  # None: the recipe's export hint
     ability: str = "fact-reasoning"
-    max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the recipe's hint)
+    max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the recipe's export hint)
 
     @field_validator("formats")
     @classmethod
@@ -167,7 +193,9 @@ def _one_line(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"])
-        parts.append(f"{loc}: {e['msg']}")
+        # a validator's own message already names the key and the fix; pydantic's "Value error, " adds nothing
+        msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        parts.append(f"{loc}: {msg}")
     return f"{source}: invalid config: " + "; ".join(parts)
 
 

@@ -1,9 +1,11 @@
 """A run config checked completely before anything starts (no server, no workspace, no model call).
 
-`check_run_config` stops at the first problem with one line naming the key and the fix: recipes known and their
-options valid, the roles each recipe needs configured (policy; the student its difficulty filters ask for), every
-endpoint URL well formed and its API-key variable set, input folders and the tasks file present. Reachability of
-the endpoints is checked by the stages themselves (they call the servers before any work).
+`check_run_config` stops at the first problem with one line naming the key and the fix: recipes known, every
+recipe key of the config (`synth.recipe_options`, `filters.chains`, `filters.options`, `export.max_pixels`) a
+registered recipe, each recipe's options valid for that recipe and its filter options for filters its chain
+runs, the roles each recipe needs configured (policy; the student its difficulty filters ask for), every
+endpoint URL well formed and its API-key variable set, input folders and the tasks file present. Reachability
+of the endpoints is checked by the stages themselves (they call the servers before any work).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from urllib.parse import urlparse
 
 from vrag_data.config import RunConfig
 from vrag_data.errors import ConfigError
-from vrag_data.recipe import recipe_names, resolve_recipe
+from vrag_data.recipe import check_recipe_keys, recipe_names, resolve_recipe
+from vrag_data.recipe.registry import recipe_keyed
 from vrag_data.student.stage import student_problem
 
 
@@ -35,11 +38,17 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
     if not cfg.synth.recipes:
         raise bad("synth.recipes", f"empty; name the recipes to run, e.g. [{', '.join(recipe_names())}]")
     for name in cfg.synth.recipes:
-        try:
-            recipe = resolve_recipe(name, cfg)
-        except (KeyError, ValueError) as err:
-            raise bad(f"synth.recipes[{name}]", str(err).strip("'\"")) from None
-        problem = student_problem(recipe.filters, cfg.roles)
+        if name not in recipe_names():
+            raise bad(f"synth.recipes[{name}]", f"unknown recipe; registered recipes: {', '.join(recipe_names())}")
+    try:
+        check_recipe_keys(cfg)  # every synth.recipe_options / filters.chains / filters.options / export.max_pixels key
+        # options and filter overrides of every recipe the config names, run or not: a typo fails now, not later
+        named = dict.fromkeys([*cfg.synth.recipes, *(n for m in recipe_keyed(cfg).values() for n in m)])
+        recipes = {name: resolve_recipe(name, cfg) for name in named}
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    for name in cfg.synth.recipes:
+        problem = student_problem(recipes[name].filters, cfg.roles)
         if problem:
             raise bad(name, problem)
     policy = cfg.roles.get("policy")

@@ -70,10 +70,11 @@ def oracle_export(ws: Workspace, out: Path, recipe: str = "vrag_rl") -> Path:
     """The real path to SFT data: oracle episodes through the recipe and environment, then `export_run`."""
     from vrag_data.config import RoleConfig, RunConfig
     from vrag_data.export.runner import export_run
+    from vrag_data.recipe import resolve_recipe
     from vrag_data.synth.run import synth
 
     cfg = RunConfig(workspace=str(ws.root), roles={"policy": RoleConfig(kind="oracle")})
-    run = synth(ws, cfg, recipe, progress=False)
+    run = synth(ws, cfg, resolve_recipe(recipe, cfg), progress=False)
     export_run(ws, run.run_id, ["llamafactory", "hf"], out)
     return out
 

@@ -108,11 +108,13 @@ def register(app: typer.Typer) -> None:
         config: Path | None = typer.Option(None, "--config", help="Run config: filter chains/options and judge role."),
     ) -> None:
         """Judge (cached) + the recipe's filter chain -> runs/<run>/verdicts; augmentations -> trajectories/aug-*.parquet."""
+        from vrag_data.recipe.runs import recipe_of_run
         from vrag_data.synth.postprocess import judge_and_filter
 
         _check_run_id(run)
         cfg = load_config(config) if config is not None else None
-        res = judge_and_filter(str(workspace), run, cfg, progress=True)
+        rec = recipe_of_run(str(workspace), run, cfg)  # resolved once, here, from the run's manifest
+        res = judge_and_filter(str(workspace), run, cfg, rec, progress=True)
         console.print(res.message, highlight=False, soft_wrap=True)
         if res.judge_errors:
             console.print(f"[yellow]{res.judge_errors} trajectory(ies) could not be judged[/] (see the correctness verdicts)")

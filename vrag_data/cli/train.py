@@ -63,6 +63,7 @@ def register(app: typer.Typer) -> None:
                max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt) -> None:
         """Multi-turn RL with rollouts in the environment and rewards from the recipe's reward spec."""
         from vrag_data.config import ConfigError
+        from vrag_data.recipe.runs import recipe_to_train
         from vrag_data.train.rl import run_rl
 
         cfg = _load(config, data, workspace, output)
@@ -74,7 +75,7 @@ def register(app: typer.Typer) -> None:
         if max_steps is not None:
             upd["max_steps"] = max_steps
         cfg.rl = cfg.rl.model_copy(update=upd)
-        result = run_rl(cfg, resume=resume, progress=True)
+        result = run_rl(cfg, recipe_to_train(cfg.rl.recipe), resume=resume, progress=True)
         last = result.logs[-1].__dict__ if result.logs else {}
         if os.environ.get("RANK", "0") != "0":
             return

@@ -5,6 +5,12 @@ answer before any search and a crop before any page become observations of kind 
 recipe's re-prompt (counted in the state), never exceptions. Observations reference pages and boxes
 (`ImageRef`), never image bytes. The model calls of the `read` tool and the grounding expert are the
 recipe's job; the environment records what was asked.
+
+The turn budget is one rule for every recipe, whatever the policy writes: `max_turns` free turns (invalid
+actions count); when they are spent without an accepted answer, one more turn with the forced-answer prompt
+(none when the recipe has no such prompt); a forced turn that does not yield an accepted answer (anything but
+an answer, or an answer the environment rejects) ends the episode with status "budget". An episode therefore
+takes at most `max_turns + 1` turns, and at most `max_turns + 1` read requests (one reader call each).
 """
 
 from __future__ import annotations
@@ -60,8 +66,10 @@ class Environment:
             raise RuntimeError("step() called after the episode ended")
         st.turn += 1
         self._record_evidence(action)
-        if st.forced and action.kind != "answer":
-            return self._finish("max_turns", "no answer after the forced-answer prompt", invalid=action.kind == "invalid")
+        if st.forced and action.kind not in ("answer", "finish"):
+            # the forced turn is the last one: only an answer (or the seeker's end marker) is carried out
+            why = action.reason if action.kind == "invalid" else f"<{action.kind}> instead of an answer"
+            return self._finish("budget", f"no answer after the forced-answer prompt: {why}", invalid=action.kind == "invalid")
         handler = {
             "search": self._search,
             "select": self._select,
@@ -108,13 +116,25 @@ class Environment:
         st, s = self.state, self.settings
         if res.done:
             return res
+        if st.forced:
+            # the forced turn gave an answer the environment rejected (e.g. before any search): re-prompting here
+            # is what kept episodes open for hundreds of turns; the budget is spent
+            why = st.invalid_reasons[-1] if res.invalid and st.invalid_reasons else "no accepted answer"
+            return self._budget(f"no accepted answer after the forced-answer prompt: {why}", res.invalid)
         if st.turn >= s.max_turns:
+            if not s.prompts.forced_answer:  # no forced-answer prompt: no extra turn either
+                return self._budget(f"no answer within {s.max_turns} turn(s)", res.invalid)
             # the turn budget is spent without an answer: one more turn, with the forced-answer prompt (VISOR
             # injects it "when the maximum number of turns is reached"); anything but an answer then ends the episode
             st.forced, st.forced_text = True, s.prompts.forced_answer
             text = "\n\n".join(t for t in (res.observation.text, s.prompts.forced_answer) if t)
             return StepResult(res.observation.model_copy(update={"text": text}), False, res.invalid)
         return res
+
+    def _budget(self, reason: str, invalid: bool) -> StepResult:
+        st = self.state
+        st.done, st.status, st.reason = True, "budget", reason
+        return StepResult(Observation(kind="info", text=""), True, invalid, "budget")
 
     def _shown(self) -> set[str]:
         st = self.state
@@ -148,8 +168,9 @@ class Environment:
         if s.search_mode == "candidates":
             st.candidates = fresh
             st.current_page = None  # a crop waits for a <select>
-            # page ids come from file names: untrusted, neutralised like page text wherever they reach a prompt
-            listing = "\n".join(f"[{i + s.select_base}] {sanitize_text(p)}" for i, p in enumerate(fresh))
+            # candidates are named by their position among the images shown, never by page id: ids come from file
+            # names (untrusted text, and they would tell the policy which document it is looking at)
+            listing = "\n".join(f"[{i + s.select_base}] image {i + 1} of {len(fresh)}" for i in range(len(fresh)))
             return StepResult(Observation(kind="search", text=s.prompts.candidates.format(listing=listing), images=images), False)
         st.current_page = fresh[-1]
         st.last_view = (fresh[-1], "page")
@@ -184,7 +205,10 @@ class Environment:
                 all_ids.append(h.page_id)
                 page = self.pages.get(h.page_id)
                 snippet = _snippet(page, q, s.snippet_chars) if page is not None else ""
-                lines.append(f"  page {h.page} ({sanitize_text(h.page_id)}){': ' + snippet if snippet else ''}")
+                # a page the policy can read by its number is named by that number; the id (a file name) is shown
+                # only for pages outside the task's document, which <read> can reach by id alone
+                name = f"page {h.page}" if self._resolve(str(h.page)) == h.page_id else f"page {h.page} ({sanitize_text(h.page_id)})"
+                lines.append(f"  {name}{': ' + snippet if snippet else ''}")
         st.searches.append({"turn": st.turn, "queries": queries, "hits": all_ids, "shown": []})
         # listed pages count as retrieved (in rank order, once each), so NDCG and completeness mean the same
         # for MM-Doc-R1's text search as for the image searches of the other recipes
@@ -262,6 +286,9 @@ class Environment:
         reads = a.reads or ([ReadRequest(page_ids=a.page_ids, query=a.query)] if a.page_ids else [])
         if not reads:
             return self._invalid("<read> needs page_ids and a query")
+        left = s.max_turns + 1 - len(st.reads)  # each request costs one reader call: bounded like the turns
+        if len(reads) > left:
+            return self._invalid(f"this read asks for {len(reads)} request(s); {max(0, left)} are left in this episode")
         resolved: list[ReadRequest] = []
         for r in reads:
             ids = []

@@ -1,7 +1,11 @@
-"""The dataset card (README.md): statistics and provenance of an export."""
+"""The dataset card (README.md): statistics and provenance of an export, and each format's own section.
+
+`card_body` is the card without its YAML header: the export folder's README.md puts the tags above it, a format
+that publishes its own card (HF: `hf/README.md`) puts its own header above it (`front_matter`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 _TAGS = """tags:
@@ -35,14 +39,14 @@ def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_card(summary: dict[str, Any]) -> str:
+def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
+    """The card's markdown; `sections` are the selected formats' card sections, in the export's order."""
     st = summary.get("stats", {})
     prov = summary.get("provenance", {})
     turns = st.get("turns", {})
     images = st.get("images", {})
     oracle = prov.get("oracle", False)
     parts = [
-        front_matter(summary.get("counts", {}).get("hf", {}), st.get("files", {}).get("hf")),
         f"# vrag-data export of run `{summary['run_id']}`\n",
         "Training data for agentic visual-RAG models (search, select, crop, answer over page images), "
         "built by vrag-data from the run's kept trajectories.\n",
@@ -55,6 +59,7 @@ def render_card(summary: dict[str, Any]) -> str:
     parts += [
         "## Contents\n",
         _table({f"{fmt}/{split}": n for fmt, c in summary.get("counts", {}).items() for split, n in c.items()}, ("format/split", "records")),
+        *(["\n## Formats\n", *sections] if sections else []),
         "\n## Statistics\n",
         f"- trajectories in the run: {summary.get('n_trajectories', 0)}; kept: {summary.get('n_kept', 0)}\n",
         f"- model family (coordinates, image sizes): `{summary.get('model_family')}`\n",

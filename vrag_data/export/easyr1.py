@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from vrag_data.export.conversation import with_placeholders
-from vrag_data.export.formats import RlItem
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
 from vrag_data.export.images import BadImage, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
@@ -44,7 +44,7 @@ class EasyR1Writer:
         self.writers: dict[str, ShardWriter] = {}
         self.budget = PromptBudget(out_root)
 
-    def add_rl(self, item: RlItem) -> None:
+    def write_rl(self, item: RlItem) -> None:
         """One row: the prompt as one text with an `<image>` per image, the evidence ground truth, the images
         (a prompt without images gets the gold pages, over which the evidence form answers)."""
         task, rec = item.task, item.rec
@@ -83,7 +83,7 @@ class EasyR1Writer:
             w = self.writers[split] = ShardWriter(self.out_root, self.dir / split, "part", "jsonl", self.shard_size)
         w.add(row)
 
-    def close(self) -> dict[str, int]:
+    def close(self) -> Written:
         if not self.writers:  # an empty train split: counted, no shard written
             self.writers["train"] = ShardWriter(self.out_root, self.dir / "train", "part", "jsonl", self.shard_size)
         counts = {}
@@ -112,4 +112,27 @@ class EasyR1Writer:
         }
         write_text(self.out_root, self.dir / "data_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
         write_reward_bundle(self.out_root)
-        return counts
+        return Written(counts)
+
+
+class EasyR1Format(FormatDefaults):
+    """EasyR1 jsonl per split, `easyr1/data_config.yaml` and the reward bundle in `reward/`."""
+
+    name, label, entry, sft, rl = "easyr1", "EasyR1 jsonl", "easyr1", False, True
+
+    def open(self, ctx: FormatContext) -> EasyR1Writer:
+        return EasyR1Writer(ctx.out, ctx.shard_size, ctx.store, ctx.skip)
+
+    def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]:
+        odd = [r for r in recipes if not ctx.hints(r).get("evidence_rows")]
+        if not odd:
+            return []
+        return [f"easyr1 rows of {odd}: EasyR1 has no agent loop (one response per prompt); their ground truth is "
+                "JSON naming the recipe's own reward and what it reads"]
+
+    def card_section(self, written: Written) -> str:
+        return ("- EasyR1 (`easyr1/`): `config=easyr1/data_config.yaml` from the export folder (reward "
+                "`reward/easyr1_reward.py:compute_score`)\n")
+
+
+FORMAT = EasyR1Format()

@@ -1,23 +1,32 @@
-"""Export formats: one registry, one writer module per format, one protocol.
+"""Export formats as plugins: one `Format` protocol, one registry, one module per format.
 
-`FORMATS` is the only list of formats: the config validates against it, `export_run` loops over it, and the
-flows and the CLI name each format's folder and label from it. A writer gets SFT records (`add_sft`) when its
-format trains on trajectories and RL items (`add_rl`) when it trains on task prompts; `close()` returns the
-record counts per split or recipe.
+A format is an object with a name, a label, the entry a consumer is pointed at, and four steps: `open` a writer
+(`write_sft` / `write_rl` the records it takes, `close` -> what it wrote), its own `warnings`, its `card_section`
+(how to use it, in the dataset card) and `publish` (after the card is written: its own card copy, an upload).
+`export_run` loops over the selected formats and knows none of them by name.
+
+Formats are announced like recipes: installed packages name a `Format` object under the entry-point group
+`vrag_data.export_formats` (`name = "package.module:OBJECT"`; this project's four are in `pyproject.toml`), loaded
+the first time that name is resolved; `register_format` adds one defined in code. This module imports no writer:
+the writers import it (for `RlItem` and the context), never the other way round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from vrag_data.errors import ConfigError
 from vrag_data.schema.records import ImageRef, RlRecord, SftRecord, Task
 
 if TYPE_CHECKING:
     from vrag_data.config import ExportConfig
     from vrag_data.export.images import ImageStore
+
+ENTRY_POINT_GROUP = "vrag_data.export_formats"
 
 
 @dataclass
@@ -36,80 +45,128 @@ class RlItem:
 
 
 @dataclass
-class WriterContext:
+class FormatContext:
+    """What every format's steps may read: the export folder and the settings and services of this export."""
+
     out: Path
     shard_size: int
     family: str
     cfg: "ExportConfig"
     store: "ImageStore"
     skip: Callable[[str, str, str, str], None]  # (kind, record id, reason code, reason)
-    hints: Any = None  # recipe -> export hints (`runner._Hints`)
-    rl_with_images: bool = False  # RL prompts carry images (decided after the SFT pass)
+    hints: Callable[[str], dict[str, Any]]  # recipe name -> its export hints (`hints.RecipeHints`)
+    # RL prompts carry images: known after the SFT pass, so only formats that take no SFT records (opened then) see it
+    rl_with_images: bool = False
 
 
-class ExportWriter(Protocol):
-    name: str
+@dataclass
+class Written:
+    """What a writer wrote: records per split (or recipe), and the files a card lists per split."""
 
-    def close(self) -> dict[str, int]: ...
-
-
-class SftWriter(ExportWriter, Protocol):
-    def add_sft(self, rec: SftRecord, system: str) -> None: ...
+    counts: dict[str, int]
+    files: dict[str, list[str]] = field(default_factory=dict)  # relative to the format's folder
 
 
-class RlWriter(ExportWriter, Protocol):
-    def add_rl(self, item: RlItem) -> None: ...
+class FormatWriter(Protocol):
+    def write_sft(self, rec: SftRecord, system: str) -> None: ...
+
+    def write_rl(self, item: RlItem) -> None: ...
+
+    def close(self) -> Written: ...
 
 
-@dataclass(frozen=True)
-class ExportFormat:
-    name: str
+@runtime_checkable
+class Format(Protocol):
+    name: str  # what `--format` and `export.formats` say
     label: str  # how a person calls it ("LLaMA-Factory")
     entry: str  # what to point the consumer at, relative to the export folder
-    sft: bool
-    rl: bool
-    make: Callable[[WriterContext], "SftWriter | RlWriter"]
+    sft: bool  # takes SFT records (the kept trajectories)
+    rl: bool  # takes RL items (one task prompt per task and recipe)
+
+    def open(self, ctx: FormatContext) -> FormatWriter: ...
+
+    def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]: ...
+
+    def card_section(self, written: Written) -> str: ...
+
+    def publish(self, ctx: FormatContext, written: Written, card: str) -> None: ...
 
 
-def _hf(ctx: WriterContext) -> Any:
-    from vrag_data.export.hf import HfWriter
+class FormatDefaults:
+    """The optional steps, for formats that have nothing to add: no warnings, a one-line card section, no publish."""
 
-    return HfWriter(ctx.out, ctx.shard_size)
+    label: str
+    entry: str
 
+    def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]:
+        return []
 
-def _llamafactory(ctx: WriterContext) -> Any:
-    from vrag_data.export.llamafactory import LlamaFactoryWriter
+    def card_section(self, written: Written) -> str:
+        return f"- {self.label}: `{self.entry}`\n"
 
-    return LlamaFactoryWriter(ctx.out, ctx.shard_size, ctx.family, ctx.hints)
-
-
-def _verl(ctx: WriterContext) -> Any:
-    from vrag_data.export.verl import VerlWriter
-
-    return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode)
+    def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
+        return None
 
 
-def _easyr1(ctx: WriterContext) -> Any:
-    from vrag_data.export.easyr1 import EasyR1Writer
-
-    return EasyR1Writer(ctx.out, ctx.shard_size, ctx.store, ctx.skip)
+_FORMATS: dict[str, Format] = {}
 
 
-FORMATS: dict[str, ExportFormat] = {
-    f.name: f
-    for f in (
-        ExportFormat("hf", "HF dataset", "hf", sft=True, rl=True, make=_hf),
-        ExportFormat("llamafactory", "LLaMA-Factory", "llamafactory", sft=True, rl=False, make=_llamafactory),
-        ExportFormat("verl", "verl parquet", "verl", sft=False, rl=True, make=_verl),
-        ExportFormat("easyr1", "EasyR1 jsonl", "easyr1", sft=False, rl=True, make=_easyr1),
-    )
-}
-FORMAT_NAMES: tuple[str, ...] = tuple(FORMATS)
+def register_format(fmt: Format, *, replace: bool = False) -> Format:
+    """Make `fmt` resolvable by its name (a format defined in code; installed ones come from entry points)."""
+    if not isinstance(fmt, Format):
+        raise TypeError(f"{fmt!r} is not an export format: it needs name, label, entry, sft, rl, open, warnings, "
+                        "card_section and publish (`vrag_data.export.formats.Format`)")
+    old = _FORMATS.get(fmt.name)
+    if old is not None and old is not fmt and not replace:
+        raise ValueError(f"export format {fmt.name!r} is already registered; pass replace=True to override it")
+    _FORMATS[fmt.name] = fmt
+    return fmt
 
 
-def check_formats(formats: list[str] | tuple[str, ...]) -> list[str]:
-    """The formats in order without repeats; ValueError naming an unknown one."""
-    bad = [f for f in formats if f not in FORMATS]
+def unregister_format(name: str) -> None:
+    _FORMATS.pop(name, None)
+
+
+def _announced() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def format_names() -> list[str]:
+    """Every known format name (announced or registered), without importing any writer."""
+    return sorted(set(_announced()) | set(_FORMATS))
+
+
+def check_format_names(names: Sequence[str]) -> list[str]:
+    """`names` in order without repeats; ConfigError (one line, naming the known formats) on an unknown one."""
+    known = format_names()
+    bad = [n for n in names if n not in known]
     if bad:
-        raise ValueError(f"unknown export format(s) {bad}; choose from {list(FORMATS)}")
-    return list(dict.fromkeys(formats))
+        choose = ", ".join(known) or "none (is the project installed? `pip install -e .` announces its formats)"
+        raise ConfigError(f"unknown export format(s) {bad}; choose from: {choose}")
+    return list(dict.fromkeys(names))
+
+
+def get_format(name: str) -> Format:
+    """The format `name`: registered in code, else loaded from its entry point (once)."""
+    if name not in _FORMATS:
+        ep = _announced().get(name)
+        if ep is None:
+            check_format_names([name])
+        try:
+            fmt = ep.load()
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"export format {name!r} (entry point {ep.value!r}) cannot be loaded: {err}") from None
+        if getattr(fmt, "name", None) != name or not isinstance(fmt, Format):
+            raise ConfigError(f"entry point {name!r} = {ep.value!r} is not an export format named {name!r}; "
+                              f"point it at a `Format` object whose name is {name!r}")
+        _FORMATS[name] = fmt
+    return _FORMATS[name]
+
+
+def resolve_formats(names: Sequence[str]) -> list[Format]:
+    """The formats named, in order, checked before any is loaded (one line naming the known ones)."""
+    return [get_format(n) for n in check_format_names(names)]
+
+
+def all_formats() -> list[Format]:
+    return [get_format(n) for n in format_names()]

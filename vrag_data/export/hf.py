@@ -17,8 +17,9 @@ from typing import Any
 
 import datasets
 
-from vrag_data.export.formats import RlItem
-from vrag_data.export.io import ShardWriter
+from vrag_data.export.card import front_matter
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.schema.records import RlRecord, SftRecord
 
 _MSG = {"role": datasets.Value("string"), "content": datasets.Value("string")}
@@ -100,7 +101,6 @@ class HfWriter:
     def __init__(self, out_root: Path, shard_size: int) -> None:
         self.out_root = out_root
         self.dir = out_root / "hf"
-        self.files: dict[str, list[str]] = {}
         shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
         self.sft = self._writer("sft", shard_size, SFT_FEATURES)
         self.rl = self._writer("rl", shard_size, RL_FEATURES)
@@ -111,7 +111,7 @@ class HfWriter:
                            prepare=bytes_of.embed, weigh=bytes_of.weigh, max_bytes=SHARD_BYTES,
                            dictionary=["images.list.element.bytes", "images.list.element.path"])
 
-    def add_sft(self, rec: SftRecord, system: str) -> None:
+    def write_sft(self, rec: SftRecord, system: str) -> None:
         self.sft.add(
             {
                 "id": rec.id,
@@ -126,15 +126,14 @@ class HfWriter:
             }
         )
 
-    def add_rl(self, item: RlItem) -> None:
+    def write_rl(self, item: RlItem) -> None:
         self.rl.add(rl_row(item.rec))
 
-    def close(self) -> dict[str, int]:
+    def close(self) -> Written:
         # no zero-row shards (`datasets` cannot read them): the card declares only the configs that have rows
         self.sft.close()
         self.rl.close()
-        self.files = self._name_by_content()
-        return {"sft": self.sft.rows, "rl": self.rl.rows}
+        return Written({"sft": self.sft.rows, "rl": self.rl.rows}, self._name_by_content())
 
     def _name_by_content(self) -> dict[str, list[str]]:
         """Shards renamed `<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder
@@ -154,6 +153,29 @@ class HfWriter:
                 os.replace(p, new)
                 files.setdefault(split, []).append(f"data/{new.name}")
         return files
+
+
+class HfFormat(FormatDefaults):
+    """HF `datasets` in the Hub's layout; its publish step writes `hf/README.md` (the card under the `configs`
+    header) and uploads the folder when `export.hub_repo` is set and the token variable holds a token."""
+
+    name, label, entry, sft, rl = "hf", "HF dataset", "hf", True, True
+
+    def open(self, ctx: FormatContext) -> HfWriter:
+        return HfWriter(ctx.out, ctx.shard_size)
+
+    def card_section(self, written: Written) -> str:
+        return ("- HF dataset (`hf/`): `datasets.load_dataset(\"<export>/hf\", \"sft\")` (or `\"rl\"`), "
+                "one config per record type that has rows\n")
+
+    def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
+        write_text(ctx.out, ctx.out / "hf" / "README.md", front_matter(written.counts, written.files) + card)
+        token = os.environ.get(ctx.cfg.hub_token_env or "")
+        if ctx.cfg.hub_repo and token:
+            push_to_hub(ctx.out, ctx.cfg.hub_repo, token)
+
+
+FORMAT = HfFormat()
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:

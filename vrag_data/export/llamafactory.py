@@ -8,13 +8,14 @@ root, which the yaml passes as `media_dir`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from vrag_data.env.geometry import DEFAULT_MAX_PIXELS
+from vrag_data.export.formats import FormatContext, FormatDefaults, Written
 from vrag_data.export.io import ShardWriter, write_json, write_text
 from vrag_data.schema.records import SftRecord
 
@@ -82,13 +83,13 @@ class LlamaFactoryWriter:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
 
-    def add_sft(self, rec: SftRecord, system: str) -> None:
+    def write_sft(self, rec: SftRecord, system: str) -> None:
         w = self.writers.get(rec.recipe)
         if w is None:
             w = self.writers[rec.recipe] = ShardWriter(self.out_root, self.dir / rec.recipe, "part", "json", self.shard_size)
         w.add({"id": rec.id, "system": system, "messages": [m.model_dump() for m in rec.messages if m.role != "system"], "images": list(rec.images)})
 
-    def close(self) -> dict[str, int]:
+    def close(self) -> Written:
         info = {}
         counts = {}
         for recipe, w in sorted(self.writers.items()):
@@ -110,4 +111,24 @@ class LlamaFactoryWriter:
                        head + yaml.safe_dump(cfg, sort_keys=False))
         self.dir.mkdir(parents=True, exist_ok=True)
         write_json(self.out_root, self.dir / "dataset_info.json", info)
-        return counts
+        return Written(counts)
+
+
+class LlamaFactoryFormat(FormatDefaults):
+    """LLaMA-Factory sharegpt shards per recipe, `dataset_info.json` and one SFT yaml per recipe."""
+
+    name, label, entry, sft, rl = "llamafactory", "LLaMA-Factory", "llamafactory", True, False
+
+    def open(self, ctx: FormatContext) -> LlamaFactoryWriter:
+        return LlamaFactoryWriter(ctx.out, ctx.shard_size, ctx.family, ctx.hints)
+
+    def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]:
+        return [f"{r}: the recipe names no SFT hyper-parameters; the LLaMA-Factory yaml uses generic values"
+                for r in recipes if ctx.hints(r).get("sft") is None]
+
+    def card_section(self, written: Written) -> str:
+        return ("- LLaMA-Factory (`llamafactory/`): from the export folder, `llamafactory-cli train "
+                "llamafactory/sft_<recipe>_<family>.yaml` (dataset_dir and media_dir are relative to it)\n")
+
+
+FORMAT = LlamaFactoryFormat()

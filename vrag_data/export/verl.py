@@ -18,7 +18,7 @@ import pyarrow as pa
 import yaml
 
 from vrag_data.export.hf import rl_row
-from vrag_data.export.formats import RlItem
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
 from vrag_data.export.rl import PromptBudget
@@ -88,7 +88,7 @@ class VerlWriter:
             out.append(r)
         return out
 
-    def add_rl(self, item: RlItem) -> None:
+    def write_rl(self, item: RlItem) -> None:
         rec = item.rec
         split = str(rec.extra_info.get("split") or "train")
         w = self.writers.get(split)
@@ -97,7 +97,7 @@ class VerlWriter:
         w.add(rl_row(rec))
         self.budget.add("\n".join(m["content"] for m in rec.prompt), list(rec.images) if self.with_images else [])
 
-    def close(self) -> dict[str, int]:
+    def close(self) -> Written:
         if not self.writers:  # an empty train split: counted, no shard written
             self.writers["train"] = ShardWriter(self.out_root, self.dir, "train", "parquet", self.shard_size, self.schema, self._images)
         counts = {}
@@ -106,7 +106,7 @@ class VerlWriter:
             counts[split] = w.rows
         self._write_config(counts)
         write_reward_bundle(self.out_root)
-        return counts
+        return Written(counts)
 
     def _write_config(self, counts: dict[str, int]) -> None:
         """`verl/config.yaml`: the `data` and `custom_reward_function` keys this export needs, relative to the export
@@ -127,3 +127,19 @@ class VerlWriter:
             "custom_reward_function": {"path": "reward/compute_score.py", "name": "compute_score"},
         }
         write_text(self.out_root, self.dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+
+
+class VerlFormat(FormatDefaults):
+    """verl parquet (RLHFDataset columns), `verl/config.yaml` and the reward bundle in `reward/`."""
+
+    name, label, entry, sft, rl = "verl", "verl parquet", "verl", False, True
+
+    def open(self, ctx: FormatContext) -> VerlWriter:
+        return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode)
+
+    def card_section(self, written: Written) -> str:
+        return ("- verl (`verl/`): merge `verl/config.yaml` (data files, prompt length, `custom_reward_function` = "
+                "`reward/compute_score.py`) into the trainer's config and start it from the export folder\n")
+
+
+FORMAT = VerlFormat()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from vrag_data.schema.records import Task, Trajectory, Verdict
-from vrag_data.store.run import fingerprint_of
+from vrag_data.store.run import RunDir
 
 # judge(traj, task) -> score in [0, 1]; a model judge (vrag_data.teacher.judge) or the rule scorer.
 JudgeFn = Callable[[Trajectory, Task], float]
@@ -105,14 +105,6 @@ def apply_chain(
 
 
 def save_verdicts(run_dir: str, verdicts: Sequence[Verdict], name: str = "filters") -> str:
-    """Write verdicts to `<run_dir>/verdicts/<name>.parquet` (atomic), where the exporter reads them, with the
-    fingerprint of the episodes they judged (the run's current newest episodes)."""
-    from vrag_data.store.run import RunDir
-    from vrag_data.store.shards import write_records
-
-    path = f"{run_dir.rstrip('/')}/verdicts/{name}.parquet"
-    write_records(path, list(verdicts), Verdict)
-    rd = RunDir(run_dir)
-    newest = rd.newest()
-    rd.write_fingerprint(fingerprint_of(newest), len(newest))
-    return path
+    """Write verdicts where the exporter reads them, with the fingerprint of the episodes they judged (the run's
+    current newest episodes): `RunDir.write_verdicts`."""
+    return RunDir(run_dir).write_verdicts(verdicts, name)

@@ -1,10 +1,12 @@
 """Recipes: one typed object per paper's pipeline (`Recipe`), and the registry that resolves names."""
 
-from vrag_data.recipe.base import Recipe, RecipeOptions, append_only, base_env
-from vrag_data.recipe.registry import all_recipes, get_recipe, recipe_names, register, resolve_recipe, unregister
+from vrag_data.recipe.base import TURN_BUDGET_RULE, Recipe, RecipeOptions, append_only, base_env
+from vrag_data.recipe.registry import (
+    all_recipes, check_recipe_keys, get_recipe, recipe_names, register, resolve_recipe, unregister,
+)
 from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, SftHints
 
 __all__ = [
-    "ExportHints", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SftHints", "all_recipes",
-    "append_only", "base_env", "get_recipe", "recipe_names", "register", "resolve_recipe", "unregister",
+    "TURN_BUDGET_RULE", "ExportHints", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SftHints",
+    "all_recipes", "append_only", "base_env", "check_recipe_keys", "get_recipe", "recipe_names", "register", "resolve_recipe", "unregister",
 ]

@@ -12,15 +12,16 @@ the loop only through the hooks below:
 - `after_step(ep, turn)`: after the environment ran a turn (a candidate-region step, a reader),
 - `finish(ep)`: once the environment is done (an answer agent when the policy ran out of turns).
 
-Options come from `synth.recipe_options.<recipe>` in the run config and are validated (unknown keys fail);
-filter options from `filters.options.<filter>` (unknown keys fail). Recipes are registered by name in
-`vrag_data.recipe.registry`; the library never looks a paper up by name.
+Options come from `synth.recipe_options.<recipe>` in the run config and are validated against the recipe's own
+options model (`options_model`, a `RecipeOptions` subclass with `extra="forbid"`: another recipe's option fails);
+filter options from `filters.options.<recipe>.<filter>` (`vrag_data.filters.registry.configure_filters`). Recipes
+are registered by name in `vrag_data.recipe.registry`; the library never looks a paper up by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,20 +40,30 @@ if TYPE_CHECKING:  # the episode run is handed in at call time; no import cycle 
     from vrag_data.synth.episode import EpisodeRun
 
 
+# The one rule for a turn budget; RecipeOptions, the README and every run manifest (`Recipe.describe`) state it.
+TURN_BUDGET_RULE = (
+    "max_turns counts the policy's free turns; when they are used up without an answer and the recipe has a "
+    "forced-answer prompt, the policy gets exactly one more (forced-answer) turn, and a forced turn that does not "
+    "answer ends the episode with status 'budget'"
+)
+
+
 class RecipeOptions(BaseModel):
-    """Per-recipe knobs a run config may set (`synth.recipe_options.<recipe>`). None = the recipe's default."""
+    """Knobs every recipe understands (`synth.recipe_options.<recipe>`); None = the recipe's own setting. A recipe
+    with knobs of its own declares a subclass (its `options_model`), so another recipe's option fails.
+
+    Turn budget: `max_turns` counts the policy's free turns; when they are used up without an answer and the recipe
+    has a forced-answer prompt, the policy gets exactly one more (forced-answer) turn; a forced turn that does not
+    answer ends the episode with status `budget`. Unset, the recipe's own budget applies (its `env.max_turns`);
+    there is no global budget that overrides it.
+    """
 
     model_config = ConfigDict(extra="forbid")
     top_k: int | None = Field(None, ge=1, le=20)  # pages per search
     coord_space: CoordSpace | None = None  # how the teacher writes boxes
     max_pixels: int | None = Field(None, ge=QWEN_MIN_PIXELS)  # page pixel budget sent to the teacher
-    max_turns: int | None = Field(None, ge=1, le=64)  # overrides synth.max_turns for this recipe
+    max_turns: int | None = Field(None, ge=1, le=64)  # the policy's free turns (see the class docstring)
     max_invalid: int | None = Field(None, ge=1)  # end an episode (status error) after this many invalid actions
-    window: int = Field(2, ge=1)  # sliding-window context: turns kept in full
-    grounding: bool = True  # a grounding expert re-locates every crop box (recipes that have one)
-    grounding_fallback: bool = False  # keep the teacher's box when the grounding expert gives none (recorded)
-    max_candidates: int = Field(12, ge=1, le=64)  # candidate-region step: regions drawn per selected page
-    candidate_retries: int = Field(1, ge=0, le=5)  # candidate-region step: re-asks after an unusable reply
     scope: Literal["corpus", "document"] | None = None
 
 
@@ -60,8 +71,10 @@ def append_only(options: RecipeOptions) -> ContextPolicy:
     return AppendOnly()
 
 
-def _errors(err: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in err.errors())
+def _errors(err: ValidationError, model: type[BaseModel] | None = None) -> str:
+    known = f" (known: {', '.join(model.model_fields)})" if model is not None else ""
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}{known if e['type'] == 'extra_forbidden' else ''}"
+                     for e in err.errors())
 
 
 @dataclass(frozen=True)
@@ -79,8 +92,16 @@ class Recipe:
     filters: tuple[Any, ...] = ()  # configured filter instances, run in order
     augmentations: tuple[Augmentation, ...] = ()
     oracle: OracleSpec = field(default_factory=OracleSpec)
+    options_model: type[RecipeOptions] = RecipeOptions  # the knobs this recipe understands (extra="forbid")
     options: RecipeOptions = field(default_factory=RecipeOptions)
     extra_prompts: Mapping[str, str] = field(default_factory=dict)  # role prompts (grounding, reader, planner, ...)
+    setup_steps: int = 0  # environment steps the recipe takes before the policy's first turn (a retrieval)
+
+    def __post_init__(self) -> None:
+        # the options object is always of the recipe's own model, so hooks read their knobs with defaults filled in
+        if type(self.options) is not self.options_model:
+            opts = self.options_model.model_validate(self.options.model_dump(exclude_unset=True))
+            object.__setattr__(self, "options", opts)
 
     # ------------------------------------------------------------------ configuration
 
@@ -96,20 +117,26 @@ class Recipe:
     def role_names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.roles)
 
-    def configure(self, options: Mapping[str, Any] | None = None, max_turns: int | None = None) -> "Recipe":
-        """A copy with run-config options applied; a bad option fails with one line naming it."""
+    @property
+    def free_turns(self) -> int:
+        """The policy's free turns (the turn budget; `TURN_BUDGET_RULE`)."""
+        return self.env.max_turns - self.setup_steps
+
+    def configure(self, options: Mapping[str, Any] | None = None) -> "Recipe":
+        """A copy with run-config options (`synth.recipe_options.<recipe>`) applied over the recipe's own; a bad
+        option (unknown to this recipe's options model, or out of range) fails with one line naming it."""
+        model = self.options_model
         try:
-            opts = RecipeOptions.model_validate({**self.options.model_dump(exclude_unset=True), **(options or {})})
+            opts = model.model_validate({**self.options.model_dump(exclude_unset=True), **(options or {})})
         except ValidationError as err:
-            raise ConfigError(f"synth.recipe_options.{self.name}: {_errors(err)}") from None
+            raise ConfigError(f"synth.recipe_options.{self.name}: {_errors(err, model)}") from None
         env_update: dict[str, Any] = {}
         for key, env_key in (("top_k", "top_k"), ("coord_space", "coord_space"), ("max_pixels", "page_max_pixels"),
                              ("max_invalid", "max_invalid"), ("scope", "scope")):
             if getattr(opts, key) is not None:
                 env_update[env_key] = getattr(opts, key)
-        turns = opts.max_turns or max_turns
-        if turns is not None:
-            env_update["max_turns"] = self.turns_for(turns)
+        if opts.max_turns is not None:  # free policy turns; the environment also counts the recipe's own steps
+            env_update["max_turns"] = opts.max_turns + self.setup_steps
         env = self.env.model_copy(update=env_update)
         try:
             EnvSettings.model_validate(env.model_dump())  # re-check bounds (e.g. top_k <= 20)
@@ -117,25 +144,23 @@ class Recipe:
             raise ConfigError(f"synth.recipe_options.{self.name}: {_errors(err)}") from None
         return dataclasses.replace(self, env=env, options=opts)
 
-    def with_filter_options(self, chain: list[str] | None, options: Mapping[str, Mapping[str, Any]]) -> "Recipe":
-        """A copy whose filter chain is `chain` (filter names; None = the recipe's own) with `options[filter]`
-        applied over the recipe's settings. An unknown filter or option fails with one line."""
+    def with_filter_options(self, chain: Sequence[str] | None, options: Mapping[str, Mapping[str, Any]] | None) -> "Recipe":
+        """A copy whose filter chain is `chain` (filter names, `filters.chains.<recipe>`; None = the recipe's own)
+        with `options[filter]` (`filters.options.<recipe>`) applied over the recipe's settings. An unknown filter,
+        an unknown option or an option for a filter the chain does not run fails with one line."""
         from vrag_data.filters.registry import configure_filters
 
         return dataclasses.replace(self, filters=tuple(configure_filters(self.name, self.filters, chain, options)))
 
-    def turns_for(self, max_turns: int) -> int:
-        """Environment turns for a configured turn budget (a recipe may need extra internal steps)."""
-        return max_turns
-
     def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> "Recipe":
         """The recipe as the RL trainer rolls it out: pages at the model's pixel budget and boxes in the model
-        family's coordinates (so its boxes refer to the image it was shown, in the words its prompt uses). A recipe
-        that calls helper models during synthesis switches them off here."""
-        return self.configure(self._rl_options(max_pixels, coord_space), max_turns)
+        family's coordinates (so its boxes refer to the image it was shown, in the words its prompt uses), with
+        `max_turns` free policy turns (the same rule as synthesis). A recipe that calls helper models during
+        synthesis switches them off here."""
+        return self.configure(self._rl_options(max_turns, max_pixels, coord_space))
 
-    def _rl_options(self, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
-        return {"max_pixels": max_pixels, **({"coord_space": coord_space} if coord_space else {})}
+    def _rl_options(self, max_turns: int, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
+        return {"max_turns": max_turns, "max_pixels": max_pixels, **({"coord_space": coord_space} if coord_space else {})}
 
     def context_policy(self) -> ContextPolicy:
         return self.context(self.options)
@@ -162,7 +187,9 @@ class Recipe:
             "grammar": {"name": g.name, "tags": sorted(g.tags), "actions": sorted(g.actions), "think_required": g.think_required,
                         "ordered": list(g.ordered), "keyword_search": g.keyword_search, "json": g.json},
             "context": self.context_policy().name, "coord_space": self.coord_space, "max_pixels": self.max_pixels,
-            "top_k": self.env.top_k, "scope": self.env.scope, "max_turns": self.env.max_turns,
+            "top_k": self.env.top_k, "scope": self.env.scope, "max_turns": self.free_turns,
+            "turn_budget": {"free_turns": self.free_turns, "setup_steps": self.setup_steps,
+                            "forced_answer_turn": bool(self.env.prompts.forced_answer), "rule": TURN_BUDGET_RULE},
             "env": self.env.model_dump(mode="json", exclude={"prompts"}),
             "roles": [dataclasses.asdict(r) for r in self.roles],
             "filters": [f.name for f in self.filters],

@@ -9,7 +9,7 @@ announced in `pyproject.toml`); they are imported the first time a name is looke
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -53,36 +53,45 @@ def recipe_names() -> list[str]:
     return sorted(_RECIPES)
 
 
-def get_recipe(name: str, options: Mapping[str, Any] | None = None, max_turns: int | None = None) -> Recipe:
+def get_recipe(name: str, options: Mapping[str, Any] | None = None) -> Recipe:
     """The recipe `name` configured with `options` (`synth.recipe_options.<name>`); one-line error otherwise."""
     _load_installed()
     recipe = _RECIPES.get(name)
     if recipe is None:
         known = ", ".join(sorted(_RECIPES)) or "none (is the project installed? `pip install -e .` registers its recipes)"
         raise ConfigError(f"unknown recipe {name!r}; choose one of: {known}")
-    if options or max_turns is not None:
-        recipe = recipe.configure(options, max_turns)
-    return recipe
+    return recipe.configure(options) if options else recipe
+
+
+def recipe_keyed(cfg: Any) -> dict[str, Mapping[str, Any]]:
+    """The run config's maps keyed by recipe name, by their config key."""
+    return {"synth.recipe_options": cfg.synth.recipe_options, "filters.chains": cfg.filters.chains,
+            "filters.options": cfg.filters.options, "export.max_pixels": cfg.export.max_pixels}
+
+
+def check_recipe_keys(cfg: Any, also: Sequence[str] = ()) -> None:
+    """Every recipe key of a run config names a registered recipe (or one of `also`, a recipe object resolved
+    without registration); otherwise one line naming the key and the registered recipes."""
+    known = set(recipe_names()) | set(also)
+    for key, mapping in recipe_keyed(cfg).items():
+        for name in mapping:
+            if name not in known:
+                raise ConfigError(f"{key}.{name}: unknown recipe; registered recipes: {', '.join(sorted(known))}")
 
 
 def resolve_recipe(recipe: "Recipe | str", cfg: Any | None = None) -> Recipe:
-    """The recipe configured by a run config (`RunConfig`): its `synth.recipe_options.<name>`, `synth.max_turns`
-    when set, and `filters.chains.<name>` / `filters.options`. Entry points call this once and pass the object
-    down. A recipe object is configured the same way (options over its own)."""
-    name = recipe if isinstance(recipe, str) else recipe.name
+    """The recipe configured by a run config (`RunConfig`): `synth.recipe_options.<name>` over its own options
+    (its own turn budget unless `max_turns` is set there), `filters.chains.<name>` and `filters.options.<name>`.
+    Every recipe key of the config is checked against the registered recipes. Entry points call this once and
+    pass the object down. A recipe object is configured the same way (options over its own)."""
     base = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if cfg is None:
         return base
-    unknown = sorted(set(cfg.filters.chains) - set(recipe_names()))
-    if unknown:
-        raise ConfigError(f"filters.chains: unknown recipe(s) {unknown}; choose from: {', '.join(recipe_names())}")
-    turns = cfg.synth.max_turns if "max_turns" in cfg.synth.model_fields_set else None
+    check_recipe_keys(cfg, also=(base.name,))
+    name = base.name
     options = cfg.synth.recipe_options.get(name)
-    configured = base.configure(options, turns) if options or turns is not None else base
-    try:
-        return configured.with_filter_options(cfg.filters.chains.get(name), cfg.filters.options)
-    except ValueError as err:
-        raise ConfigError(f"filters: {err}") from None
+    configured = base.configure(options) if options else base
+    return configured.with_filter_options(cfg.filters.chains.get(name), cfg.filters.options.get(name))
 
 
 def all_recipes() -> dict[str, Recipe]:

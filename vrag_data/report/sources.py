@@ -1,5 +1,8 @@
 """Find a workspace's parquet shards and JSON summaries and hand them to DuckDB as raw tables.
 
+A run folder's files are the ones `RunDir` lists (the layout has one owner); its manifest and verdict freshness
+come from `RunDir` too, so the report and the exporter read a run the same way.
+
 Every raw table exists after loading, even when its files are absent (empty, with the record's columns),
 so the derived tables and views never fail on a workspace that has not reached a stage yet. Local shards
 are scanned by DuckDB directly; shards behind an fsspec URL are read with pyarrow and registered.
@@ -9,8 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -25,12 +27,12 @@ from vrag_data.schema.records import (
     LayoutBlock,
     Page,
     RequestLog,
-    RunManifest,
     Task,
     Trajectory,
     Verdict,
 )
 from vrag_data.store import Workspace
+from vrag_data.store.run import RunDir
 from vrag_data.store.shards import arrow_schema
 
 
@@ -115,26 +117,20 @@ def _sql_list(paths: Sequence[str]) -> str:
 _SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}
 
 
-@dataclass(frozen=True)
-class RunDir:
-    run_id: str
-    path: str
-
-
 def run_dirs(ws: Workspace, run: str | None) -> list[RunDir]:
     """The run folders to report on: all of `runs/`, or just `run` (which must exist)."""
     fs, root = url_to_fs(ws.runs)
     if run is not None:
         if not fs.exists(f"{root}/{run}"):
             raise VragError(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
-        return [RunDir(run, ws.run(run))]
+        return [RunDir(ws.run(run))]
     if not fs.exists(root):
         return []
     out = []
     for entry in sorted(fs.ls(root, detail=True), key=lambda e: e["name"]):
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
         if entry["type"] == "directory" and not name.startswith("."):
-            out.append(RunDir(name, ws.run(name)))
+            out.append(RunDir(ws.run(name)))
     return out
 
 
@@ -151,14 +147,15 @@ def _read_json(path: str) -> dict | None:
 
 
 def manifests(runs: Sequence[RunDir]) -> list[dict]:
-    """One row per run folder; a folder without a readable manifest still gets a row (status `unknown`)."""
+    """One row per run folder with its manifest (a folder without a readable one still gets a row, status
+    `unknown`) and the freshness of its verdicts (`RunDir.verdict_state`, the rule the exporter refuses by)."""
     rows = []
     for r in runs:
-        data = _read_json(f"{r.path}/manifest.json")
         try:
-            m = RunManifest.model_validate(data) if data is not None else None
-        except ValueError:
+            m = r.manifest()
+        except (OSError, ValueError):
             m = None
+        state, why = r.verdict_state()
         rows.append({
             "run_id": r.run_id,
             "recipe": m.recipe if m else None,
@@ -171,6 +168,8 @@ def manifests(runs: Sequence[RunDir]) -> list[dict]:
             "finished_at": m.finished_at if m else None,
             "stats": json.dumps(m.stats if m else {}, default=str),
             "config": json.dumps(m.config if m else {}, default=str),
+            "verdict_state": state,
+            "verdict_note": why,
         })
     return rows
 
@@ -214,10 +213,11 @@ CORPUS = {
     "raw_pages": ("pages", Page),
     "raw_layout": ("layout", LayoutBlock),
 }
-RUN_TABLES = {
-    "raw_trajectories": ("trajectories", Trajectory),
-    "raw_verdicts": ("verdicts", Verdict),
-    "raw_requests": ("requests", RequestLog),
+# raw table -> (the run's files of it, per `RunDir`, and their record type)
+RUN_TABLES: dict[str, tuple[Callable[[RunDir], list[str]], type[BaseModel]]] = {
+    "raw_trajectories": (lambda r: r.part_files() + r.augmented_files(), Trajectory),
+    "raw_verdicts": (RunDir.verdict_files, Verdict),
+    "raw_requests": (RunDir.request_log_files, RequestLog),
 }
 
 
@@ -232,6 +232,5 @@ def load_raw(con: duckdb.DuckDBPyConnection, ws: Workspace, runs: Sequence[RunDi
     from vrag_data.tasks.store import task_shards  # shards holding Task records only
 
     load_parquet(con, "raw_tasks", task_shards(ws), Task)
-    for name, (sub, model) in RUN_TABLES.items():
-        files = [f for r in runs for f in parquet_files(f"{r.path}/{sub}")]
-        load_parquet(con, name, files, model)
+    for name, (files_of, model) in RUN_TABLES.items():
+        load_parquet(con, name, [f for r in runs for f in files_of(r)], model)

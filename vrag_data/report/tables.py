@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import duckdb
 import pyarrow as pa
 
-from vrag_data.report.sources import RunDir, export_summaries, load_raw, manifests, run_dirs
+from vrag_data.report.sources import export_summaries, load_raw, manifests, run_dirs
 from vrag_data.store import Workspace
+from vrag_data.store.run import RunDir, is_episode_shard_sql, newest_shard_sql
 
 # Filters whose verdict is a judgement of the answer (the judge pass rate view reads these).
 JUDGE_FILTERS = ("correctness", "judge", "answer_judge")
@@ -75,19 +76,17 @@ FROM (SELECT *, row_number() OVER (PARTITION BY task_id ORDER BY filename) AS _r
 WHERE _rn = 1;
 """
 
-# Synth shards `part-*.parquet`: the newest shard wins for a (run, task, sample), exactly as the synth ledger
-# reads a run (shard names sort in write order); a semi-join on the newest shard per key avoids sorting the
-# wide rows. Other files in trajectories/ (`aug-<recipe>.parquet` from `vrag-data filter`) hold augmented
-# copies that share their source's (task, sample) under a new traj_id: every row of them counts, as in the
-# exporter. The shards are scanned twice, not four times (a run writes thousands of small shards, and each
+# Episode shards: the newest shard wins for a (run, task, sample), by `RunDir`'s own rule (`newest_shard_sql`
+# is `RunDir.newest()` in SQL); a semi-join on the newest shard per key avoids sorting the wide rows. The other
+# trajectory files (`RunDir.augmented_files()`, written by `vrag-data filter`) hold augmented copies that share
+# their source's (task, sample) under a new traj_id: every row of them counts, as in the exporter. The shards are scanned twice, not four times (a run writes thousands of small shards, and each
 # scan pays per file): once for every column but the wide turns (traj_raw, in memory), once for the turns.
 _SQL_RUNS = f"""
 CREATE OR REPLACE TEMP TABLE traj_raw AS
 SELECT * EXCLUDE (prompt, turns, evidence_space) FROM raw_trajectories;
 
 CREATE OR REPLACE TEMP TABLE traj_latest AS
-SELECT run_id, task_id, sample, max(filename) AS filename FROM traj_raw
-WHERE regexp_matches(filename, '(^|/)part-[^/]*$') GROUP BY ALL;
+{newest_shard_sql("traj_raw")};
 
 CREATE OR REPLACE TEMP TABLE traj_base AS
 SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.selected_pages,
@@ -97,7 +96,7 @@ SELECT t.traj_id, t.run_id, t.task_id, t.sample, t.recipe, t.retrieved_pages, t.
 FROM traj_raw t
 LEFT JOIN traj_latest l ON l.run_id = t.run_id AND l.task_id = t.task_id AND l.sample = t.sample
 LEFT JOIN tasks k ON k.task_id = t.task_id
-WHERE l.filename = t.filename OR NOT regexp_matches(t.filename, '(^|/)part-[^/]*$');
+WHERE l.filename = t.filename OR NOT {is_episode_shard_sql("t.filename")};
 
 CREATE OR REPLACE TABLE verdicts AS
 SELECT v.* EXCLUDE (filename), {reason_code('v.reason')} AS reason_code, v.filter IN ({_JUDGE}) AS is_judge,
@@ -134,9 +133,11 @@ SELECT * EXCLUDE (filename), status = 'cached' AS cache_hit, status = 'error' AS
 FROM raw_requests;
 """
 
-# Kept = what the filter kept (vrag_data.store.run.Verdicts.keep): NULL for a run never filtered ("not filtered
-# yet" is not "kept"); otherwise every verdict of the trajectory passed, and an augmented trajectory
-# without verdicts inherits its source's. NDCG and completeness follow vrag_data.rewards.retrieval (binary
+# Kept = what the filter kept (vrag_data.store.run.Verdicts.keep), counted only where the exporter would export:
+# NULL for a run never filtered ("not filtered yet" is not "kept") and for a run whose verdicts are stale
+# (`runs.verdict_state`, `RunDir.verdict_state()`: the export refuses them, so the report counts none of them);
+# otherwise every verdict of the trajectory passed, and an augmented trajectory without verdicts inherits its
+# source's. A stale run's verdict column reads 'stale'. NDCG and completeness follow vrag_data.rewards.retrieval (binary
 # relevance over the de-duplicated retrieval order); both are NULL when the task has no gold page.
 _SQL_TRAJ = f"""
 CREATE OR REPLACE TEMP TABLE traj_verdicts AS
@@ -189,9 +190,10 @@ SELECT m.traj_id, m.run_id, m.task_id, m.sample, m.recipe, m.benchmark, m.doc_ty
             ELSE least(1.0, coalesce(list_sum(list_transform(m.ret_dedup, lambda x, i: CASE WHEN list_contains(m.gold, x) THEN 1.0 / log2(i + 1) ELSE 0.0 END)), 0.0)
                  / list_sum(list_transform(range(1, len(m.gold) + 1), lambda i: 1.0 / log2(i + 1)))) END AS ndcg,
        coalesce(v.n_verdicts, 0) AS n_verdicts, v.failed_filters, v.judge_passed, v.judge_score,
-       CASE WHEN rv.run_id IS NULL THEN NULL  -- not filtered yet: unknown, not "kept"
-            ELSE coalesce(v.all_passed, g.inherited, false) END AS kept,
-       CASE WHEN coalesce(v.all_passed, g.inherited) IS NULL THEN 'none'
+       CASE WHEN rs.verdict_state = 'fresh' THEN coalesce(v.all_passed, g.inherited, false)
+            END AS kept,  -- NULL: not filtered yet, or verdicts out of date: unknown, not "kept"
+       CASE WHEN rs.verdict_state = 'stale' THEN 'stale'
+            WHEN coalesce(v.all_passed, g.inherited) IS NULL THEN 'none'
             WHEN coalesce(v.all_passed, g.inherited) THEN 'pass' ELSE 'fail' END AS verdict,
        nullif(m.ex[1], '') AS augmentation,
        m.started_at, m.finished_at, m.filename AS shard
@@ -200,14 +202,14 @@ LEFT JOIN traj_turn_stats ts ON ts.traj_id = m.traj_id AND ts.run_id = m.run_id
 LEFT JOIN traj_crop_stats cs ON cs.traj_id = m.traj_id AND cs.run_id = m.run_id
 LEFT JOIN traj_verdicts v ON v.traj_id = m.traj_id AND v.run_id = m.run_id
 LEFT JOIN aug g ON g.traj_id = m.traj_id AND g.run_id = m.run_id
-LEFT JOIN (SELECT DISTINCT run_id FROM verdicts) rv ON rv.run_id = m.run_id;
+LEFT JOIN runs rs ON rs.run_id = m.run_id;
 """
 
 _RUNS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("recipe", pa.string()), ("status", pa.string()), ("samples", pa.int64()),
     ("n_tasks", pa.int64()), ("config_hash", pa.string()), ("code_version", pa.string()),
     ("created_at", pa.timestamp("us", tz="UTC")), ("finished_at", pa.timestamp("us", tz="UTC")),
-    ("stats", pa.string()), ("config", pa.string()),
+    ("stats", pa.string()), ("config", pa.string()), ("verdict_state", pa.string()), ("verdict_note", pa.string()),
 ])
 _EXPORTS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("out_dir", pa.string()), ("formats", pa.string()), ("model_family", pa.string()),
@@ -284,6 +286,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None 
     w, c = time.perf_counter(), time.process_time()
     runs = run_dirs(ws, run)
     load_raw(con, ws, runs)
+    _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)  # the kept flag reads its verdict_state
     if timings is not None:
         timings["load_raw (find shards, read footers)"] = (time.perf_counter() - w, time.process_time() - c)
     for name, stmt in _statements(_SQL_CORPUS + ";\n" + _SQL_RUNS + ";\n" + _SQL_TRAJ):
@@ -291,7 +294,6 @@ def build_tables(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None 
         con.execute(stmt)
         if timings is not None:
             timings[name] = (time.perf_counter() - w, time.process_time() - c)
-    _create_from_rows(con, "runs", manifests(runs), _RUNS_SCHEMA)
     _exports(con, export_summaries(ws, {r.run_id for r in runs} if run is not None else None))
     for t in ("raw_documents", "raw_pages", "raw_layout", "raw_ingest_errors", "raw_tasks", "raw_trajectories", "raw_verdicts",
               "raw_requests", "traj_raw", "traj_latest", "traj_base", "traj_verdicts", "traj_turn_stats", "traj_crop_stats"):
@@ -305,7 +307,8 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "layout_blocks": "Layout blocks (corpus/layout) with the box in raw pixels (x1..y2) and its share of the page area.",
     "ingest_errors": "Ingest errors (corpus/errors.parquet) and task import errors (tasks/import_errors.parquet), with a reason code.",
     "tasks": "Tasks (tasks/*.parquet, each task_id once) with doc_type (from extra), evidence_source (sorted sources joined by '+').",
-    "runs": "One row per run folder: its manifest (recipe, status, config hash, stats); status 'unknown' without a manifest.",
+    "runs": "One row per run folder: its manifest (recipe, status, config hash, stats; status 'unknown' without one) and "
+            "verdict_state: missing | fresh | stale (stale: synth added episodes after the filter; export refuses, kept is NULL).",
     "trajectories": "One row per (run, task, sample), newest shard wins; dimensions, turn/crop counts, usage, NDCG, completeness, verdict, kept.",
     "turns": "One row per turn: assistant text, parsed action (kind, invalid reason, `action` struct: query, boxes, answer, ...), observation (kind, text, images as JSON ImageRefs).",
     "crops": "One row per crop of a trajectory: page, raw-pixel box, 0-1000 box, share of the page area.",

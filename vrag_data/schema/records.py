@@ -196,7 +196,9 @@ class CropRecord(Record):
     box: Box
 
 
-FinishStatus = Literal["answered", "max_turns", "error", "no_answer"]
+# "budget": the turn budget (free turns + the one forced-answer turn) or a role's call budget was spent without an
+# accepted answer; "max_turns" is what runs written before that rule recorded for the same case
+FinishStatus = Literal["answered", "budget", "max_turns", "error", "no_answer"]
 
 
 class Trajectory(Record):

@@ -9,11 +9,14 @@ Layout of `runs/<run_id>/`:
   reads the same whether or not a compaction finished (a killed compaction leaves duplicates, never a gap),
 - `trajectories/aug-<recipe>.parquet`: augmented trajectories written by `vrag-data filter`,
 - `verdicts/filters.parquet`: every filter verdict; `verdicts/fingerprint.json`: which episodes they judged,
-- `requests.sqlite`: the teacher request cache; `.lock`: one writer at a time.
+- `student/attempts.parquet`: the student's answers for the difficulty filters,
+- `requests.sqlite`: the teacher request cache, `requests/part-*.parquet`: its request log; `.lock`: one writer.
 
-Readers (filter, export, report, flows) go through this class, so they all see the same episodes. Verdicts
-are fresh when the fingerprint equals the current set of newest episodes; after a resumed synth they are
-stale and the export stops with one line instead of dropping the new episodes silently.
+Writers and readers (synth, filter, export, report, flows) ask this class for every path, so no other module
+spells the layout. Verdicts are fresh when the fingerprint equals the current set of newest episodes; after a
+resumed synth they are stale: the export stops with one line and the report says so instead of counting kept
+trajectories from verdicts that never saw the new episodes. The report's SQL gets "newest wins" from
+`newest_shard_sql`, built from the same shard-name rule as `part_files()`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,15 +36,25 @@ from fsspec.core import url_to_fs
 
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
-from vrag_data.schema.records import RunManifest, Trajectory
-from vrag_data.store.shards import iter_records
+from vrag_data.schema.records import RunManifest, Trajectory, Verdict
+from vrag_data.store.shards import iter_records, write_records
 
 TRAJ_DIR = "trajectories"
 VERDICTS_DIR = "verdicts"
 VERDICTS_FILE = f"{VERDICTS_DIR}/filters.parquet"
 FINGERPRINT_FILE = f"{VERDICTS_DIR}/fingerprint.json"
-_PART = re.compile(r"^part-(\d+)(~merged)?\.parquet$")
+MANIFEST_FILE = "manifest.json"
+ATTEMPTS_FILE = "student/attempts.parquet"
+REQUEST_CACHE_FILE = "requests.sqlite"
+REQUEST_LOG_DIR = "requests"
+LOCK_FILE = ".lock"
+AUG_PREFIX = "aug-"
+# An episode shard's name; the one definition of write order, read by `part_index` and by `newest_shard_sql`.
+PART_PATTERN = r"part-(\d+)(~merged)?\.parquet"
+_PART = re.compile(f"^{PART_PATTERN}$")
 MERGED = "~merged"
+EPISODE_GLOB = "part-*.parquet"  # the same names as a glob (what a flow's cache key fingerprints)
+_SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
 _SOURCE_KEYS = ("source_traj_id", "parent_traj_id")
 
 Key = tuple[str, int]
@@ -81,13 +94,51 @@ def part_index(name: str) -> tuple[int, int]:
     return int(m.group(1)), 1 if m.group(2) else 0
 
 
+def newest_shard_sql(source: str) -> str:
+    """SQL for the newest episode shard of each (run_id, task_id, sample) in `source` (a relation with those columns
+    and `filename`, the shard's path): `part_index` in SQL, so the report's "newest wins" is `RunDir.newest()`'s.
+    Files that are not episode shards (augmented trajectories) are left out."""
+    pat = f"(^|/){PART_PATTERN}$"
+    rank = f"CAST(regexp_extract(filename, '{pat}', 2) AS BIGINT) * 2 + CAST(regexp_extract(filename, '{pat}', 3) <> '' AS BIGINT)"
+    return (f"SELECT run_id, task_id, sample, arg_max(filename, {rank}) AS filename FROM {source} "
+            f"WHERE {is_episode_shard_sql('filename')} GROUP BY ALL")
+
+
+def is_episode_shard_sql(column: str) -> str:
+    """SQL: whether the path in `column` is an episode shard (not an augmented trajectory file)."""
+    return f"regexp_matches({column}, '(^|/){PART_PATTERN}$')"
+
+
+def scrub_secrets(obj: Any) -> Any:
+    """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if _SECRET.search(str(k)) and not str(k).endswith("_env") and isinstance(v, str) and v:
+                out[k] = "<redacted>"
+            else:
+                out[k] = scrub_secrets(v)
+        return out
+    if isinstance(obj, list):
+        return [scrub_secrets(v) for v in obj]
+    return obj
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write `path` under a temporary name and rename it into place (readers see the old or the new file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 class RunLock:
     """One writer per run folder; a second process gets a one-line error instead of interleaved shards.
     Local run folders only: `flock` is dropped by the kernel when the holder dies (kill -9)."""
 
     what = "another process is writing this run; wait for it or pick another --run"
 
-    def __init__(self, run_dir: str | Path, name: str = ".lock") -> None:
+    def __init__(self, run_dir: str | Path, name: str = LOCK_FILE) -> None:
         self.path = Path(run_dir) / name
         self._fd: int | None = None
 
@@ -145,13 +196,77 @@ class RunDir:
     def exists(self) -> bool:
         return self.fs.exists(self._root)
 
-    # ------------------------------------------------------------------ layout
+    @property
+    def run_id(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    # ------------------------------------------------------------------ layout: every path of a run folder
+
+    def _at(self, rel: str) -> str:
+        return f"{self.path}/{rel}"
+
+    @property
+    def trajectories_dir(self) -> str:
+        return self._at(TRAJ_DIR)
+
+    def shard_path(self, index: int) -> str:
+        """The episode shard number `index` (synth writes them in increasing order)."""
+        return self._at(f"{TRAJ_DIR}/part-{index:06d}.parquet")
+
+    def next_shard_index(self) -> int:
+        parts = self.part_files()
+        return part_index(parts[-1].rsplit("/", 1)[-1])[0] + 1 if parts else 0
+
+    @property
+    def manifest_path(self) -> str:
+        return self._at(MANIFEST_FILE)
+
+    @property
+    def verdicts_dir(self) -> str:
+        return self._at(VERDICTS_DIR)
+
+    @property
+    def verdicts_path(self) -> str:
+        """Where `vrag-data filter` writes its verdicts."""
+        return self._at(VERDICTS_FILE)
+
+    @property
+    def fingerprint_path(self) -> str:
+        return self._at(FINGERPRINT_FILE)
+
+    def augmented_path(self, recipe: str) -> str:
+        return self._at(f"{TRAJ_DIR}/{AUG_PREFIX}{recipe}.parquet")
+
+    @property
+    def student_attempts_path(self) -> str:
+        return self._at(ATTEMPTS_FILE)
+
+    @property
+    def request_cache_path(self) -> str:
+        return self._at(REQUEST_CACHE_FILE)
+
+    @property
+    def request_log_dir(self) -> str:
+        return self._at(REQUEST_LOG_DIR)
+
+    @property
+    def lock_path(self) -> str:
+        return self._at(LOCK_FILE)
+
+    def lock(self) -> RunLock:
+        """The run's writer lock (`with run.lock(): ...`)."""
+        return RunLock(self.path)
+
+    # ------------------------------------------------------------------ reading the layout
 
     def _files(self, sub: str) -> list[str]:
         d = f"{self._root}/{sub}"
         if not self.fs.isdir(d):
             return []
-        return sorted(f for f in self.fs.ls(d, detail=False) if f.endswith(".parquet") and "/.tmp-" not in f)
+        # `ls` drops a remote URL's protocol; put it back so the paths open anywhere (DuckDB, url_to_fs)
+        remote = "://" in self.path and not self.path.startswith("file://")
+        prefix = self.path.split("://", 1)[0] + "://" if remote else ""
+        return sorted(prefix + f for f in self.fs.ls(d, detail=False) if f.endswith(".parquet") and "/.tmp-" not in f)
 
     def part_files(self) -> list[str]:
         """Episode shards in write order (by shard number; a merged shard right after the last one it covers)."""
@@ -159,17 +274,54 @@ class RunDir:
         return [f for _, f in sorted(found)]
 
     def augmented_files(self) -> list[str]:
-        return [f for f in self._files(TRAJ_DIR) if f.rsplit("/", 1)[-1].startswith("aug-")]
+        return [f for f in self._files(TRAJ_DIR) if f.rsplit("/", 1)[-1].startswith(AUG_PREFIX)]
 
     def verdict_files(self) -> list[str]:
         return self._files(VERDICTS_DIR)
 
+    def request_log_files(self) -> list[str]:
+        return self._files(REQUEST_LOG_DIR)
+
+    def has_manifest(self) -> bool:
+        return self.fs.isfile(f"{self._root}/{MANIFEST_FILE}")
+
     def manifest(self) -> RunManifest | None:
-        p = f"{self._root}/manifest.json"
+        p = f"{self._root}/{MANIFEST_FILE}"
         if not self.fs.isfile(p):
             return None
         with self.fs.open(p, "rb") as f:
             return RunManifest.model_validate_json(f.read())
+
+    # ------------------------------------------------------------------ writers (local run folders)
+
+    def write_manifest(self, manifest: RunManifest) -> str:
+        """Write the manifest atomically: the resolved config, without secrets."""
+        data = manifest.model_dump(mode="json")
+        data["config"] = scrub_secrets(data["config"])
+        _replace_text(Path(self._root) / MANIFEST_FILE, json.dumps(data, indent=2, ensure_ascii=False))
+        return self.manifest_path
+
+    def write_verdicts(self, verdicts: Iterable[Verdict], name: str = "filters",
+                       judged: dict[Key, tuple[int, str, str]] | None = None) -> str:
+        """Write a verdicts file and, after it, the fingerprint of the episodes they judged: `judged`, the
+        `newest()` the caller read before judging (default: the newest episodes now). Both together, so a
+        verdicts file is never fresh for episodes it did not see."""
+        path = self._at(f"{VERDICTS_DIR}/{name}.parquet")
+        write_records(path, list(verdicts), Verdict)
+        episodes = self.newest() if judged is None else judged
+        self.write_fingerprint(fingerprint_of(episodes), len(episodes))
+        return path
+
+    def write_augmented(self, recipe: str, trajs: list[Trajectory]) -> str:
+        """Replace the recipe's augmented trajectories; none removes an earlier filter run's (they no longer
+        apply). Returns the path written, "" when none."""
+        path = self.augmented_path(recipe)
+        if trajs:
+            write_records(path, trajs, Trajectory)
+            return path
+        if self.fs.isfile(path):
+            self.fs.rm(path)
+        return ""
 
     # ------------------------------------------------------------------ episodes: newest record wins
 
@@ -221,11 +373,7 @@ class RunDir:
 
     def write_fingerprint(self, fingerprint: str, n_episodes: int) -> None:
         """Record which episodes the verdicts judged (local run folders; written after the verdicts)."""
-        path = Path(self.path) / FINGERPRINT_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-        tmp.write_text(json.dumps({"episodes": fingerprint, "n_episodes": n_episodes}))
-        os.replace(tmp, path)
+        _replace_text(Path(self._root) / FINGERPRINT_FILE, json.dumps({"episodes": fingerprint, "n_episodes": n_episodes}))
 
     def verdict_state(self) -> tuple[VerdictState, str]:
         """("missing" | "fresh" | "stale", why)."""
@@ -258,7 +406,7 @@ class RunDir:
         nothing (the originals are removed only after the merged shard is in place, and leftovers are removed
         on the next call). Superseded records inside the group are dropped."""
         res = Compaction()
-        with RunLock(self.path):
+        with self.lock():
             parts = self.part_files()
             keys = [part_index(f.rsplit("/", 1)[-1]) for f in parts]
             merged_at = [k[0] for k in keys if k[1]]

@@ -16,12 +16,12 @@ from vrag_data.errors import VragError
 from vrag_data.filters.difficulty import Difficulty
 from vrag_data.retrieve.build import load_index
 from vrag_data.schema.records import Page, Task
+from vrag_data.store.run import RunDir
 from vrag_data.store.shards import write_table_atomic
 from vrag_data.store.workspace import Workspace
 from vrag_data.student.run import StudentAttempt, run_student
 from vrag_data.teacher.messages import workspace_image_loader
 
-ATTEMPTS_FILE = "student/attempts.parquet"
 USABLE = ("openai", "extractive")
 
 
@@ -34,7 +34,7 @@ def student_problem(filters: Sequence[Any], roles: Mapping[str, RoleConfig]) -> 
         return ""
     what = "no roles.student" if role is None else f"roles.student is kind {role.kind!r} (gold-guided or not a model)"
     return (f"filter difficulty: {what}; point roles.student at the model to be trained (an OpenAI-compatible endpoint), "
-            "or `roles.student: {kind: extractive}` for the offline reader, or set `filters.options.difficulty.missing: "
+            "or `roles.student: {kind: extractive}` for the offline reader, or set `filters.options.<recipe>.difficulty.missing: "
             "keep` to skip the rule (recorded in every verdict)")
 
 
@@ -58,18 +58,18 @@ async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig
         tasks, max(d.samples for d in diffs), load_index(ws), pages, kind=role.kind, pool=pool,
         top_k=max(d.top_k for d in diffs), temperature=next((d.temperature for d in diffs if d.temperature is not None), None),
         model=model, image_loader=workspace_image_loader(ws, max_pixels=max_pixels))
-    _write(run_dir / ATTEMPTS_FILE, attempts)
+    _write(RunDir(str(run_dir)).student_attempts_path, attempts)
     out: dict[str, list[tuple]] = {}
     for a in attempts:
         out.setdefault(a.task_id, []).append(a.as_tuple())
     return out, (f"model:{model}" if role.kind == "openai" else "extractive")
 
 
-def _write(path: Path, attempts: Sequence[StudentAttempt]) -> None:
+def _write(path: str, attempts: Sequence[StudentAttempt]) -> None:
     t = pa.table({
         "task_id": [a.task_id for a in attempts], "sample": [a.sample for a in attempts],
         "answer": [a.answer for a in attempts], "correct": [a.correct for a in attempts],
         "retrieved_all_gold": [a.retrieved_all_gold for a in attempts], "student": [a.student for a in attempts],
         "pages": [list(a.pages) for a in attempts],
     })
-    write_table_atomic(t, str(path))
+    write_table_atomic(t, path)

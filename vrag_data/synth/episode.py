@@ -8,6 +8,12 @@ for OpenAI-compatible endpoints, or by the oracle policy (`vrag_data.synth.oracl
 A teacher call that fails for good (`TeacherError`, after the pool's bounded retries) ends the episode with
 status "error" and the reason; the run goes on. Usage (requests, tokens, cache hits, retries) and latency
 are recorded per turn and per episode.
+
+Every episode ends within its budget whatever the models write: the environment allows `max_turns` free turns
+and one forced-answer turn (see `vrag_data.env.environment`), and every call a recipe hook makes is bounded too:
+at most `max_turns + 1` calls per phase (policy, grounding, reader, planner, answer agent, candidate step...)
+per episode, counted in `extra["calls"]`. A hook that would go past it ends the episode with status "budget"
+(hooks with retries ask `calls_left(phase)` first and stop on their own).
 """
 
 from __future__ import annotations
@@ -109,6 +115,10 @@ class Responder:
         return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries)
 
 
+class BudgetSpent(Exception):
+    """A phase asked for more model calls than the episode's budget allows (ends the episode with status "budget")."""
+
+
 @dataclass
 class EpisodeDeps:
     """What every episode of a run shares."""
@@ -139,6 +149,7 @@ class EpisodeRun:
     extra: dict[str, Any] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)  # per-episode working memory (oracle, recipes)
     error: str = ""
+    calls: dict[str, int] = field(default_factory=dict)  # model calls so far, per phase (the oracle's included)
     _pending_ids: list[str] = field(default_factory=list)
     _pending_latency: float = 0.0
 
@@ -165,8 +176,20 @@ class EpisodeRun:
     def messages(self) -> list[Message]:
         return self.context.build(self.prompt, self.turns, self.env.state)
 
+    @property
+    def call_budget(self) -> int:
+        """Calls one phase may make per episode: one per free turn plus the forced-answer turn."""
+        return self.env.settings.max_turns + 1
+
+    def calls_left(self, phase: str) -> int:
+        return max(0, self.call_budget - self.calls.get(phase, 0))
+
     async def ask(self, role: str, messages: list[Message], phase: str) -> Reply:
-        """One call of a role; its usage is counted and its request id goes with the next recorded turn."""
+        """One call of a role; its usage is counted and its request id goes with the next recorded turn.
+        Raises `BudgetSpent` when `phase` has used its calls (see the module docstring)."""
+        if not self.calls_left(phase):
+            raise BudgetSpent(f"phase {phase} (role {role}) asked for more than its {self.call_budget} model calls in this episode")
+        self.calls[phase] = self.calls.get(phase, 0) + 1
         reply = await self.deps.responder.ask(role, messages, self, phase)
         if not reply.oracle:
             u = self.usage
@@ -200,7 +223,7 @@ class EpisodeRun:
     def trajectory(self, t0: float) -> Trajectory:
         deps, st = self.deps, self.env.state
         fields = st.trajectory_fields()
-        extra = {**fields.pop("extra"), **self.extra}
+        extra = {**fields.pop("extra"), **self.extra, "calls": dict(self.calls)}
         if self.error:
             fields["status"], fields["reason"] = "error", self.error
         return Trajectory(
@@ -227,6 +250,9 @@ async def run_episode(deps: EpisodeDeps, task: Task, sample: int) -> Trajectory:
             await recipe.finish(ep)
     except TeacherError as err:
         ep.error = " ".join(str(err).split())[:500]
+    except BudgetSpent as err:
+        st = ep.env.state
+        st.done, st.status, st.reason = True, "budget", str(err)
     return ep.trajectory(t0)
 
 

@@ -8,19 +8,13 @@ Local run folders only: the lock uses `flock`, which the kernel drops when the h
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from pathlib import Path
-from typing import Any
 
 from vrag_data.schema.records import RunManifest, Trajectory
-from vrag_data.store.run import TRAJ_DIR, RunDir, RunLock, part_index
+from vrag_data.store.run import RunDir, RunLock, scrub_secrets
 
-__all__ = ["RunLock", "done_keys", "next_shard_index", "read_manifest", "read_trajectories", "shard_path", "shard_paths",
-           "write_manifest"]
-
-_SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
+__all__ = ["RunLock", "done_keys", "next_shard_index", "read_manifest", "read_trajectories", "scrub_secrets", "shard_path",
+           "shard_paths", "write_manifest"]
 
 Key = tuple[str, int]
 
@@ -31,12 +25,11 @@ def shard_paths(run_dir: str | Path) -> list[Path]:
 
 
 def next_shard_index(run_dir: str | Path) -> int:
-    paths = shard_paths(run_dir)
-    return part_index(paths[-1].name)[0] + 1 if paths else 0
+    return RunDir(str(run_dir)).next_shard_index()
 
 
 def shard_path(run_dir: str | Path, index: int) -> Path:
-    return Path(run_dir) / TRAJ_DIR / f"part-{index:06d}.parquet"
+    return Path(RunDir(str(run_dir)).shard_path(index))
 
 
 def done_keys(run_dir: str | Path, *, retry_errors: bool = True) -> set[Key]:
@@ -51,31 +44,9 @@ def read_trajectories(run_dir: str | Path) -> list[Trajectory]:
     return list(RunDir(str(run_dir)).episodes())
 
 
-def scrub_secrets(obj: Any) -> Any:
-    """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`)."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if _SECRET.search(str(k)) and not str(k).endswith("_env") and isinstance(v, str) and v:
-                out[k] = "<redacted>"
-            else:
-                out[k] = scrub_secrets(v)
-        return out
-    if isinstance(obj, list):
-        return [scrub_secrets(v) for v in obj]
-    return obj
-
-
 def write_manifest(run_dir: str | Path, manifest: RunManifest) -> Path:
-    """Write `run_dir/manifest.json` atomically (the resolved config, without secrets)."""
-    path = Path(run_dir) / "manifest.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = manifest.model_dump(mode="json")
-    data["config"] = scrub_secrets(data["config"])
-    tmp = path.with_name(f".tmp-{os.getpid()}-manifest.json")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    os.replace(tmp, path)
-    return path
+    """Write the run's manifest atomically (the resolved config, without secrets): `RunDir.write_manifest`."""
+    return Path(RunDir(str(run_dir)).write_manifest(manifest))
 
 
 def read_manifest(run_dir: str | Path) -> RunManifest | None:

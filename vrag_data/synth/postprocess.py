@@ -12,7 +12,6 @@ replaces the verdict and augmentation files atomically: the result is the same, 
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,14 @@ from vrag_data.filters.base import FilterContext, apply_chain
 from vrag_data.filters.judging import judge_lookup, judge_trajectories
 from vrag_data.filters.registry import FilterChain
 from vrag_data.progress import stage_progress
-from vrag_data.recipe import Recipe, resolve_recipe
+from vrag_data.recipe.base import Recipe
 from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
-from vrag_data.store.shards import write_records
 from vrag_data.store.workspace import Workspace
 from vrag_data.student.stage import student_results
 from vrag_data.synth.oracle import OracleAugmenter
 from vrag_data.teacher.messages import workspace_image_loader
-from vrag_data.store.run import TRAJ_DIR, VERDICTS_FILE, RunDir, fingerprint_of
+from vrag_data.store.run import RunDir
 from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
@@ -118,23 +116,21 @@ def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: An
     return OracleAugmenter
 
 
-def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None, recipe: Recipe | None = None,
+def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None, recipe: Recipe,
                      progress: bool = False) -> FilterResult:
     return asyncio.run(judge_and_filter_async(ws, run_id, cfg, recipe, progress))
 
 
-async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None,
-                                 recipe: Recipe | None = None, progress: bool = False) -> FilterResult:
-    """`recipe`: the run's recipe object (default: the registered recipe named in the run manifest, configured by
-    `cfg`); its filter chain and augmentations apply."""
+async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None, recipe: Recipe,
+                                 progress: bool = False) -> FilterResult:
+    """`recipe`: the run's configured recipe object (the caller resolves the name its manifest records); its filter
+    chain and augmentations apply."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     run_dir = Path(ws.run(run_id))
     manifest = read_manifest(run_dir)
     if manifest is None:
         raise VragError(f"{run_dir}: no run manifest; run `vrag-data synth -w {ws.root} --recipe R --run {run_id}` first")
-    if recipe is None:
-        recipe = resolve_recipe(manifest.recipe, cfg)
-    elif recipe.name != manifest.recipe:
+    if recipe.name != manifest.recipe:
         raise VragError(f"{run_dir}: run of recipe {manifest.recipe!r}, not {recipe.name!r}")
     rd = RunDir(str(run_dir))
     try:
@@ -144,7 +140,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     newest = rd.newest()
     trajs = list(rd.episodes())
     if not trajs:
-        raise VragError(f"{run_dir}/{TRAJ_DIR}: no trajectories to filter")
+        raise VragError(f"{rd.trajectories_dir}: no trajectories to filter")
     tasks = {t.task_id: t for t in load_tasks(ws)}
     roles = _roles(cfg, manifest.config)
     chain = FilterChain(list(recipe.filters))
@@ -183,18 +179,12 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     for a in augmented:
         verdicts.append(Verdict(run_id=a.run_id, traj_id=a.traj_id, task_id=a.task_id, filter="augmentation", passed=True,
                                 reason=f"{a.extra.get('augmentation')} of {a.extra.get('source_traj_id')} by {a.extra.get('augmented_by', 'rules')}"))
-    vpath = str(run_dir / VERDICTS_FILE)
-    write_records(vpath, verdicts, Verdict)
-    rd.write_fingerprint(fingerprint_of(newest), len(newest))
+    vpath = rd.write_verdicts(verdicts, judged=newest)  # with the fingerprint of the episodes judged
     per: dict[str, dict[str, int]] = {}
     for v in verdicts:
         d = per.setdefault(v.filter, {"passed": 0, "failed": 0})
         d["passed" if v.passed else "failed"] += 1
-    apath = run_dir / TRAJ_DIR / f"aug-{manifest.recipe}.parquet"
-    if augmented:
-        write_records(str(apath), augmented, Trajectory)
-    elif apath.exists():
-        os.remove(apath)  # an earlier filter run's augmentations no longer apply
+    apath = rd.write_augmented(manifest.recipe, augmented)  # none: an earlier filter run's no longer apply
     return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, student=student_label, n_trajectories=len(trajs),
                         n_kept=len(kept) - len(replaced), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
-                        n_augmented=len(augmented), augmented_path=str(apath) if augmented else "", augment_skipped=skipped)
+                        n_augmented=len(augmented), augmented_path=apath, augment_skipped=skipped)

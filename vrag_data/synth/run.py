@@ -7,8 +7,9 @@ missing. Roles left unconfigured fall back to the policy's endpoint; with the or
 the oracle except the judge, which uses the rule scorers. Re-running with the same run id resumes: finished
 (task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
 
-The recipe is a `Recipe` object resolved by the caller (a registered name is resolved here, with the run
-config's options). The default run id is derived from everything that changes what synthesis produces: the
+The recipe is a `Recipe` object resolved and configured by the caller (an entry point: the CLI, a flow, a
+test); this stage never looks a recipe up by name, so a recipe defined in code runs here as it does through the
+flows and on Ray workers. The default run id is derived from everything that changes what synthesis produces: the
 recipe's full description (prompts, grammar, environment, options, roles), the configured models and
 endpoints and the seed. Edit any of them and the next `synth` starts a new run; to add episodes to an existing
 run on purpose (more tasks, more samples, after a crash), pass its id with `--run`.
@@ -40,7 +41,7 @@ from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.messages import workspace_image_loader
 from vrag_data.teacher.pool import TeacherPool, resolve_roles
-from vrag_data.recipe import Recipe, resolve_recipe
+from vrag_data.recipe.base import Recipe
 from vrag_data.version import code_version
 
 
@@ -76,10 +77,9 @@ def policy_kind(roles: dict[str, RoleConfig]) -> str:
     return "oracle" if roles["policy"].kind == "oracle" else "model"
 
 
-def default_run_id(recipe: Recipe | str, cfg: RunConfig) -> str:
+def default_run_id(rec: Recipe, cfg: RunConfig) -> str:
     """Content-derived: the same recipe description (prompts, grammar, environment, options, roles) + configured
-    models + seed give the same run (so it resumes); any change gives a new run."""
-    rec = resolve_recipe(recipe, cfg)
+    models + seed give the same run (so it resumes); any change gives a new run. `rec` is the configured recipe."""
     roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg).items())}
     key = short_hash(rec.synth_key(), roles, cfg.synth.seed, n=10)
     return f"{rec.name}-{key}"
@@ -104,7 +104,7 @@ def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
     return load_index(ws), True
 
 
-def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe | str, **kwargs: Any) -> RunResult:
+def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe, **kwargs: Any) -> RunResult:
     """Blocking entry point of `synth_async` (same keyword arguments)."""
     return asyncio.run(synth_async(ws, cfg, recipe, **kwargs))
 
@@ -112,7 +112,7 @@ def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe | str, **kwargs: A
 async def synth_async(
     ws: Workspace | str,
     cfg: RunConfig,
-    recipe: Recipe | str,
+    recipe: Recipe,
     run_id: str | None = None,
     samples: int | None = None,
     limit: int | None = None,
@@ -125,7 +125,9 @@ async def synth_async(
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     if not ws.is_local:
         raise VragError(f"{ws.root}: synthesis runs write a local run folder; use a local workspace path")
-    rec = resolve_recipe(recipe, cfg)
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"synth: pass a configured Recipe (resolve {recipe!r} at the entry point), not {type(recipe).__name__}")
+    rec = recipe
     roles = resolved_roles(cfg)
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples

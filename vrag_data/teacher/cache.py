@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vrag_data.schema.records import RequestLog
+from vrag_data.store.run import RunDir
 from vrag_data.store.shards import write_records
 
 _SCHEMA = """
@@ -54,13 +55,15 @@ class CachedResponse:
 
 
 class RequestCache:
-    """`RequestCache(run_dir)` keeps `run_dir/requests.sqlite` and exports logs to `run_dir/requests/`."""
+    """`RequestCache(run_dir)` keeps the run's request cache and exports its log where `RunDir` says
+    (`request_cache_path`, `request_log_dir`)."""
 
     def __init__(self, run_dir: str | Path, *, log_flush_rows: int = 5000) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / "requests.sqlite"
-        self.log_dir = self.run_dir / "requests"
+        run = RunDir(str(self.run_dir))
+        self.path = Path(run.request_cache_path)
+        self.log_dir = Path(run.request_log_dir)
         self.log_flush_rows = log_flush_rows
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so each response is one durable commit.
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)

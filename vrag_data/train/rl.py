@@ -25,7 +25,7 @@ import yaml
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.progress import stage_progress
-from vrag_data.recipe import Recipe, get_recipe
+from vrag_data.recipe.base import Recipe
 from vrag_data.rewards.recipes import HONESTY_REWARDS
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import write_records
@@ -99,10 +99,6 @@ def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list
             components[k].append(float(v))
     if rl.scopes:
         scopes = rl.scopes
-    elif scopes is None:
-        if not rl.recipe:
-            raise VragError("rs_grpo: set rl.recipe (its reward names the token scopes) or rl.scopes in the train config")
-        scopes = {k: list(v) for k, v in get_recipe(rl.recipe).reward.scopes.items()}
     if not scopes:
         raise VragError(f"rs_grpo: recipe {rl.recipe!r} names no token scopes for its reward; set rl.scopes in the config")
     try:
@@ -128,17 +124,14 @@ def _save(policy: Policy, optimizer: Any, step: int, out: Path, logs: list[RlSte
     (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
 
 
-def run_rl(cfg: TrainConfig, resume: bool = True, progress: bool = False, recipe: Recipe | None = None) -> RlResult:
-    """`recipe`: the recipe object to roll out (default: the registered recipe `cfg.rl.recipe`)."""
+def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool = False) -> RlResult:
+    """`recipe`: the configured recipe object to roll out (the entry point resolves `cfg.rl.recipe`)."""
     from vrag_data.rewards.recipes import score_trajectory
 
     rl = cfg.rl
-    if recipe is None and not rl.recipe:
-        raise VragError("rl.recipe: name the recipe to roll out (e.g. `recipe: vrag_rl` under `rl:` in the train config)")
     if rl.judge is None:
         raise VragError("rl.judge: name the answer judge: an endpoint (`judge: {endpoints: [{base_url: URL, model: NAME}]}`) "
                         "or `judge: rules` for the rule scorers")
-    recipe = recipe or get_recipe(rl.recipe or "")
     rank, world, device = _dist()
     env = RlEnvironment.open(cfg.workspace, cfg.data.path)
     out = Path(cfg.output_dir)
