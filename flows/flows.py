@@ -94,7 +94,8 @@ def _finish(key: str, title: str, ws: Workspace, summary: dict[str, Any]) -> dic
 @flow(name="synth-shards")
 def synth_shards(cfg: RunConfig) -> dict[str, Any]:
     # the flow is the entry point: it resolves each recipe once and the stages pass the objects to their tasks
-    ctx = stages.Ctx(Workspace(cfg.workspace), cfg, recipes={n: resolve_recipe(n, cfg) for n in cfg.synth.recipes})
+    recipes = [resolve_recipe(n, cfg) for n in cfg.synth.recipes]  # names, or `module:ATTR` references
+    ctx = stages.Ctx(Workspace(cfg.workspace), cfg, recipes={r.name: r for r in recipes})
     paths, qa = stages.sources(ctx)
     stages.ingest(ctx, paths)
     stages.index(ctx)

@@ -222,8 +222,7 @@ def synth(ctx: Ctx, found: list[VTask]) -> dict[str, str]:
     shards = [found[i:i + per] for i in range(0, len(found), per)]
     runs: dict[str, str] = {}
     lanes = []
-    for recipe in c.recipes:
-        rec = ctx.recipes[recipe]  # the object travels to the shard tasks (threads or Ray workers): no lookup there
+    for recipe, rec in ctx.recipes.items():  # the object travels to the shard tasks (threads or Ray workers): no lookup there
         run_id = runs[recipe] = default_run_id(rec, ctx.cfg)
         run_dir = ctx.ws.run(run_id)
         lane = []

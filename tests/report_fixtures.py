@@ -37,6 +37,7 @@ from vrag_data.schema.records import (
     Verdict,
 )
 from vrag_data.store import Workspace, write_records
+from vrag_data.store.run import RunDir
 
 W, H = 600, 800
 XSS = '<script>document.title="pwned"</script><img src=x onerror="document.body.dataset.pwned=1">'
@@ -182,7 +183,7 @@ def build_report_workspace(root: Path, seed: int = 7) -> Built:
             good = rng.random() < 0.8
             b.verdicts.append(Verdict(run_id="r1", traj_id=t.traj_id, task_id=t.task_id, filter="structure", passed=good,
                                       reason="2 crop(s) ok" if good else f"gold pages never retrieved: ['{t.task_id}']"))
-    write_records(ws.path("runs", "r1", "verdicts", "filters.parquet"), b.verdicts, Verdict)
+    RunDir(ws.run("r1")).write_verdicts(b.verdicts)  # as `vrag-data filter` does: with the episodes' fingerprint
     # augmented copies (as `vrag-data filter` writes them: aug-<recipe>.parquet, the source's task and sample, a
     # new traj_id, no verdicts of their own) inherit their source's verdicts and are not de-duplicated away
     src = r1[0]

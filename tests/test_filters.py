@@ -227,7 +227,7 @@ def test_default_chains_and_config_override():
         default_chain(visor_r, FiltersConfig(options={"visor": {"balance": {"max_per_bucket": 3}}}))
     with pytest.raises(TypeError, match="Recipe object"):
         default_chain("visor")
-    with pytest.raises(ConfigError, match="filters.chains.vrag_rll: unknown recipe"):
+    with pytest.raises(ConfigError, match="filters.chains.vrag_rll: not a registered recipe"):
         resolve_recipe("vrag_rl", RunConfig(filters=FiltersConfig(chains={"vrag_rll": ["correctness"]})))
 
 

@@ -17,18 +17,23 @@ BIN = Path(sys.executable).parent
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
 
 
-def prefect_servers() -> set[int]:
-    """PIDs of processes serving Prefect's API (uvicorn on prefect.server's app, or `prefect server start`)."""
+def prefect_servers(root: int) -> set[int]:
+    """PIDs of processes serving Prefect's API (uvicorn on prefect.server's app, or `prefect server start`) among
+    the descendants of `root`: other processes on the machine (another test, a user's own server) never count."""
+    import psutil
+
     out = set()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    try:
+        procs = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return out
+    for p in procs:
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            cmd = " ".join(p.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
         if ("prefect.server" in cmd and "uvicorn" in cmd) or "prefect server start" in cmd:
-            out.add(int(d.name))
+            out.add(p.pid)
     return out
 
 
@@ -44,27 +49,28 @@ def test_ray_workers_start_no_prefect_server(tmp_path):
         "roles": {"policy": {"kind": "oracle"}},
         "runner": {"kind": "ray", "max_concurrency": 2, "retries": 0},
     }))
-    before = prefect_servers()
     seen: set[int] = set()
+    proc = subprocess.Popen([str(BIN / "vrag-data"), "run", "--config", str(cfg)], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
 
-    def sample() -> None:
+    def sample() -> None:  # a server lives for seconds (start-up alone takes ~1 s): 0.2 s sampling sees each one
         while not stop.is_set():
-            seen.update(prefect_servers() - before)
+            seen.update(prefect_servers(proc.pid))
             time.sleep(0.2)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     try:
-        run = subprocess.run([str(BIN / "vrag-data"), "run", "--config", str(cfg)], env=ENV, capture_output=True,
-                             text=True, timeout=900)
+        out, err = proc.communicate(timeout=900)
     finally:
         stop.set()
         t.join()
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert len(seen) == 1, f"{len(seen)} Prefect servers during the run (one expected: the CLI's temporary server)"
     import json
 
     shards = json.loads((ws / "pipeline.json").read_text())["shards"]
     workers = {s["result"]["worker"] for s in shards if s["stage"] == "synth" and s.get("result")}
-    assert workers and all(w.rsplit(":", 1)[1] != str(os.getpid()) for w in workers)
+    assert workers and all(w.rsplit(":", 1)[1] != str(proc.pid) for w in workers)  # shards ran on Ray workers, not the CLI

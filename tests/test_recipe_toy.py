@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,55 +15,20 @@ import pytest
 import yaml
 
 from tests.support.synth_workspace import sample_workspace
-from vrag_data.augment import Augmented, derive
+from tests.support.toy_recipe import TOY
 from vrag_data.config import RunConfig
-from vrag_data.env.grammar import REACT_CROP, Grammar
 from vrag_data.errors import VragError
 from vrag_data.export import export_run
 from vrag_data.export.formats import FORMAT_NAMES
-from vrag_data.filters import Correctness, Structure
-from vrag_data.recipe import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env, recipe_names, register, resolve_recipe, unregister
+from vrag_data.recipe import recipe_names, register, resolve_recipe, unregister
 from vrag_data.rewards.verl import compute_score
-from vrag_data.schema.records import Task, Trajectory
+from vrag_data.schema.records import Trajectory
 from vrag_data.store import Workspace, write_records
 from vrag_data.store.run import RunDir
 from vrag_data.synth.postprocess import judge_and_filter
 from vrag_data.synth.run import default_run_id, synth
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@dataclasses.dataclass(frozen=True)
-class ShortThoughts:
-    """A toy augmentation: the same trajectory with every thought cut to its first sentence."""
-
-    name: str = "short_thoughts"
-
-    def apply(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]]) -> Augmented:
-        from vrag_data.env import render_action
-
-        turns = []
-        for t in traj.turns:
-            action = t.action.model_copy(update={"thought": t.action.thought.split(". ")[0]})
-            turns.append(t.model_copy(update={"action": action, "assistant": render_action(action, grammar)}))
-        return Augmented([derive(traj, self.name, turns=turns)])
-
-
-TOY = Recipe(
-    name="toy_crop",
-    paper="a test recipe",
-    grammar=dataclasses.replace(REACT_CROP, name="toy_crop"),
-    system_prompt=("Answer from document page images. Think inside <think></think>, then write one of "
-                   "<search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> (pixels of the last page) or <answer>answer</answer>."),
-    user_template="Q: {question}",
-    env=base_env(coord_space="qwen2.5-vl", page_max_pixels=200704, search_mode="first_unseen", top_k=1, scope="corpus", max_turns=6),
-    roles=(RoleSpec("policy", "takes every action"),),
-    filters=(Structure(max_retrievals=5), Correctness(threshold=0.5)),
-    augmentations=(ShortThoughts(),),
-    reward=RewardSpec("vrag_rl", scopes={"search": ("ndcg",), "bbox": ("ndcg",), "answer": ("judge",), "other": ("format",)}),
-    export=ExportHints(max_pixels=200704, data_source="toy_source", sft=SftHints(8192, 2.0e-5, 2.0, 1, "the toy's own table")),
-    oracle=OracleSpec(style="react", crop_gold=True),
-)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from urllib.parse import urlparse
 
 from vrag_data.config import RunConfig
 from vrag_data.errors import ConfigError
-from vrag_data.recipe import check_recipe_keys, recipe_names, resolve_recipe
+from vrag_data.export.formats import check_format_names
+from vrag_data.recipe import check_recipe_keys, get_recipe, recipe_names, resolve_recipe
 from vrag_data.recipe.registry import recipe_keyed
 from vrag_data.student.stage import student_problem
 
@@ -38,7 +39,12 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
     if not cfg.synth.recipes:
         raise bad("synth.recipes", f"empty; name the recipes to run, e.g. [{', '.join(recipe_names())}]")
     for name in cfg.synth.recipes:
-        if name not in recipe_names():
+        if ":" in name:  # `package.module:ATTR`: imported and registered under its own name
+            try:
+                get_recipe(name)
+            except ConfigError as err:
+                raise bad(f"synth.recipes[{name}]", str(err)) from None
+        elif name not in recipe_names():
             raise bad(f"synth.recipes[{name}]", f"unknown recipe; registered recipes: {', '.join(recipe_names())}")
     try:
         check_recipe_keys(cfg)  # every synth.recipe_options / filters.chains / filters.options / export.max_pixels key
@@ -51,6 +57,10 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
         problem = student_problem(recipes[name].filters, cfg.roles)
         if problem:
             raise bad(name, problem)
+    try:  # names only: no writer is imported here
+        check_format_names(cfg.export.formats)
+    except ConfigError as err:
+        raise bad("export.formats", str(err)) from None
     policy = cfg.roles.get("policy")
     if policy is None:
         raise bad("roles.policy", "missing; set an endpoint (kind openai, endpoints: [{base_url, model}]) or {kind: oracle}")

@@ -25,6 +25,12 @@ requests in order, then each request draws from the rates (seeded by `seed`, so 
   `latency_s` (every request waits this long), `spike_p`/`spike_s` (latency spikes).
 Script outcomes: "ok", "500", "429", "drop", "truncate", "empty", "slow" (waits `spike_s`).
 
+Behaviour mode (`BehaviourMode`, a `reply` callable): each episode plays one scripted behaviour, picked by the
+request's `seed` (the client sends the sampling seed + the sample index, so sample i plays `behaviours[i]`);
+requests are attributed to an episode by an episode key (e.g. the task's question) found in their text, and
+counted per (episode, behaviour, phase). Past `limit` calls of one phase the server answers with no choices, so a
+loop that the code under test fails to bound ends with an error instead of hanging the test.
+
 `api_key="..."` makes the server require `Authorization: Bearer <key>` (401 otherwise).
 `record_bodies=False` keeps only ids and outcomes (for benchmarks with large image payloads).
 
@@ -216,6 +222,71 @@ def build_app(b: _Behaviour) -> FastAPI:
         return Response(content=data, media_type="application/json")
 
     return app
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as a behaviour script sees it: `n` = earlier calls of this phase in this episode."""
+
+    req: dict[str, Any]
+    episode: str
+    behaviour: str
+    phase: str
+    n: int
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.req.get("messages") or []
+
+    def text(self, m: dict[str, Any]) -> str:
+        c = m.get("content")
+        return c if isinstance(c, str) else "\n".join(p.get("text", "") for p in c or [] if p.get("type") == "text")
+
+    @property
+    def system(self) -> str:
+        msgs = self.messages
+        return self.text(msgs[0]) if msgs and msgs[0].get("role") == "system" else ""
+
+    @property
+    def last(self) -> str:
+        return self.text(self.messages[-1]) if self.messages else ""
+
+
+class BehaviourMode:
+    """A `reply` callable that plays one scripted behaviour per episode; see the module docstring.
+
+    `script(call) -> str` writes the reply; `phase_of(request) -> str` names the role or step a request is for;
+    `keys` are the episode keys (one of them occurs in every request of its episode); `seed_base` is the
+    sampling seed the config sets. `counts` maps (episode, behaviour, phase) to the number of requests seen.
+    """
+
+    def __init__(self, behaviours: list[str], script: Callable[[Call], str], phase_of: Callable[[dict[str, Any]], str],
+                 keys: list[str], *, seed_base: int = 0, limit: int = 64) -> None:
+        self.behaviours, self.script, self.phase_of = list(behaviours), script, phase_of
+        self.keys = sorted(keys, key=len, reverse=True)  # the longest match first: a key may contain another
+        self.seed_base, self.limit = seed_base, limit
+        self.counts: dict[tuple[str, str, str], int] = {}
+        self.unattributed = 0
+        self._lock = threading.Lock()
+
+    def episode_of(self, req: dict[str, Any]) -> str | None:
+        blob = orjson.dumps(req.get("messages") or []).decode()
+        return next((k for k in self.keys if orjson.dumps(k).decode()[1:-1] in blob), None)
+
+    def __call__(self, req: dict[str, Any]) -> "str | dict[str, Any]":
+        sample = int(req.get("seed", self.seed_base)) - self.seed_base
+        behaviour = self.behaviours[sample] if 0 <= sample < len(self.behaviours) else "?"
+        episode, phase = self.episode_of(req), self.phase_of(req)
+        with self._lock:
+            if episode is None:
+                self.unattributed += 1
+                episode = "?"
+            k = (episode, behaviour, phase)
+            n = self.counts.get(k, 0)
+            self.counts[k] = n + 1
+        if n >= self.limit:
+            return {"id": "chatcmpl-limit", "object": "chat.completion", "choices": []}
+        return self.script(Call(req, episode, behaviour, phase, n))
 
 
 def _free_socket() -> socket.socket:

@@ -1,15 +1,32 @@
-"""`vrag-data export`: a run's kept trajectories -> HF datasets / LLaMA-Factory / verl / EasyR1 files."""
+"""`vrag-data export`: a run's kept trajectories -> HF datasets / LLaMA-Factory / verl / EasyR1 files (or any
+installed format). The entry point resolves the formats and the run's recipe; the export gets the objects."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors
-from vrag_data.config import load_config
-from vrag_data.export.formats import FORMAT_NAMES
+from vrag_data.config import DEFAULT_EXPORT_FORMATS, RunConfig, load_config
+
+if TYPE_CHECKING:
+    from vrag_data.recipe.base import Recipe
+    from vrag_data.store import Workspace
+
+
+def run_recipes(ws: "Workspace", run_id: str, cfg: RunConfig) -> list["Recipe"]:
+    """The recipes whose export hints the run may need, configured by the run config: the one its manifest names;
+    a run without a manifest names its recipes only in its trajectories, so every installed recipe."""
+    from vrag_data.recipe import recipe_names, resolve_recipe
+    from vrag_data.recipe.runs import recipe_of_run
+    from vrag_data.store.run import RunDir
+
+    if RunDir(ws.run(run_id)).manifest() is not None:
+        return [recipe_of_run(ws, run_id, cfg)]
+    return [resolve_recipe(name, cfg) for name in recipe_names()]
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +35,7 @@ def register(app: typer.Typer) -> None:
     def export_cmd(
         workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace folder"),
         run: str = typer.Option(..., "--run", help="Run id (a folder under <workspace>/runs/)"),
-        formats: list[str] = typer.Option(None, "--format", help="An export format (repeatable; default: the config's): " + " | ".join(FORMAT_NAMES)),
+        formats: list[str] = typer.Option(None, "--format", help="An export format (repeatable; default: the config's): " + " | ".join(DEFAULT_EXPORT_FORMATS) + " or an installed one"),
         out: Path | None = typer.Option(None, "--out", help="Output folder (default <workspace>/exports/<run>)"),
         model_family: str | None = typer.Option(None, "--model-family", help="qwen2.5-vl | qwen3-vl (coordinates and image sizes)"),
         shard_size: int | None = typer.Option(None, "--shard-size", min=1, help="Records per shard"),
@@ -26,13 +43,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export a run's kept trajectories (SFT) and their tasks (RL) for trainers."""
         from vrag_data.export import export_run
+        from vrag_data.export.formats import check_format_names
         from vrag_data.export.kept import count_trajectories
         from vrag_data.store import Workspace
 
-        cfg = load_config(config).export
+        run_cfg = load_config(config)
+        cfg = run_cfg.export
+        chosen = check_format_names(formats or list(cfg.formats))  # before any work: one line naming the known ones
         ws = Workspace(str(workspace))
         if not ws.fs.exists(ws.run(run)):
             fail(f"{ws.run(run)}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
+        recipes = run_recipes(ws, run, run_cfg)
         total = count_trajectories(ws.run(run))
         from vrag_data.progress import stage_progress
 
@@ -40,12 +61,13 @@ def register(app: typer.Typer) -> None:
             summary = export_run(
                 ws,
                 run,
-                formats=formats or list(cfg.formats),
+                formats=chosen,
                 out_dir=out,
                 model_family=model_family or cfg.model_family,
                 shard_size=shard_size,
                 config=cfg,
                 on_trajectory=step,
+                recipes=recipes,
             )
         for w in summary.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

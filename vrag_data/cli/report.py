@@ -44,6 +44,6 @@ def register(app: typer.Typer) -> None:
         if local:
             con = duckdb.connect(local, read_only=True)
             try:
-                print_summary(con, "report" + (f" (run {run})" if run else ""), console)
+                print_summary(con, "report" + (f" (run {run})" if run else ""), console, ws.root)
             finally:
                 con.close()

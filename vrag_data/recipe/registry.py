@@ -54,13 +54,33 @@ def recipe_names() -> list[str]:
 
 
 def get_recipe(name: str, options: Mapping[str, Any] | None = None) -> Recipe:
-    """The recipe `name` configured with `options` (`synth.recipe_options.<name>`); one-line error otherwise."""
+    """The recipe `name` configured with `options` (`synth.recipe_options.<name>`); one-line error otherwise.
+    `package.module:ATTR` names a recipe object in any importable module (a recipe of your own, no packaging): it
+    is imported, registered under its own name and returned."""
     _load_installed()
+    if ":" in name:
+        return _by_reference(name).configure(options) if options else _by_reference(name)
     recipe = _RECIPES.get(name)
     if recipe is None:
         known = ", ".join(sorted(_RECIPES)) or "none (is the project installed? `pip install -e .` registers its recipes)"
         raise ConfigError(f"unknown recipe {name!r}; choose one of: {known}")
     return recipe.configure(options) if options else recipe
+
+
+def _by_reference(ref: str) -> Recipe:
+    module, _, attr = ref.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"recipe {ref!r} cannot be loaded: {err}; is its module importable (installed, or on PYTHONPATH)?") from None
+    if not isinstance(obj, Recipe):
+        raise ConfigError(f"recipe {ref!r} is a {type(obj).__name__}, not a Recipe")
+    current = _RECIPES.get(obj.name)
+    if current is None:
+        register(obj)
+    elif current is not obj:
+        raise ConfigError(f"recipe {ref!r} is named {obj.name!r}, which another registered recipe already uses; rename it")
+    return obj
 
 
 def recipe_keyed(cfg: Any) -> dict[str, Mapping[str, Any]]:
@@ -76,7 +96,7 @@ def check_recipe_keys(cfg: Any, also: Sequence[str] = ()) -> None:
     for key, mapping in recipe_keyed(cfg).items():
         for name in mapping:
             if name not in known:
-                raise ConfigError(f"{key}.{name}: unknown recipe; registered recipes: {', '.join(sorted(known))}")
+                raise ConfigError(f"{key}.{name}: not a registered recipe; registered recipes: {', '.join(sorted(known))}")
 
 
 def resolve_recipe(recipe: "Recipe | str", cfg: Any | None = None) -> Recipe:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vrag_data.errors import VragError
+from vrag_data.errors import ConfigError, VragError
 from vrag_data.recipe.base import Recipe
-from vrag_data.recipe.registry import resolve_recipe
+from vrag_data.recipe.registry import get_recipe, recipe_names, resolve_recipe
 from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
 
@@ -21,6 +21,13 @@ def recipe_of_run(ws: Workspace | str, run_id: str, cfg: Any | None = None) -> R
     manifest = RunDir(ws.run(run_id)).manifest()
     if manifest is None:
         raise VragError(f"{ws.run(run_id)}: no run manifest; run `vrag-data synth -w {ws.root} --recipe R --run {run_id}` first")
+    # a recipe named by reference (`module:ATTR`) in the run's config is loaded the same way again
+    refs = [r for r in ((manifest.config.get("synth") or {}).get("recipes") or []) if isinstance(r, str) and ":" in r]
+    for ref in refs if manifest.recipe not in recipe_names() else []:
+        try:
+            get_recipe(ref)
+        except ConfigError:
+            continue  # not importable here: the name lookup below says which recipe is missing
     return resolve_recipe(manifest.recipe, cfg)
 
 

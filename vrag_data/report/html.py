@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from vrag_data.report.charts import dense_bins, esc, fmt, hbars, stacked_shares, table, vbars
+from vrag_data.report.summary import stale_notes
 from vrag_data.report.viewer import VIEWER_JS, embed_json, viewer_data
 from vrag_data.report.thumbs import Thumbnails, page_thumbnails
 from vrag_data.report.views import VIEW_BY_NAME
@@ -34,6 +35,7 @@ svg.chart text{font-size:12px;fill:#222}svg.chart text.title{font-weight:600;fon
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0;font-size:12px}pre.action{color:#1f4e79}pre.obs{color:#555}
 .figs{display:flex;flex-wrap:wrap;gap:8px}figure.page{margin:0;width:300px}figure.page svg{width:300px;height:auto;border:1px solid #ccc;background:#fafafa}
 figure.page rect.crop{fill:rgba(225,87,89,.15);stroke:#e15759}figure.page rect.stacked{fill:rgba(78,121,167,.15);stroke:#4e79a7}
+p.stale{border:1px solid #e15759;background:#fff6f6;padding:6px 10px;border-radius:4px}
 figcaption{font-size:11px;color:#555}p.missing{font-size:11px;color:#b00;margin:2px 0}dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:13px}dt{color:#666}dd{margin:0}
 """
 
@@ -84,17 +86,24 @@ def _histograms(con: duckdb.DuckDBPyConnection) -> str:
             + "</div>")
 
 
+def _stale(con: duckdb.DuckDBPyConnection, ws: Workspace | None) -> str:
+    """A warning per run whose verdicts are out of date: their trajectories count, their kept ones do not."""
+    notes = stale_notes(con, ws.root if ws is not None else "WORKSPACE")
+    return "".join(f'<p class="stale"><b>stale verdicts</b>: {esc(n)}</p>' for n in notes)
+
+
 def _kpis(con: duckdb.DuckDBPyConnection) -> str:
     (n_docs,), (n_pages,), (n_tasks,) = (con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in ("documents", "pages", "tasks"))
     n_traj, kept, answered, reqs = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE kept), count(*) FILTER (WHERE status = 'answered'), sum(requests) FROM trajectories").fetchone()
     filtered, fallbacks = con.execute("SELECT count(*) FILTER (WHERE kept IS NOT NULL), sum(len(fallbacks)) FROM trajectories").fetchone()
     failed = con.execute("SELECT count(*) FROM requests WHERE is_error").fetchone()[0]
+    stale = con.execute("SELECT count(*) FROM runs WHERE verdict_state = 'stale'").fetchone()[0]
     policies = sorted(p or "unknown" for (p,) in con.execute("SELECT DISTINCT policy FROM trajectories").fetchall())
     items: list[tuple[str, Any]] = [("documents", n_docs), ("pages", n_pages), ("tasks", n_tasks), ("trajectories", n_traj),
                                     ("policy", ", ".join(policies) or "-"),
                                     ("finish rate", answered / n_traj if n_traj else None),
-                                    ("kept", kept if filtered else "not filtered yet"),
+                                    ("kept", kept if filtered else "verdicts out of date" if stale else "not filtered yet"),
                                     ("kept rate", kept / filtered if filtered else None), ("requests", reqs or 0),
                                     ("failed requests", failed or 0), ("fallbacks used", fallbacks or 0)]
     note = ""
@@ -130,7 +139,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         f"<h1>{esc(title)}</h1><p class=\"desc\">runs: {esc(', '.join(runs) or 'none')} · built "
         f"{esc(datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC'))} · every number below is a view in report.duckdb "
         "(<code>vrag-data report --describe</code>)</p>",
-        _kpis(con),
+        _stale(con, ws), _kpis(con),
         "<h2>Stage funnel</h2>", _funnel(con), _view_section(con, "stage_funnel"),
         "<h2>Actions and turns</h2>", _actions(con), _histograms(con),
         _view_section(con, "finish_rate", ALL),

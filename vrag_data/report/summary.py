@@ -1,4 +1,5 @@
-"""The short summary table printed at the end of `synth`, `export` and `report` (rich, on stderr)."""
+"""The short summary table printed at the end of `synth`, `export` and `report` (rich, on stderr), and one line
+per run whose verdicts are out of date (the export refuses those runs; their kept column is empty)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 import duckdb
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from vrag_data.store import Workspace
+from vrag_data.store.run import stale_hint
 
 _SQL = """
 WITH t AS (
@@ -73,13 +76,22 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def print_summary(con: duckdb.DuckDBPyConnection, title: str, console: Console | None = None) -> list[dict[str, Any]]:
+def stale_notes(con: duckdb.DuckDBPyConnection, workspace: str) -> list[str]:
+    """One line per reported run whose verdicts are stale (`runs.verdict_state`, from `RunDir.verdict_state()`)."""
+    rows = con.execute("SELECT run_id, verdict_note FROM runs WHERE verdict_state = 'stale' ORDER BY run_id").fetchall()
+    return [stale_hint(run_id, why, workspace) for run_id, why in rows]
+
+
+def print_summary(con: duckdb.DuckDBPyConnection, title: str, console: Console | None = None,
+                  workspace: str = "WORKSPACE") -> list[dict[str, Any]]:
     rows = summary_rows(con)
     out = console or Console(stderr=True)
     if rows:
         out.print(summary_table(rows, title))
     else:
         out.print(f"{title}: no trajectories yet")
+    for line in stale_notes(con, workspace):
+        out.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
     return rows
 
 
@@ -91,6 +103,6 @@ def print_run_summary(ws: Workspace, run_id: str, console: Console | None = None
     con = duckdb.connect(":memory:")
     try:
         build_tables(con, ws, run_id)
-        return print_summary(con, f"run {run_id}", console)
+        return print_summary(con, f"run {run_id}", console, ws.root)
     finally:
         con.close()

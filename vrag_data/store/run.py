@@ -109,6 +109,11 @@ def is_episode_shard_sql(column: str) -> str:
     return f"regexp_matches({column}, '(^|/){PART_PATTERN}$')"
 
 
+def stale_hint(run_id: str, why: str, workspace: str) -> str:
+    """The one line shown wherever a run's verdicts are stale (`RunDir.verdict_state()`): report, HTML, summaries."""
+    return f"run {run_id}: verdicts out of date ({why}): re-run `vrag-data filter -w {workspace} --run {run_id}`"
+
+
 def scrub_secrets(obj: Any) -> Any:
     """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`)."""
     if isinstance(obj, dict):
