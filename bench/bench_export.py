@@ -93,6 +93,9 @@ def export_child(ws_root: str, out: str, shard_size: int, formats: list[str]) ->
     import threading
 
     from vrag_data.export import export_run
+    from vrag_data.recipe import get_recipe
+
+    recipes = [get_recipe("vrag_rl")]  # the bench run has no manifest: its recipe is resolved here, as an entry point does
 
     # ru_maxrss also counts file-backed pages of memory-mapped Arrow files (reclaimable page cache);
     # sample the anonymous part separately, which is what bounded memory is about.
@@ -106,7 +109,7 @@ def export_child(ws_root: str, out: str, shard_size: int, formats: list[str]) ->
 
     threading.Thread(target=sample, daemon=True).start()
     t0 = time.perf_counter()
-    s = export_run(Workspace(ws_root), "bench", formats=formats, out_dir=out, shard_size=shard_size)
+    s = export_run(Workspace(ws_root), "bench", formats=formats, out_dir=out, shard_size=shard_size, recipes=recipes)
     dt = time.perf_counter() - t0
     stop.set()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -28,6 +28,7 @@ from vrag_data.export.formats import FORMATS
 from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
 from vrag_data.recipe import resolve_recipe
+from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
 
 SUMMARY_FILE = "pipeline.json"
@@ -153,7 +154,7 @@ def export(config: str, workspace: str | None = None, runs: list[str] | None = N
         cfg, ws = load(config, workspace, runner)
         if not runs:
             root = Path(ws.runs)
-            runs = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
+            runs = sorted(p.name for p in root.iterdir() if RunDir(str(p)).has_manifest()) if root.is_dir() else []
         if not runs:
             raise VragError(f"{ws.runs}: no runs to export; run the synth flow first")
         summary = export_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg, runs)

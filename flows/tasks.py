@@ -134,9 +134,13 @@ def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[s
     from vrag_data.export.kept import count_trajectories
     from vrag_data.progress import stage_progress
 
+    from vrag_data.recipe.runs import recipe_of_run
+
     ws = Workspace(ws_root)
+    recipes = [recipe_of_run(ws, run_id)]  # resolved here from the run's manifest; the export gets the object
     with _progress_lines(), stage_progress(f"export {run_id} (trajectories)", count_trajectories(ws.run(run_id))) as step:
-        s = run_export(ws, run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg, on_trajectory=step)
+        s = run_export(ws, run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg, on_trajectory=step,
+                       recipes=recipes)
     return {"run_id": run_id, "out_dir": s.out_dir, "n_trajectories": s.n_trajectories, "n_kept": s.n_kept,
             "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings}
 

@@ -25,6 +25,15 @@ from vrag_data.filters import save_verdicts
 from vrag_data.store import Workspace, write_records
 
 W, H = 1000, 1400
+RECIPES = ("vrag_rl", "evisrag")  # the recipes the fixture run's trajectories name (it has no manifest)
+
+
+def run_recipes() -> list:
+    """What an entry point hands the export for the fixture run: its recipes, resolved once."""
+    from vrag_data.recipe import get_recipe
+
+    return [get_recipe(name) for name in RECIPES]
+
 SYSTEM = "You answer questions about documents. Use <search>, <bbox> and <answer>."
 
 

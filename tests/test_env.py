@@ -291,7 +291,7 @@ def test_read_requests_are_bounded_by_the_turn_budget():
     env = make_env(grammar="mmdoc_r1", search_mode="text_hits", scope="document", max_turns=1)
     three = ", ".join('{"page_ids": [%d], "query": "q"}' % i for i in (1, 2, 3))
     r = act(env, f"<read>[{three}]</read>")
-    assert r.invalid and "asks for 3 request(s); 2 are left" in r.observation.text and env.state.reads == []
+    assert r.invalid and "makes 3 requests but only 2 more may be made" in r.observation.text and env.state.reads == []
     r = act(env, '<read>[{"page_ids": [1], "query": "q"}, {"page_ids": [2], "query": "q"}]</read>')
     assert r.done and r.status == "budget"  # the forced turn is for an answer (or FINISH), not a read
     env = make_env(grammar="mmdoc_r1", search_mode="text_hits", scope="document", max_turns=1)

@@ -21,7 +21,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_fixtures import build_workspace  # noqa: E402
+from export_fixtures import build_workspace, run_recipes  # noqa: E402
 
 from vrag_data.cli.main import app  # noqa: E402
 from vrag_data.export import export_run, kept_trajectories  # noqa: E402
@@ -58,7 +58,7 @@ def verl_build_messages(row: dict) -> list[list]:
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     ws = build_workspace(root / "ws")
-    summary = export_run(ws, "r1", out_dir=root / "out", shard_size=2)
+    summary = export_run(ws, "r1", out_dir=root / "out", shard_size=2, recipes=run_recipes())
     return ws, root / "out", summary
 
 
@@ -190,7 +190,7 @@ def test_no_verdicts_keeps_answered_with_warning(tmp_path):
     ws = build_workspace(tmp_path / "ws", with_verdicts=False)
     kept = kept_trajectories(ws.run("r1"))
     assert {t.traj_id for t in kept} == {"tr1", "tr2", "tr3", "tr4", "tr5", "tr6"}
-    s = export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o")
+    s = export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o", recipes=run_recipes())
     assert any("no verdicts" in w for w in s.warnings)
 
 
@@ -219,10 +219,10 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
     ws = build_workspace(tmp_path / "ws")
-    export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1)
+    export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 3
     images = sorted(p.name for p in (tmp_path / "o" / "images").iterdir())
-    s = export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=100)
+    s = export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=100, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 1
     assert sorted(p.name for p in (tmp_path / "o" / "images").iterdir()) == images
     assert s.stats["images"]["written"] == 0 and s.counts["hf"]["sft"] == 3
@@ -230,7 +230,7 @@ def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
 
 def test_qwen3_family_keeps_norm_boxes(tmp_path):
     ws = build_workspace(tmp_path / "ws")
-    export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o", model_family="qwen3-vl")
+    export_run(ws, "r1", formats=["llamafactory"], out_dir=tmp_path / "o", model_family="qwen3-vl", recipes=run_recipes())
     ex = next(e for e in json.loads((tmp_path / "o" / "llamafactory" / "vrag_rl" / "part-00000.json").read_text()) if e["id"] == "tr1")
     assert "<bbox>[100, 200, 500, 600]</bbox>" in ex["messages"][3]["content"]
     assert yaml.safe_load((tmp_path / "o" / "llamafactory" / "sft_vrag_rl_qwen3vl.yaml").read_text())["template"] == "qwen3_vl"
@@ -301,8 +301,8 @@ def test_a_second_export_into_the_same_folder_stops_with_one_line(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     with ExportLock(out), pytest.raises(VragError, match="another export is writing this folder"):
-        export_run(ws, "r1", formats=["verl"], out_dir=out)
-    assert export_run(ws, "r1", formats=["verl"], out_dir=out).counts["verl"]  # once free, it runs
+        export_run(ws, "r1", formats=["verl"], out_dir=out, recipes=run_recipes())
+    assert export_run(ws, "r1", formats=["verl"], out_dir=out, recipes=run_recipes()).counts["verl"]  # once free, it runs
 
 
 def test_two_exports_of_one_run_are_byte_identical(tmp_path_factory, tmp_path):

@@ -124,7 +124,7 @@ def test_image_store_once_per_image_and_errors(tmp_path):
 
 
 def test_prompt_coordinate_words_follow_the_exported_family():
-    from vrag_data.export.runner import reword_coords
+    from vrag_data.export.sft_records import reword_coords
     from vrag_data.recipe import get_recipe
     from vrag_data.recipe.spec import COORD_WORDS
 

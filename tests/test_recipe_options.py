@@ -90,3 +90,11 @@ def test_a_budget_set_by_name_wins_for_that_recipe_only(tmp_path):
                                                 "recipe_options": {"visor": {"max_turns": 4}}}}))
     assert resolve_recipe("visor", cfg).env.max_turns == 4
     assert resolve_recipe("vrag_rl", cfg).env.max_turns == 8  # its own budget: nothing global leaked over
+
+
+def test_recipes_lists_each_recipes_budget_and_options():
+    res = CliRunner().invoke(app, ["recipes"])
+    assert res.exit_code == 0, res.output
+    lines = {line.split(" ", 1)[0]: line for line in res.output.splitlines() if line.strip()}
+    assert "max_turns 10;" in lines["visor"] and lines["visor"].endswith("scope, window")
+    assert "grounding" not in lines["visor"] and "grounding, grounding_fallback" in lines["vrag_rl"]

@@ -110,13 +110,13 @@ class SynthConfig(Section):
     concurrent_episodes: int = 64
     tasks_per_shard: int = 32
     seed: int = 0
-    # recipe -> its options (`RecipeOptions` subclass of that recipe), e.g. {visor: {max_turns: 10, window: 2}}
+    # recipe -> its options, validated by that recipe's `RecipeOptions` subclass, e.g. {<recipe>: {max_turns: 10}}
     recipe_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _no_global_budget(cls, data: Any) -> Any:
-        # a global budget used to override every recipe's own (VISOR ran 8 turns instead of its paper's 10)
+        # a global budget used to override every recipe's own (a paper's 10 turns silently became 8)
         if isinstance(data, dict) and "max_turns" in data:
             raise ValueError("max_turns: there is no global turn budget; each recipe has its own, set it per recipe "
                              "with synth.recipe_options.<recipe>.max_turns (free turns, then one forced-answer turn)")

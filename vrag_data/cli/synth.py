@@ -90,14 +90,16 @@ def register(app: typer.Typer) -> None:
     @app.command("recipes")
     @friendly_errors
     def recipes_cmd() -> None:
-        """List the registered recipes: paper, grammar, roles, filters, augmentations, reward."""
+        """List the registered recipes: paper, grammar, roles, filters, augmentations, reward, turn budget and the
+        options `synth.recipe_options.<recipe>` accepts."""
         from vrag_data.recipe import all_recipes
 
         for name, r in all_recipes().items():
             roles = ", ".join(f"{x.name}{'' if x.required else '?'}" for x in r.roles)
             console.print(f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles {roles}; filters "
                           f"{', '.join(f.name for f in r.filters) or '-'}; augmentations "
-                          f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}",
+                          f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}; "
+                          f"max_turns {r.free_turns}; options {', '.join(r.options_model.model_fields)}",
                           highlight=False, soft_wrap=True)
 
     @app.command("filter")

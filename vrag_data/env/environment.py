@@ -288,7 +288,7 @@ class Environment:
             return self._invalid("<read> needs page_ids and a query")
         left = s.max_turns + 1 - len(st.reads)  # each request costs one reader call: bounded like the turns
         if len(reads) > left:
-            return self._invalid(f"this read asks for {len(reads)} request(s); {max(0, left)} are left in this episode")
+            return self._invalid(f"this read makes {len(reads)} requests but only {max(0, left)} more may be made in this episode")
         resolved: list[ReadRequest] = []
         for r in reads:
             ids = []

@@ -67,7 +67,7 @@ def export_run(
     out.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
     if state == "missing":
-        summary.warnings.append(f"{run_dir}/verdicts: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
+        summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
     with ExportLock(out):
         skips = Skips()
         ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),

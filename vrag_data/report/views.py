@@ -253,8 +253,10 @@ or mailed. Re-running rebuilds both and swaps them in atomically. `vrag-data rep
 
 Most views have one row per `recipe` x `dimension` x `value`: `dimension` is `all`, `benchmark`, `doc_type`
 (the task's `extra.doc_type`) or `evidence_source` (the task's sources, sorted and joined by `+`); recipe `(all)`
-aggregates every recipe. Kept = what `vrag-data export` keeps (all verdicts passed; without verdict files, status
-`answered`). NDCG and completeness are NULL for tasks without gold pages.
+aggregates every recipe. Kept = what `vrag-data export` keeps (all verdicts passed); it is NULL, and counts nowhere,
+for a run not filtered yet and for a run whose verdicts are out of date (`runs.verdict_state = 'stale'`: synth added
+episodes after the filter; the export refuses such a run, and the summary and HTML say "verdicts out of date").
+NDCG and completeness are NULL for tasks without gold pages.
 
 """
 

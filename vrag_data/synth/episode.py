@@ -11,7 +11,7 @@ are recorded per turn and per episode.
 
 Every episode ends within its budget whatever the models write: the environment allows `max_turns` free turns
 and one forced-answer turn (see `vrag_data.env.environment`), and every call a recipe hook makes is bounded too:
-at most `max_turns + 1` calls per phase (policy, grounding, reader, planner, answer agent, candidate step...)
+at most `free_turns + 1` calls per phase (policy, grounding, reader, planner, answer agent, candidate step...)
 per episode, counted in `extra["calls"]`. A hook that would go past it ends the episode with status "budget"
 (hooks with retries ask `calls_left(phase)` first and stop on their own).
 """
@@ -61,6 +61,9 @@ class RecipeLike(Protocol):
 
     @property
     def coord_space(self) -> str: ...
+
+    @property
+    def free_turns(self) -> int: ...
 
     def context_policy(self) -> ContextPolicy: ...
 
@@ -178,8 +181,9 @@ class EpisodeRun:
 
     @property
     def call_budget(self) -> int:
-        """Calls one phase may make per episode: one per free turn plus the forced-answer turn."""
-        return self.env.settings.max_turns + 1
+        """Calls one phase may make per episode: one per free policy turn plus the forced-answer turn (the recipe's
+        own setup steps, e.g. a retrieval before the first turn, make no model call)."""
+        return self.recipe.free_turns + 1
 
     def calls_left(self, phase: str) -> int:
         return max(0, self.call_budget - self.calls.get(phase, 0))

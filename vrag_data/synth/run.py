@@ -62,7 +62,7 @@ class RunResult(BaseModel):
         return (f"run {self.run_id} ({self.recipe}, policy {self.policy}): {s.get('finished', 0)} episode(s) rolled out, "
                 f"{s.get('skipped', 0)} already done; answered {s.get('answered', 0)}, errors {s.get('errors', 0)}, "
                 f"invalid actions {s.get('invalid', 0)}, requests {s.get('requests', 0)} ({s.get('cache_hits', 0)} cached) "
-                f"-> {self.run_dir}/trajectories")
+                f"-> {RunDir(self.run_dir).trajectories_dir}")
 
 
 def resolved_roles(cfg: RunConfig) -> dict[str, RoleConfig]:
