@@ -24,7 +24,7 @@ from flows import stages
 from flows.artifacts import publish
 from flows.runner import describe_runner, make_task_runner, resolve_runner
 from vrag_data.config import RunConfig, load_config
-from vrag_data.export.formats import FORMATS
+from vrag_data.export.formats import all_formats
 from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
 from vrag_data.recipe import resolve_recipe
@@ -70,7 +70,7 @@ def _exports(runs: dict[str, str], out_dirs: dict[str, str]) -> dict[str, dict[s
     for recipe, run_id in runs.items():
         d = out_dirs.get(run_id)
         if d:
-            out[recipe] = {"recipe": recipe, "run_id": run_id, "dir": d, **{f.name: f"{d}/{f.entry}" for f in FORMATS.values()}}
+            out[recipe] = {"recipe": recipe, "run_id": run_id, "dir": d, **{f.name: f"{d}/{f.entry}" for f in all_formats()}}
     return out
 
 

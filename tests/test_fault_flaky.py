@@ -62,7 +62,7 @@ def test_flaky_teacher_run_finishes_with_bounded_retries_and_the_report_breaks_e
     n_tasks = len({t.task_id for t in trajs})
     assert len(trajs) == n_tasks * SAMPLES  # the run finished: every (task, sample) has a trajectory
     statuses = Counter(t.status for t in trajs)
-    assert set(statuses) <= {"answered", "max_turns", "no_answer", "error"}
+    assert set(statuses) <= {"answered", "budget", "no_answer", "error"}
     for t in trajs:
         if t.status != "answered":
             assert t.reason.strip(), f"{t.task_id}/{t.sample}: status {t.status} without a reason"

@@ -190,7 +190,8 @@ def test_action_tags_from_documents_reach_the_model_only_defanged(tmp_path):
     assert "\u2039answer\u203areader-pwned" in joined, "MM-Doc-R1 reader summary"
     assert "\u2039search\u203aocr-steal" in joined, "OCR text in search results"
     assert "\u2039search\u203aexfiltrate" in joined, "text layer in search results"
-    assert "\u2039answer\u203afn-pwned" in joined, "a page id from a file name, listed to the model"
+    # candidates are listed by position: a page id (a file name) reaches the model in no form, defanged or not
+    assert "fn-pwned" not in joined and "fn-steal" not in joined, "a page id from a file name, listed to the model"
     candidates = [t for t in texts if "candidate regions outlined" in t]
     assert candidates and any("\u2039answer\u203apwned" in t or "\u2039search\u203a" in t for t in candidates), "UniDoc-RL candidate listing"
 

@@ -19,7 +19,7 @@ from tests.support.toy_recipe import TOY
 from vrag_data.config import RunConfig
 from vrag_data.errors import VragError
 from vrag_data.export import export_run
-from vrag_data.export.formats import FORMAT_NAMES
+from vrag_data.export.formats import format_names
 from vrag_data.recipe import recipe_names, register, resolve_recipe, unregister
 from vrag_data.rewards.verl import compute_score
 from vrag_data.schema.records import Trajectory
@@ -66,7 +66,7 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     assert run.verdict_state()[0] == "fresh"
 
     out = tmp_path / "export"
-    summary = export_run(Workspace(str(ws)), res.run_id, FORMAT_NAMES, out_dir=out)
+    summary = export_run(Workspace(str(ws)), res.run_id, format_names(), out_dir=out)
     assert summary.n_kept == 2 * filt.n_kept
     lf = yaml.safe_load((out / "llamafactory" / "sft_toy_crop_qwen2_5vl.yaml").read_text())
     assert (lf["image_max_pixels"], lf["learning_rate"], lf["cutoff_len"], lf["dataset"]) == (200704, 2.0e-5, 8192, "vragdata_toy_crop")
@@ -74,7 +74,7 @@ def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     rows = pq.read_table(next((out / "verl").glob("*.parquet"))).to_pylist()
     assert rows and {r["data_source"] for r in rows} == {"toy_source"}
     assert {r["extra_info"]["reward"] for r in rows} == {"vrag_rl"} and {r["extra_info"]["recipe"] for r in rows} == {"toy_crop"}
-    for fmt in FORMAT_NAMES:
+    for fmt in format_names():
         assert summary.counts.get(fmt), fmt
 
     # verl scores a row with the reward the recipe names: the gold answer in a well-formed rollout scores high

@@ -41,9 +41,9 @@ def print_outputs(summary: dict[str, Any]) -> None:
     for e in (summary.get("exports") or {}).values():
         console.print(f"[bold]{e['recipe']}[/] (run {e['run_id']}):", highlight=False)
         d = Path(e["dir"])
-        from vrag_data.export.formats import FORMATS
+        from vrag_data.export.formats import all_formats
 
-        lines = [(f.label, d / f.entry) for f in FORMATS.values() if (d / f.entry.split("/")[0]).is_dir()]
+        lines = [(f.label, d / f.entry) for f in all_formats() if (d / f.entry.split("/")[0]).is_dir()]
         for name, path in lines:
             console.print(f"  {name + ':':<15} {path}", highlight=False, soft_wrap=True)
     if rep.get("db"):

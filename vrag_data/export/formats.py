@@ -13,7 +13,7 @@ the writers import it (for `RlItem` and the context), never the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -170,31 +170,3 @@ def resolve_formats(names: Sequence[str]) -> list[Format]:
 
 def all_formats() -> list[Format]:
     return [get_format(n) for n in format_names()]
-
-
-class _Known(Mapping[str, Format]):
-    """Every known format by name, read at each use (so formats registered later are in it); a format's module is
-    imported when its entry is read, not when this is imported."""
-
-    def __getitem__(self, name: str) -> Format:
-        if name not in format_names():
-            raise KeyError(name)
-        return get_format(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in format_names()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(format_names())
-
-    def __len__(self) -> int:
-        return len(format_names())
-
-
-FORMATS: Mapping[str, Format] = _Known()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "FORMAT_NAMES":  # the names as a tuple, read when asked for (older callers import this name)
-        return tuple(format_names())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
