@@ -25,7 +25,7 @@ from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_record
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
 from vrag_data.schema.records import Task
 from vrag_data.store import Workspace, read_records
-from vrag_data.store.run import ExportLock, RunDir
+from vrag_data.store.run import ExportLock, RunDir, stale_hint
 
 if TYPE_CHECKING:
     from vrag_data.recipe.base import Recipe
@@ -59,8 +59,7 @@ def export_run(
         raise VragError(f"{run_dir}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
     state, why = run.verdict_state()
     if state == "stale":
-        raise VragError(f"run {run_id}: the verdicts are out of date ({why}); run `vrag-data filter -w {ws.root} --run {run_id}` "
-                        "before exporting")
+        raise VragError(f"{stale_hint(run_id, why, ws.root)} before exporting")  # the report's line, word for word
     if out_dir is None and not ws.is_local:
         raise VragError(f"{ws.root}: exports are written to a local folder; pass --out")
     out = Path(out_dir) if out_dir is not None else Path(ws.exports) / run_id
