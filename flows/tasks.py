@@ -32,7 +32,9 @@ SHARD_CACHE = ShardKey()
 
 
 class _ToTaskLogs(logging.Handler):
-    """Progress lines of the library (`vrag_data.progress`) also go to the logs of the task run that made them."""
+    """Progress lines of the library (`vrag_data.progress`) also go to the logs of the task run that made them, once:
+    the library writes its stderr copy without print() (so `log_prints` does not log it again) and the progress
+    logger does not propagate (the root console handler would show it a second time)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if TaskRunContext.get() is not None:
@@ -43,6 +45,7 @@ _PROGRESS_LOG = logging.getLogger("vrag_data.progress")
 if not any(isinstance(h, _ToTaskLogs) for h in _PROGRESS_LOG.handlers):
     _PROGRESS_LOG.addHandler(_ToTaskLogs())
     _PROGRESS_LOG.setLevel(logging.INFO)
+    _PROGRESS_LOG.propagate = False
 
 
 @contextmanager

@@ -64,7 +64,7 @@ def test_a_failing_episode_is_recorded_and_the_run_goes_on(tmp_path):
     assert len(by_task) == 6 and stats.errors == 2
     assert by_task["t_00002"].status == "error" and by_task["t_00002"].reason == "RuntimeError: teacher said something odd"
     assert by_task["t_00004"].status == "error" and "another (task, sample)" in by_task["t_00004"].reason
-    assert stats.error_reasons == {"RuntimeError": 1, "episode returned a trajectory for another (task, sample)": 1}
+    assert stats.error_reasons == {"RuntimeError: teacher said something odd": 1, "episode returned a trajectory for another (task, sample)": 1}
 
 
 def test_resume_runs_only_missing_keys(tmp_path):

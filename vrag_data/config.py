@@ -48,6 +48,20 @@ class RoleConfig(Section):
     max_retries: int = 6
     backoff_s: float = 0.5  # first retry waits up to this (full jitter), doubling per attempt
     backoff_max_s: float = 30.0
+    # Another role's name (e.g. `policy`): this role IS that role (its kind, endpoints and settings), on
+    # purpose. The substitution is recorded in the run manifest, the verdicts, the report and the dataset
+    # card; a role a recipe uses and the config leaves out stops the stage instead (no silent stand-in).
+    same_as: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _same_as_alone(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("same_as") is not None:
+            own = sorted(k for k in data if k != "same_as")
+            if own:
+                raise ValueError(f"same_as: {data['same_as']}: a role that is another role has no settings of its own "
+                                 f"({', '.join(own)}); remove them, or remove same_as and configure the role")
+        return data
 
 
 class IngestConfig(IngestOptions):
@@ -127,16 +141,21 @@ class FiltersConfig(Section):
     chains: dict[str, list[str]] = Field(default_factory=dict)  # recipe -> filter names (overrides the recipe's chain)
     # recipe -> filter -> option -> value, applied over the recipe's settings of that filter
     options: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    # the RL-data chain (which tasks become RL rows, in which order), the same shapes: it may run a filter the SFT
+    # chain also runs (a difficulty rule of its own), so its options have their own key
+    rl_chains: dict[str, list[str]] = Field(default_factory=dict)
+    rl_options: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _options_under_recipe(cls, data: Any) -> Any:
         # the old shape `filters.options.<filter>.<option>` applied to every recipe; name the new place instead
-        opts = data.get("options") if isinstance(data, dict) else None
-        for key, val in (opts or {}).items() if isinstance(opts, dict) else ():
-            if isinstance(val, dict) and any(not isinstance(v, dict) for v in val.values()):
-                raise ValueError(f"options.{key}: filter options live under their recipe: "
-                                 f"filters.options.<recipe>.{key}.<option>")
+        for field_name in ("options", "rl_options"):
+            opts = data.get(field_name) if isinstance(data, dict) else None
+            for key, val in (opts or {}).items() if isinstance(opts, dict) else ():
+                if isinstance(val, dict) and any(not isinstance(v, dict) for v in val.values()):
+                    raise ValueError(f"{field_name}.{key}: filter options live under their recipe: "
+                                     f"filters.{field_name}.<recipe>.{key}.<option>")
         return data
 
 

@@ -2,13 +2,19 @@
 (nohup, CI, Slurm, a file, a Prefect task) a plain line with counts, rate and ETA at least every `every`
 seconds, written to stderr and to the `vrag_data.progress` logger (which Prefect's task logs capture).
 
+Lines come by time, not by item: a heartbeat thread writes one every `every` seconds even while no item finishes
+(the first document of an ingest may take minutes), and a stage that stops on an error or a signal ends with
+"· stopped", never "· done".
+
 `LineProgress` speaks the small part of rich's `Progress` API the stages use (`add_task`, `update`, `advance`,
 `start`, `stop`, context manager), so a stage picks one with `progress_for(...)` and keeps its code."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,50 +43,78 @@ def _eta(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def _unwinding() -> bool:
+    """An exception (an error, Ctrl-C, a cancelled task) is propagating through the caller's `finally`/`__exit__`."""
+    return sys.exc_info()[0] is not None
+
+
 class LineProgress:
     def __init__(self, label: str, every: float = 10.0, stream: Any = None) -> None:
         self.label, self.every = label, every
         self.stream = stream if stream is not None else sys.stderr
         self.tasks: dict[int, dict[str, Any]] = {}
         self._last = 0.0
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def __enter__(self) -> "LineProgress":
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if exc_type is not None:  # the stage failed: its one-line error says so, not a "done" line
-            self.tasks = {}
+            with self._lock:
+                self.tasks = {}
         self.stop()
 
     def start(self) -> None:
         return None
 
     def add_task(self, description: str, total: float | None = None, completed: float = 0, **fields: Any) -> int:
-        tid = len(self.tasks)
-        self.tasks[tid] = {"description": description, "total": total, "completed": completed, "t0": time.monotonic(),
-                           "fields": dict(fields)}
-        self._last = time.monotonic()  # the first line after `every` seconds (a quick stage prints only its last)
+        with self._lock:
+            tid = len(self.tasks)
+            self.tasks[tid] = {"description": description, "total": total, "completed": completed, "t0": time.monotonic(),
+                               "fields": dict(fields)}
+            self._last = time.monotonic()  # the first line after `every` seconds (a quick stage prints only its last)
+        self._start_heartbeat()
         return tid
+
+    def _start_heartbeat(self) -> None:
+        """A line every `every` seconds while nothing finishes. The thread runs in a copy of the caller's context, so
+        an orchestrator's handler of the progress logger still knows which task run the line belongs to."""
+        if self._beat is not None or self.every <= 0:
+            return
+        ctx = contextvars.copy_context()
+        self._beat = threading.Thread(target=ctx.run, args=(self._heartbeat,), name=f"progress-{self.label}", daemon=True)
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(min(1.0, self.every)):
+            self._emit()
 
     def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
                total: float | None = None, **fields: Any) -> None:
-        t = self.tasks[task_id]
-        if completed is not None:
-            t["completed"] = completed
-        if advance:
-            t["completed"] += advance
-        if total is not None:
-            t["total"] = total
-        t["fields"].update({k: v for k, v in fields.items() if k not in ("description", "refresh", "visible")})
+        with self._lock:
+            t = self.tasks[task_id]
+            if completed is not None:
+                t["completed"] = completed
+            if advance:
+                t["completed"] += advance
+            if total is not None:
+                t["total"] = total
+            t["fields"].update({k: v for k, v in fields.items() if k not in ("description", "refresh", "visible")})
         self._emit()
 
     def advance(self, task_id: int, advance: float = 1) -> None:
         self.update(task_id, advance=advance)
 
     def stop(self) -> None:
-        if self.tasks:
-            self._emit(force=True, final=True)
-            self.tasks = {}
+        self._stop.set()
+        with self._lock:
+            if self.tasks:
+                # called from a `finally` while Ctrl-C or an error unwinds: the stage stopped, it is not done
+                self._emit(force=True, final="stopped" if _unwinding() else "done")
+                self.tasks = {}
 
     def line(self, t: dict[str, Any]) -> str:
         done, total = t["completed"], t["total"]
@@ -95,15 +129,22 @@ class LineProgress:
         extra = " ".join(f"{v}" for v in t["fields"].values() if v not in ("", None))
         return " · ".join(parts) + (f" · {extra}" if extra else "")
 
-    def _emit(self, force: bool = False, final: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.every:
-            return
-        self._last = now
-        for t in self.tasks.values():
-            text = self.line(t) + (" · done" if final else "")
-            print(text, file=self.stream, flush=True)
-            log.info(text)
+    def _emit(self, force: bool = False, final: str | None = None) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not force and now - self._last < self.every:
+                return
+            self._last = now
+            for t in self.tasks.values():
+                text = self.line(t) + (f" · {final}" if final else "")
+                # written to the stream directly, not with print(): an orchestrator that captures prints (Prefect's
+                # log_prints) would log every line a second time beside the logger's copy
+                try:
+                    self.stream.write(text + "\n")
+                    self.stream.flush()
+                except (OSError, ValueError):  # a closed pipe (the reader went away) must not stop the stage
+                    pass
+                log.info(text)
 
 
 def is_terminal(stream: Any = None) -> bool:

@@ -56,13 +56,15 @@ Teacher = Any
 
 @runtime_checkable
 class TeacherAugmentation(Protocol):
-    """An augmentation written by the teacher: `apply_async(traj, task, grammar, doc_pages, teacher)`; it may
-    also declare `replaces_source = True` (the augmented copy replaces its source in the SFT data)."""
+    """An augmentation written by the teacher: `apply_async(traj, task, grammar, doc_pages, teacher, judge=judge)`;
+    it may also declare `replaces_source = True` (the augmented copy replaces its source in the SFT data). `judge`
+    is the run's configured judge (`vrag_data.teacher.judge.Judge`): every decision whether an answer is right
+    goes through it, never straight to the rule scorers."""
 
     name: str
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
-                          teacher: Teacher) -> Augmented: ...
+                          teacher: Teacher, *, judge: Any) -> Augmented: ...
 
 
 def render(action: Action, grammar: "Grammar | str", fallback: str) -> str:

@@ -111,26 +111,30 @@ class TeacherTopKVariants:
     for the top-k pages of the episode's ranking (`instruction` with `{k}` and `{question}`, so its text names
     the images it shows) and the teacher answers over them; a variant is kept when its answer is right for that
     context (the task's answer when every gold page is shown, else "insufficient to answer"), with the
-    teacher's own observe/evidence/think text."""
+    teacher's own observe/evidence/think text. The k whose pages are the source episode's own (top-3 by default)
+    is not asked again: the source trajectory is that context's record."""
 
     instruction: str
     name: str = "teacher_topk_context_variants"
     max_k: int = 5
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: Grammar, doc_pages: Mapping[str, Sequence[str]],
-                          teacher: Any) -> Augmented:
+                          teacher: Any, *, judge: Any) -> Augmented:
         from vrag_data.env.actions import parse_action
-        from vrag_data.rewards.answer import answer_correct
         from vrag_data.schema.records import Message
 
         out = Augmented()
         ranked = list(traj.extra.get("ranked_pages") or traj.extra.get("shown_pages") or traj.retrieved_pages)
         gold = set(task.evidence_pages)
+        source_shown = list(traj.extra.get("shown_pages") or traj.retrieved_pages)
         for k in range(1, self.max_k + 1):
             if k > len(ranked):
                 out.skipped.append(f"{traj.traj_id} top-{k}: only {len(ranked)} ranked pages")
                 continue
             shown = ranked[:k]
+            if shown == source_shown:  # the source episode is this context already: one record of it is enough
+                out.skipped.append(f"{traj.traj_id} top-{k}: the source trajectory already shows these pages")
+                continue
             sufficient = bool(gold) and gold <= set(shown)
             target = task.answer if sufficient else INSUFFICIENT
             prompt = [Message(role="user", text=self.instruction.format(k=k, question=task.question.strip()),
@@ -140,8 +144,12 @@ class TeacherTopKVariants:
             if action.kind != "answer":
                 out.skipped.append(f"{traj.traj_id} top-{k}: the teacher's reply is not a valid answer ({action.reason})")
                 continue
-            if answer_correct(action.answer, target, None if not sufficient else task.answer_format) < 0.5:
-                out.skipped.append(f"{traj.traj_id} top-{k}: the teacher answered {action.answer!r}, expected {target!r}")
+            # the configured judge decides, as for the run's own trajectories
+            verdict = await judge.judge(task.question, target, action.answer, None if not sufficient else task.answer_format,
+                                        sample=traj.sample)
+            if not verdict.correct:
+                out.skipped.append(f"{traj.traj_id} top-{k}: the teacher answered {action.answer!r}, expected {target!r} "
+                                   f"({getattr(judge, 'label', 'judge')}: {verdict.reason})")
                 continue
             turn = traj.turns[-1].model_copy(update={"assistant": reply, "action": action, "observation": None})
             out.variants.append(derive(traj, f"evisrag_top{k}", prompt=prompt, turns=[turn], retrieved_pages=shown,

@@ -73,16 +73,22 @@ def add_verification(
     verification: VerificationText = None,
     seed: int = 0,
     grammar: "Grammar | str | None" = None,
+    page: str | None = None,
 ) -> Trajectory:
     """(b) Insert a verification round before the answer.
 
     `doc_pages` lists the page ids of the task's document(s); `verification` is the teacher's reasoning
     about the new page (a string, or a callable(traj, task, page_id) that asks the teacher), else a template.
+    `page`: the page the verification reasoning was written about (a caller that already showed the teacher
+    a page passes it, so the record shows that very page); else one is picked for `traj`.
     """
     if not traj.turns or traj.turns[-1].action.kind != "answer" or traj.final_answer is None:
         raise AugmentError(f"trajectory {traj.traj_id}: does not end with an answer turn")
     last = traj.turns[-1]
-    page = pick_unseen_page(traj, task, doc_pages, seed)
+    if page is None:
+        page = pick_unseen_page(traj, task, doc_pages, seed)
+    elif page in set(traj.retrieved_pages) | set(traj.selected_pages):
+        raise AugmentError(f"trajectory {traj.traj_id}: verification page {page!r} was already shown in the episode")
     if callable(verification):
         reasoning = verification(traj, task, page)
     else:
@@ -118,10 +124,29 @@ def visor_augment(
     traj: Trajectory, task: Task, doc_pages: Sequence[str], verification: VerificationText = None, seed: int = 0,
     grammar: "Grammar | str | None" = None,
 ) -> Trajectory:
-    """Both augmentations in the paper's order (queries first, then the verification round)."""
-    out = add_verification(replace_queries(traj, task, grammar), task, doc_pages, verification, seed, grammar)
+    """Both augmentations in the paper's order (queries first, then the verification round). The page is picked
+    for the source trajectory once, and that page is the one the verification text is about and the record shows."""
+    page = pick_unseen_page(traj, task, doc_pages, seed)
+    out = add_verification(replace_queries(traj, task, grammar), task, doc_pages, verification, seed, grammar, page=page)
     return derive(traj, "visor_query_rewrite+verification", turns=out.turns, retrieved_pages=out.retrieved_pages,
                   extra={"verification_page": out.extra["verification_page"]})
+
+
+def off_format(reply: str) -> str:
+    """Why a verification reply breaks the format VERIFY_SYSTEM asks for ("" when it does not): one non-empty
+    <think> with the reasoning, then one <answer>."""
+    from vrag_data.rewards.format import tag_contents
+
+    thinks, answers = tag_contents(reply, "think"), tag_contents(reply, "answer")
+    if len(answers) != 1:
+        return f"{len(answers)} <answer> tags, need exactly 1"
+    if len(thinks) != 1 or not thinks[0].strip():
+        return "no <think> reasoning" if not any(t.strip() for t in thinks) else f"{len(thinks)} <think> tags, need exactly 1"
+    if not answers[0].strip():
+        return "empty <answer>"
+    if reply.find("<think>") > reply.find("<answer>"):
+        return "<answer> comes before <think>"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -129,15 +154,15 @@ class TeacherVerification:
     """VISOR's augmentation as the paper builds it (App. B): every search query becomes the question, then a
     random unseen page of the same document is shown and the TEACHER writes the verification reasoning from
     that page's image. The augmented trajectory replaces its source in the SFT data. A teacher whose answer
-    changes on the new page does not confirm the evidence: that trajectory is skipped (recorded)."""
+    changes on the new page does not confirm the evidence, and a reply off the asked format (no <think> reasoning,
+    no single <answer>) is no verification: either way the trajectory is skipped, with the reason recorded."""
 
     name: str = "query_rewrite+teacher_verification"
     seed: int = 0
     replaces_source: bool = True
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
-                          teacher: Any) -> Augmented:
-        from vrag_data.rewards.answer import answer_correct
+                          teacher: Any, *, judge: Any) -> Augmented:
         from vrag_data.rewards.format import last_tag, tag_contents
         from vrag_data.schema.records import Message
 
@@ -148,15 +173,22 @@ class TeacherVerification:
                 Message(role="user", text=VERIFY_USER.format(question=task.question.strip(), evidence=" ".join(notes) or "(none)",
                                                             answer=traj.final_answer), images=[ImageRef(page_id=page)])]
         reply = await teacher(msgs, traj.sample, purpose="verification")
-        said = last_tag(reply, "answer")
-        if said is not None and answer_correct(said, traj.final_answer or "", task.answer_format) < 0.5:
-            return Augmented(skipped=[f"{traj.traj_id}: the teacher's answer changed on the extra page ({said!r})"])
+        problem = off_format(reply)
+        if problem:  # an off-format reply is not verification reasoning: no record is built from it
+            return Augmented(skipped=[f"{traj.traj_id}: the teacher's verification reply is off-format ({problem})"])
+        said = last_tag(reply, "answer") or ""
+        # the configured judge decides whether the restated answer is still the trajectory's answer
+        same = await judge.judge(task.question, traj.final_answer or "", said, task.answer_format, sample=traj.sample)
+        if not same.correct:
+            return Augmented(skipped=[f"{traj.traj_id}: the teacher's answer changed on the extra page ({said!r}; "
+                                      f"{getattr(judge, 'label', 'judge')}: {same.reason})"])
         from vrag_data.env.sanitize import sanitize_text
 
-        reasoning = sanitize_text(" ".join(((tag_contents(reply, "think") or [reply])[-1]).split()))
+        reasoning = sanitize_text(" ".join(tag_contents(reply, "think")[-1].split()))
         if not reasoning:
             return Augmented(skipped=[f"{traj.traj_id}: the teacher wrote no verification reasoning"])
-        out = add_verification(replace_queries(traj, task, grammar), task, pages, reasoning, self.seed, grammar)
+        # the page the teacher analysed is the page the record shows (not one re-picked for the rewritten copy)
+        out = add_verification(replace_queries(traj, task, grammar), task, pages, reasoning, self.seed, grammar, page=page)
         aug = derive(traj, self.name, turns=out.turns, retrieved_pages=out.retrieved_pages,
                      extra={"verification_page": page, "augmented_by": getattr(teacher, "label", "teacher")})
         return Augmented([aug])

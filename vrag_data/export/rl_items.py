@@ -11,7 +11,7 @@ from vrag_data.export.formats import RlItem
 from vrag_data.export.hints import RecipeHints
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.rl import evidence_ground_truth, task_to_rl
-from vrag_data.export.sft_records import Skip
+from vrag_data.export.sft_records import Skip, reword_coords
 from vrag_data.schema.records import Message, Task
 
 
@@ -21,6 +21,7 @@ class RlSource:
     prompt: list[Message]
     evidence: list[str]
     sufficient: Any = None  # sufficiency label when the run recorded one
+    coord_space: str = ""  # the coordinate space the prompt was written for (the trajectory's `extra["coord_space"]`)
 
 
 def rl_items(sources: Mapping[tuple[str, str], RlSource], tasks: Mapping[str, Task], tasks_dir: str,
@@ -36,6 +37,11 @@ def rl_items(sources: Mapping[tuple[str, str], RlSource], tasks: Mapping[str, Ta
             continue
         mp = hints.max_pixels(recipe)
         prompt, refs = prompt_messages(src.prompt)
+        words = hints.coord_words(recipe)
+        if words and src.coord_space:
+            # the row's boxes are read in `family` space (extra_info["coord_space"]): its prompt says so, worded
+            # exactly as the SFT records of the same export are
+            prompt = [{**m, "content": reword_coords(m["content"], words, src.coord_space, family)} for m in prompt]
         try:
             images = [store.materialise(ref, mp) for ref in refs]
         except (MissingImage, BadImage) as err:

@@ -129,7 +129,8 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
         summary.n_kept += 1
         stats.kept(traj)
         if traj.prompt:  # the RL row of a task is built from a kept trajectory's prompt
-            sources.setdefault((traj.task_id, traj.recipe), RlSource(traj.recipe, traj.prompt, answer_evidence(traj), traj.extra.get("sufficient")))
+            sources.setdefault((traj.task_id, traj.recipe), RlSource(traj.recipe, traj.prompt, answer_evidence(traj), traj.extra.get("sufficient"),
+                                                                        str(traj.extra.get("coord_space") or "")))
         if not sft_formats:
             continue
         made = sft_record(traj, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,

@@ -70,13 +70,19 @@ async def judge_trajectories(
     return scores, errors
 
 
-def judge_lookup(scores: Mapping[str, float], errors: Mapping[str, str] | None = None) -> JudgeFn:
-    """A `FilterContext.judge` that reads precomputed scores."""
-    errs = dict(errors or {})
+class JudgeLookup:
+    """A `FilterContext.judge` that reads precomputed scores; `label` names who scored them ("rules", or
+    "judge <model>" with its substitution), so each verdict says which judge decided."""
 
-    def judge(traj: Trajectory, task: Task) -> float:
-        if traj.traj_id in scores:
-            return scores[traj.traj_id]
-        raise LookupError(f"judge failed for {traj.traj_id}: {errs.get(traj.traj_id, 'not judged')}")
+    def __init__(self, scores: Mapping[str, float], errors: Mapping[str, str] | None = None, label: str = "judge") -> None:
+        self.scores, self.errors, self.label = dict(scores), dict(errors or {}), label
 
-    return judge
+    def __call__(self, traj: Trajectory, task: Task) -> float:
+        if traj.traj_id in self.scores:
+            return self.scores[traj.traj_id]
+        raise LookupError(f"judge failed for {traj.traj_id}: {self.errors.get(traj.traj_id, 'not judged')}")
+
+
+def judge_lookup(scores: Mapping[str, float], errors: Mapping[str, str] | None = None, label: str = "judge") -> JudgeFn:
+    """A `FilterContext.judge` that reads precomputed scores (see `JudgeLookup`)."""
+    return JudgeLookup(scores, errors, label)

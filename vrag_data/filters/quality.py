@@ -13,8 +13,10 @@ from vrag_data.schema.records import Trajectory, Verdict
 class Correctness(KeepPassed):
     """The final answer agrees with the reference (UniDoc-RL quality filter, VISOR's last filter).
 
-    Score source, first available: the context's judge callable, a `judge_score` already stored in the
-    trajectory's `extra`, the rule scorer. Passes when score >= `threshold`.
+    Score source, first available: the context's judge callable (the configured judge; its `label` names it in
+    the verdict: "rules" or "judge <model>"), a `judge_score` already stored in the trajectory's `extra`, the rule
+    scorer. Passes when score >= `threshold`. The reason starts with the source ("rules score 1.00 ...",
+    "judge M score 1.00 ...", "judge M (same_as policy) score ..."): the report reads the judge from it.
     """
 
     threshold: float = 0.5
@@ -25,7 +27,7 @@ class Correctness(KeepPassed):
         if item.final_answer is None:
             return verdict(item, self.name, False, f"no final answer (status {item.status})", 0.0)
         if ctx.judge is not None:
-            s, src = float(ctx.judge(item, task)), "judge"
+            s, src = float(ctx.judge(item, task)), str(getattr(ctx.judge, "label", "judge"))
         elif "judge_score" in item.extra:
             s, src = float(item.extra["judge_score"]), "stored judge"
         else:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import multiprocessing
+import os
+import signal
 import time
 from dataclasses import replace
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -17,7 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
 from vrag_data.ingest.render import import_pymupdf, remove_orphan_temp_images
-from vrag_data.progress import progress_for
+from vrag_data.process import die_with_parent, terminate_pool
+from vrag_data.progress import announce, progress_for
 from vrag_data.ingest.discover import discover_inputs, input_kind
 from vrag_data.ingest.document import DocJob, DocOutcome, PartOutcome, ingest_document, ingest_part, stitch_parts
 from vrag_data.ingest.ocr import default_threads
@@ -118,9 +121,13 @@ def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
     return [replace(job, pages=r, n_planned=n) for r in page_ranges(n, workers)]
 
 
-def _init_worker(layout: bool, threads: int) -> None:
+def _init_worker(layout: bool, threads: int, parent_pid: int) -> None:
     from vrag_data.ingest.render import import_pymupdf
 
+    # the parent decides when to stop (Ctrl-C reaches the whole process group: a worker would die mid-document with a
+    # traceback) and a worker never outlives it, even after `kill -9` of the parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid)
     import_pymupdf(layout, layout_threads=threads)
 
 
@@ -199,6 +206,9 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
         n_done = len(files) - len(jobs)  # documents done (skipped ones count as done)
         credit: dict[str, float] = {}  # stem -> share of one split document its parts have shown on the bar
         bar.advance(task, n_done)
+        if jobs:  # a long stage says at once that it started (its first document may take minutes)
+            announce(bar, f"ingest: {len(jobs)} document(s) to ingest on {max(1, workers)} worker(s), "
+                          f"{n_done} already done; a progress line every {PROGRESS_EVERY:g}s")
 
         def shown() -> float:  # derived, so the count is a whole number again once the parts are stitched
             return n_done + sum(credit.values())
@@ -220,7 +230,7 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                 done(ingest_document(job))
         else:
             ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
-            init = (opts.layout == "pymupdf", threads)
+            init = (opts.layout == "pymupdf", threads, os.getpid())
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
                 owner: dict[Future[Any], DocJob] = {}
                 parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far
@@ -251,8 +261,10 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                                 whole = replace(job, pages=None)
                                 done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
                 except BaseException:
-                    for fut in pending:
-                        fut.cancel()
+                    # Ctrl-C, SIGTERM or a strict-mode stop: the running documents are dropped (a re-run redoes them;
+                    # nothing half-written is kept), not waited for
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    terminate_pool(pool)
                     raise
     append_errors(ws, summary.errors)
     summary.seconds = round(time.perf_counter() - t0, 3)

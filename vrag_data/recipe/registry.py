@@ -86,7 +86,8 @@ def _by_reference(ref: str) -> Recipe:
 def recipe_keyed(cfg: Any) -> dict[str, Mapping[str, Any]]:
     """The run config's maps keyed by recipe name, by their config key."""
     return {"synth.recipe_options": cfg.synth.recipe_options, "filters.chains": cfg.filters.chains,
-            "filters.options": cfg.filters.options, "export.max_pixels": cfg.export.max_pixels}
+            "filters.options": cfg.filters.options, "filters.rl_chains": cfg.filters.rl_chains,
+            "filters.rl_options": cfg.filters.rl_options, "export.max_pixels": cfg.export.max_pixels}
 
 
 def check_recipe_keys(cfg: Any, also: Sequence[str] = ()) -> None:
@@ -111,7 +112,8 @@ def resolve_recipe(recipe: "Recipe | str", cfg: Any | None = None) -> Recipe:
     name = base.name
     options = cfg.synth.recipe_options.get(name)
     configured = base.configure(options) if options else base
-    return configured.with_filter_options(cfg.filters.chains.get(name), cfg.filters.options.get(name))
+    return configured.with_filter_options(cfg.filters.chains.get(name), cfg.filters.options.get(name),
+                                          cfg.filters.rl_chains.get(name), cfg.filters.rl_options.get(name))
 
 
 def all_recipes() -> dict[str, Recipe]:

@@ -144,10 +144,11 @@ FROM turns WHERE is_invalid GROUP BY ALL ORDER BY n DESC, recipe, reason""",
     ),
     View(
         "finish_rate",
-        "Finish status counts (answered, max_turns, no_answer, error) and finish rate = answered / trajectories, "
+        "Finish status counts (answered, budget = the turn budget ran out, no_answer, error) and finish rate = "
+        "answered / trajectories, "
         "by recipe, policy (oracle or model: never merged) and dimension.",
         _order(by_dims("count(*) AS trajectories, count(*) FILTER (WHERE status = 'answered') AS answered, "
-                       "count(*) FILTER (WHERE status = 'max_turns') AS max_turns, "
+                       "count(*) FILTER (WHERE status IN ('budget', 'max_turns')) AS budget, "  # max_turns: runs written before the rule
                        "count(*) FILTER (WHERE status = 'no_answer') AS no_answer, "
                        "count(*) FILTER (WHERE status = 'error') AS error, "
                        "count(*) FILTER (WHERE status = 'answered') / count(*) AS finish_rate", extra_key="policy")),

@@ -5,7 +5,8 @@ The difficulty filters read (answer, correct, retrieved_all_gold) per task.
 The student is an OpenAI-compatible endpoint (through the run's teacher pool and request cache: a re-run pays
 nothing twice) or, offline, the `extractive` student: it reads the retrieved pages' text and answers with the
 span of the line that best matches the question. It never sees the gold answer, pages or boxes; its verdicts are
-real decisions of a weak reader, labelled `student: extractive` wherever they are recorded. Attempts are stored
+real decisions of a weak reader, labelled `student: extractive` wherever they are recorded. Whether an attempt is
+right is decided by the run's configured judge (a model, or the rule scorers when the config says `kind: rules`). Attempts are stored
 in `runs/<run>/student/attempts.parquet` (written atomically once all are done; finished calls replay from the
 cache on a re-run)."""
 
@@ -20,7 +21,7 @@ from typing import Any
 from vrag_data.config import SamplingConfig
 from vrag_data.env.sanitize import sanitize_text
 from vrag_data.retrieve.base import Searcher
-from vrag_data.rewards.answer import answer_correct, normalize_answer
+from vrag_data.rewards.answer import normalize_answer
 from vrag_data.rewards.format import last_tag
 from vrag_data.schema.records import ImageRef, Message, Page, Task
 
@@ -88,6 +89,7 @@ async def run_student(
     pages: Mapping[str, Page],
     *,
     kind: str,
+    judge: Any,
     pool: Any = None,
     top_k: int = 3,
     temperature: float | None = None,
@@ -96,7 +98,8 @@ async def run_student(
     image_loader: Any = None,
 ) -> list[StudentAttempt]:
     """Every (task, sample) attempt. `kind` "openai" asks the pool's student role (TeacherError when it is down,
-    after the pool's retries); "extractive" reads page text."""
+    after the pool's retries); "extractive" reads page text. `judge` (the run's configured judge,
+    `vrag_data.teacher.judge.Judge`) decides whether each answer is right."""
     sem = asyncio.Semaphore(concurrency)
     sampling = None
     if kind == "openai" and temperature is not None:
@@ -117,7 +120,7 @@ async def run_student(
         else:
             answer = extractive_answer(task.question, [pages[p] for p in shown], k)
         answer = sanitize_text(" ".join(answer.split()))[:500]
-        ok = bool(answer) and answer_correct(answer, task.answer, task.answer_format) >= 0.5
+        ok = bool(answer) and (await judge.judge(task.question, task.answer, answer, task.answer_format, sample=k)).correct
         return StudentAttempt(task.task_id, k, answer, ok, bool(gold) and gold <= set(shown), label, tuple(shown))
 
     return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(samples))))

@@ -40,7 +40,7 @@ def student_problem(filters: Sequence[Any], roles: Mapping[str, RoleConfig]) -> 
 
 async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig], pool: Any, ws: Workspace,
                           run_dir: Path, tasks: Sequence[Task], pages: Mapping[str, Page],
-                          max_pixels: int | None = None) -> tuple[dict[str, list[tuple]], str]:
+                          max_pixels: int | None = None, *, judge: Any = None) -> tuple[dict[str, list[tuple]], str]:
     """({task_id: [(answer, correct, retrieved_all_gold), ...]}, student label); ({}, "") without a difficulty filter."""
     diffs = [f for f in filters if isinstance(f, Difficulty)]
     if not diffs:
@@ -51,11 +51,13 @@ async def student_results(filters: Sequence[Any], roles: Mapping[str, RoleConfig
         raise VragError(problem)
     if role is None or role.kind not in USABLE:
         return {}, "none"
+    if judge is None:
+        raise VragError("filter difficulty: no judge to score the student's answers; configure roles.judge")
     if role.kind == "openai":
         await pool.check()
     model = role.endpoints[0].model if role.endpoints else ""
     attempts = await run_student(
-        tasks, max(d.samples for d in diffs), load_index(ws), pages, kind=role.kind, pool=pool,
+        tasks, max(d.samples for d in diffs), load_index(ws), pages, kind=role.kind, judge=judge, pool=pool,
         top_k=max(d.top_k for d in diffs), temperature=next((d.temperature for d in diffs if d.temperature is not None), None),
         model=model, image_loader=workspace_image_loader(ws, max_pixels=max_pixels))
     _write(RunDir(str(run_dir)).student_attempts_path, attempts)

@@ -3,8 +3,10 @@
 kept trajectories -> `runs/<run>/trajectories/aug-<recipe>.parquet`, each flagged with
 `extra["augmentation"]` and `extra["source_traj_id"]` (exports let it inherit its source's verdicts).
 
-The judge is the model judge when the judge role has an endpoint (its calls go through the run's request
-cache, so re-filtering pays nothing twice), else the rule scorers (always with the oracle policy). EVisRAG
+The judge is the configured `roles.judge`: a model judge when it has an endpoint (its calls go through the run's
+request cache, so re-filtering pays nothing twice), the rule scorers for `kind: rules`, the policy's model for
+`same_as: policy` (recorded in every verdict it gives). A recipe role left unconfigured stops the stage with one
+line. Every correctness decision of the stage (filters, augmentations, the student's attempts) is the judge's. EVisRAG
 trajectories whose pages were insufficient are judged against "insufficient to answer". Re-running
 replaces the verdict and augmentation files atomically: the result is the same, nothing piles up.
 """
@@ -36,7 +38,8 @@ from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.judge import make_judge
-from vrag_data.teacher.pool import TeacherPool, resolve_roles
+from vrag_data.teacher.pool import TeacherPool
+from vrag_data.teacher.roles import check_roles
 
 
 
@@ -46,6 +49,7 @@ class FilterResult(BaseModel):
     recipe: str
     chain: list[str]
     judge: str  # "model" or "rules"
+    judge_label: str = ""  # who judged: "rules", or "judge <model>" (+ " (same_as policy)")
     student: str = ""  # who answered for the difficulty filters: "model:<name>", "extractive", "none" (rule skipped)
     n_trajectories: int
     n_kept: int
@@ -61,21 +65,23 @@ class FilterResult(BaseModel):
         steps = ", ".join(f"{k} {v.get('passed', 0)}/{v.get('passed', 0) + v.get('failed', 0)}" for k, v in self.per_filter.items())
         aug = f"; {self.n_augmented} augmented trajectories -> {self.augmented_path}" if self.n_augmented else ""
         who = f"; student: {self.student}" if self.student else ""
-        return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {self.judge}{who}; {steps})"
+        judge = self.judge_label or self.judge
+        return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {judge}{who}; {steps})"
                 f" -> {self.verdicts_path}{aug}")
 
 
-def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any]) -> dict[str, RoleConfig]:
-    """The run's roles (from its manifest), with the roles the filter's config names replacing theirs."""
+def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any], recipe: Recipe) -> dict[str, RoleConfig]:
+    """The run's roles (from its manifest, as configured), with the roles the filter's config names replacing
+    theirs; a role the recipe uses and neither configures stops here (ConfigError, one line)."""
     raw = manifest_config.get("roles") or {}
     roles = {k: RoleConfig.model_validate(v) for k, v in raw.items()}
     if cfg is not None:
         roles.update(cfg.roles)
-    return resolve_roles(roles)
+    return check_roles(recipe, roles)
 
 
 async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]],
-                   teacher_for: Any) -> tuple[list[Trajectory], list[str], dict[str, str]]:
+                   teacher_for: Any, judge: Any) -> tuple[list[Trajectory], list[str], dict[str, str]]:
     """(augmented trajectories, skipped reasons, {replaced source traj_id: its replacement's traj_id})."""
     out: list[Trajectory] = []
     skipped: list[str] = []
@@ -85,7 +91,7 @@ async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task
             task = tasks[t.task_id]
             try:
                 if hasattr(aug, "apply_async"):
-                    res = await aug.apply_async(t, task, recipe.grammar, doc_pages, teacher_for(task))
+                    res = await aug.apply_async(t, task, recipe.grammar, doc_pages, teacher_for(task), judge=judge)
                 else:
                     res = aug.apply(t, task, recipe.grammar, doc_pages)
             except AugmentError as err:
@@ -142,7 +148,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     if not trajs:
         raise VragError(f"{rd.trajectories_dir}: no trajectories to filter")
     tasks = {t.task_id: t for t in load_tasks(ws)}
-    roles = _roles(cfg, manifest.config)
+    roles = _roles(cfg, manifest.config, recipe)
     chain = FilterChain(list(recipe.filters))
     pool = TeacherPool(roles, RequestCache(run_dir), run_id) if roles else None
     # one progress line for the whole stage (counted by judged trajectories): its "done" only when all of it is
@@ -155,8 +161,9 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
             scores, errors = await judge_trajectories(trajs, tasks, judge, on_done=tick)
             pages = page_index(ws)
             needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
-            student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels)
-            ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors), student_results=student,
+            student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels,
+                                                           judge=judge)
+            ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors, judge.label), student_results=student,
                                 page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
             known = [t for t in trajs if t.task_id in tasks]
             kept, verdicts = apply_chain(known, tasks, chain, ctx)
@@ -167,7 +174,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
                 doc_pages.setdefault(p.stem, []).append(p.page_id)
             loader = workspace_image_loader(ws, max_pixels=recipe.max_pixels, crop_min_pixels=recipe.env.crop_min_pixels)
             teachers = _teachers(pool, roles, loader) if recipe.augmentations else None
-            augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, teachers)
+            augmented, skipped, replaced = await _augment(recipe, kept, tasks, doc_pages, teachers, judge)
         finally:
             if pool is not None:
                 await pool.close()
@@ -185,6 +192,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
         d = per.setdefault(v.filter, {"passed": 0, "failed": 0})
         d["passed" if v.passed else "failed"] += 1
     apath = rd.write_augmented(manifest.recipe, augmented)  # none: an earlier filter run's no longer apply
-    return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, student=student_label, n_trajectories=len(trajs),
+    return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, judge_label=judge.label,
+                        student=student_label, n_trajectories=len(trajs),
                         n_kept=len(kept) - len(replaced), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
                         n_augmented=len(augmented), augmented_path=apath, augment_skipped=skipped)

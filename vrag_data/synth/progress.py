@@ -14,6 +14,16 @@ from vrag_data.progress import progress_for
 from vrag_data.schema.records import Trajectory
 
 
+ERROR_KEY_CHARS = 300
+
+
+def error_key(reason: str | None) -> str:
+    """The whole reason is the cause a user acts on (role, model, URL, HTTP status, the server's words); episodes that
+    failed the same way share it. Never cut at the first ':' (URLs have one)."""
+    text = " ".join((reason or "unknown").split())
+    return text if len(text) <= ERROR_KEY_CHARS else text[:ERROR_KEY_CHARS - 1] + "…"
+
+
 @dataclass
 class RunStats:
     planned: int = 0  # tasks x samples
@@ -36,8 +46,8 @@ class RunStats:
         self.answered += t.status == "answered"
         if t.status == "error":
             self.errors += 1
-            head = (t.reason or "unknown").split(":")[0][:80]
-            self.error_reasons[head] = self.error_reasons.get(head, 0) + 1
+            key = error_key(t.reason)
+            self.error_reasons[key] = self.error_reasons.get(key, 0) + 1
         self.turns += len(t.turns)
         self.invalid += t.n_invalid
         self.requests += t.usage.requests

@@ -36,6 +36,7 @@ class Judgment:
 
 
 class Judge(Protocol):
+    label: str  # "rules", or "judge <model>" (+ " (same_as <role>)"): the source every verdict names
     async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment: ...
 
     async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment: ...
@@ -43,6 +44,8 @@ class Judge(Protocol):
 
 class RuleJudge:
     """Rule scorers from `vrag_data.rewards.answer` (format-aware: Int/Float/Str/List/None)."""
+
+    label = "rules"  # what verdicts name as their source: a rule verdict never reads as a judge's
 
     def __init__(self, threshold: float = 0.5) -> None:
         self.threshold = threshold
@@ -52,7 +55,7 @@ class RuleJudge:
 
         score = float(answer_correct(prediction, reference, answer_format))
         ok = score >= self.threshold
-        return Judgment(ok, 1.0 if ok else 0.0, "rules", f"rule score {score:.2f} (format {answer_format or 'inferred'})")
+        return Judgment(ok, 1.0 if ok else 0.0, "rules", f"rules score {score:.2f} (format {answer_format or 'inferred'})")
 
     def honesty_sync(self, prediction: str | None) -> Judgment:
         from vrag_data.rewards.answer import is_unanswerable
@@ -84,6 +87,10 @@ class ModelJudge:
         base = pool.roles[role].sampling if role in pool.roles else SamplingConfig()
         self.sampling = sampling or base.model_copy(update={"temperature": 0.0, "top_p": 1.0})
         self.fallback = fallback
+        model = pool.models().get(role, role)
+        same = pool.same_as(role) if hasattr(pool, "same_as") else None
+        # a self-judging setup (`same_as: policy`) says so in every verdict it gives
+        self.label = f"judge {model}" + (f" (same_as {same})" if same else "")
 
     async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment:
         if not prediction or not str(prediction).strip():
@@ -136,7 +143,14 @@ async def answer_reward(judge: Judge, question: str, reference: str, prediction:
 
 
 def make_judge(pool: TeacherPool | None, role: str = "judge") -> Judge:
-    """A model judge when the role has an OpenAI-compatible endpoint, else the rule-based judge."""
-    if pool is not None and pool.kind(role) == "openai":
+    """The configured judge: a model judge when the role has an OpenAI-compatible endpoint, the rule scorers for
+    `kind: rules`. A judge role of another kind (the oracle, the extractive reader) stops with one line. Stages
+    that decide correctness check beforehand that the role is configured (`vrag_data.teacher.roles.check_roles`);
+    without a pool or a role (question generation offline) the rule scorers answer, labelled `rules`."""
+    kind = pool.kind(role) if pool is not None else "missing"
+    if kind == "openai":
+        assert pool is not None
         return ModelJudge(pool, role)
-    return RuleJudge()
+    if kind in ("rules", "missing"):
+        return RuleJudge()
+    raise TeacherError(f"roles.{role}: kind {kind!r} cannot judge answers; configure an endpoint or `kind: rules`")

@@ -24,12 +24,13 @@ from typing import Any, NoReturn
 
 import aiohttp
 
-from vrag_data.config import ROLES, EndpointConfig, RoleConfig, SamplingConfig
+from vrag_data.config import EndpointConfig, RoleConfig, SamplingConfig
 from vrag_data.errors import VragError
 from vrag_data.schema.records import Message, RequestLog
 from vrag_data.teacher.cache import CachedResponse, RequestCache
 from vrag_data.teacher.http import Endpoint, Fatal, Retryable, dumps, loads, post_chat
 from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
+from vrag_data.teacher.roles import resolve_roles, substitutions
 from vrag_data.teacher.routing import DEFAULT_BOUND, AffinityTable, least_loaded, route
 
 _NONCE = uuid.uuid4().hex[:16]  # image placeholders no prompt text can collide with
@@ -51,24 +52,6 @@ class ChatResult:
     endpoint: str
     model: str
     finish_reason: str = ""
-
-
-def resolve_roles(roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
-    """Fill unconfigured roles from the policy: same endpoints and settings; with an oracle policy the
-    judge is the rule-based scorer. The student is never filled in (it is the model to be trained, not the
-    teacher). Without a policy, nothing is filled in."""
-    out = dict(roles)
-    policy = out.get("policy")
-    if policy is None:
-        return out
-    for role in ROLES:
-        if role in out or role == "student":  # the student is the model to be trained, never the teacher
-            continue
-        if policy.kind == "oracle" and role == "judge":
-            out[role] = RoleConfig(kind="rules")
-        else:
-            out[role] = policy.model_copy(deep=True)
-    return out
 
 
 def _api_key(role: str, i: int, ep: EndpointConfig) -> str | None:
@@ -135,6 +118,14 @@ class TeacherPool:
     def kind(self, role: str) -> str:
         rc = self.roles.get(role)
         return rc.kind if rc is not None else "missing"
+
+    def same_as(self, role: str) -> str | None:
+        """The role `role` was configured to be (`same_as`), or None."""
+        rc = self.roles.get(role)
+        return rc.same_as if rc is not None else None
+
+    def substitutions(self) -> dict[str, str]:
+        return substitutions(self.roles)
 
     def models(self) -> dict[str, str]:
         """role -> model name (first endpoint), for trajectory provenance."""
