@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +23,7 @@ from prefect import flow, get_run_logger
 from flows import stages
 from flows.artifacts import publish
 from flows.runner import describe_runner, make_task_runner, resolve_runner
-from vrag_data.config import RunConfig, load_config
+from vrag_data.config import EndpointConfig, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
 from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
@@ -32,16 +32,24 @@ from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
 
 SUMMARY_FILE = "pipeline.json"
+# Prefect's CLI finds a deployment by `<flow>/<deployment>` (`prefect deployment run NAME` rejects a bare name), so
+# the entry flows share the project's name and each deployment is named after its flow: `vrag-data/synth`, ...
+FLOW = "vrag-data"
 
 
 @contextmanager
 def _reason_logged() -> Iterator[None]:
     """A failing flow says why in one line in its run logs (which `prefect deployment run --watch` and
-    `prefect flow-run logs` show), besides Prefect's own traceback."""
+    `prefect flow-run logs` show) before Prefect's own traceback; said once, by the innermost flow that saw it."""
     try:
         yield
     except Exception as err:
-        get_run_logger().error("failed: %s", " ".join(str(err).split())[:2000] or type(err).__name__)
+        if not getattr(err, "_vrag_reason_logged", False):
+            get_run_logger().error("failed: %s", " ".join(str(err).split())[:2000] or type(err).__name__)
+            try:
+                err._vrag_reason_logged = True  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
         raise
 
 
@@ -49,14 +57,79 @@ class ShardsFailed(VragError):
     """Some shards failed after their retries (the others finished and were kept)."""
 
 
-def load(config: str | None, workspace: str | None = None, runner: str | None = None) -> tuple[RunConfig, Workspace]:
+def load(config: str | None, workspace: str | None = None, runner: str | None = None,
+         overrides: dict[str, Any] | None = None, endpoints: bool = False) -> tuple[RunConfig, Workspace]:
+    """The config with the flow's parameters applied, checked completely (recipes, roles, endpoint URLs, every
+    stage's inputs), then every endpoint asked for its models: all before any work."""
     cfg = load_config(config)
-    check_run_config(cfg, config or "<defaults>")  # recipes, roles, endpoints, input files: before any work
+    over = dict(overrides or {})
     if workspace:
-        cfg = cfg.model_copy(update={"workspace": workspace})
+        over["workspace"] = workspace
+    if over:
+        cfg = parse_config(_merge(cfg.model_dump(mode="json", exclude_unset=True), over), f"{config or '<defaults>'} + parameters")
+    check_run_config(cfg, config or "<defaults>")  # recipes, roles, endpoints, inputs of every stage: before any work
     root = cfg.workspace if "://" in cfg.workspace else str(Path(cfg.workspace).expanduser().resolve())
     cfg = cfg.model_copy(update={"workspace": root, "runner": resolve_runner(cfg.runner, runner)})
+    if endpoints:
+        check_endpoints(cfg)
     return cfg, Workspace(root).makedirs()
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def check_endpoints(cfg: RunConfig) -> None:
+    """GET /models on every endpoint of every configured role, before ingest: an endpoint that is down or serves
+    another model fails the run now, not after minutes of ingest."""
+    import asyncio
+    import tempfile
+
+    from vrag_data.teacher import RequestCache, TeacherPool
+    from vrag_data.teacher.roles import resolve_roles
+
+    roles = {r: rc for r, rc in resolve_roles(cfg.roles).items() if rc.kind == "openai"}
+    if not roles:
+        return
+
+    async def check(tmp: str) -> None:
+        pool = TeacherPool(roles, RequestCache(tmp), "endpoint-check")
+        try:
+            await pool.check()
+        finally:
+            await pool.close()
+
+    with tempfile.TemporaryDirectory(prefix="vrag-endpoint-check-") as tmp:
+        asyncio.run(check(tmp))
+
+
+def _where() -> str:
+    """What a relative path given to a flow resolves against: the flow run's folder, which for a deployment run
+    is the folder the deployments are served from (`vrag-data up`'s), not the caller's."""
+    from prefect.runtime import deployment
+
+    here = Path.cwd()
+    if deployment.id:
+        return f"{here}, the folder the deployments are served from (where `vrag-data up` was started)"
+    return f"{here} (the current folder)"
+
+
+def resolve_path(path: str | None, what: str, must_exist: bool = True) -> str | None:
+    """An absolute path for a path parameter; a relative one that does not exist fails naming the folder it was
+    resolved against (the caller of `prefect deployment run` may sit in another folder than the flow run)."""
+    if path is None or "://" in path:
+        return path
+    raw = Path(path).expanduser()
+    full = raw.resolve()
+    if must_exist and not full.exists():
+        where = f"; a relative path resolves against {_where()}" if not raw.is_absolute() else ""
+        raise VragError(f"{what} {path}: not found{where}; pass an absolute path")
+    if not raw.is_absolute():
+        get_run_logger().info("%s %s resolved against %s: %s", what, path, _where(), full)
+    return str(full)
 
 
 def _summary(ctx: stages.Ctx, config: str | None, **extra: Any) -> dict[str, Any]:
@@ -97,42 +170,91 @@ def synth_shards(cfg: RunConfig) -> dict[str, Any]:
     # the flow is the entry point: it resolves each recipe once and the stages pass the objects to their tasks
     recipes = [resolve_recipe(n, cfg) for n in cfg.synth.recipes]  # names, or `module:ATTR` references
     ctx = stages.Ctx(Workspace(cfg.workspace), cfg, recipes={r.name: r for r in recipes})
-    paths, qa = stages.sources(ctx)
-    stages.ingest(ctx, paths)
-    stages.index(ctx)
-    found = stages.tasks(ctx, qa)
-    runs = stages.synth(ctx, found)
-    out_dirs = stages.postprocess(ctx, runs)
-    report = stages.report(ctx)
-    return _summary(ctx, None, tasks=len(found), runs=runs, exports=_exports(runs, out_dirs), report=report)
+    with _reason_logged():  # the stage's reason is the first line of the failure, before Prefect's traceback
+        paths, qa = stages.sources(ctx)
+        stages.ingest(ctx, paths)
+        stages.index(ctx)
+        found = stages.tasks(ctx, qa)
+        runs = stages.synth(ctx, found)
+        out_dirs = stages.postprocess(ctx, runs)
+        report = stages.report(ctx)
+    gen = next((s.result for s in ctx.states if s.stage == "tasks" and s.label.startswith("generate") and s.result), None)
+    generated = gen and {k: gen.get(k) for k in ("writer", "kept", "already", "attempted", "stored", "manifest")}
+    return _summary(ctx, None, tasks=len(found), generated=generated, runs=runs, exports=_exports(runs, out_dirs),
+                    report=report)
 
 
-@flow(name="synth", log_prints=True)
-def synth(config: str, workspace: str | None = None, runner: str | None = None) -> dict[str, Any]:
-    """The whole pipeline for a config: (sample corpus) -> ingest -> index -> tasks -> episodes per recipe and task
-    shard -> judge, filters, augmentations -> exports -> report."""
+def _run_name(kind: str) -> Callable[[], str]:
+    def name() -> str:
+        from prefect.utilities.names import generate_slug
+
+        return f"{kind}-{generate_slug(2)}"  # the flows share one name: the run's name says which it is
+    return name
+
+
+def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, EndpointConfig] | None,
+               samples: int | None, questions: int | None) -> dict[str, Any]:
+    over: dict[str, Any] = {}
+    if input is not None:
+        # the user's documents are the corpus: the config's sample corpus (and its QA file) step aside
+        over["ingest"] = {"paths": [resolve_path(input, "input")], "sample_corpus": None}
+    if recipe is not None:
+        over["synth"] = {"recipes": [recipe] if isinstance(recipe, str) else list(recipe)}
+    if samples is not None:
+        over.setdefault("synth", {})["samples"] = samples
+    if questions is not None:
+        over["tasks"] = {"generate": {"n": questions}}
+    if endpoints:
+        # a role given here is that endpoint (kind openai), whatever the config said; its other settings stay
+        over["roles"] = {role: {"kind": "openai", "same_as": None,
+                                "endpoints": [ep.model_dump(mode="json", exclude_unset=True)]}
+                         for role, ep in endpoints.items()}
+    return over
+
+
+@flow(name=FLOW, flow_run_name=_run_name("synth"), log_prints=True)
+def synth(config: str | None = None, input: str | None = None, recipe: str | list[str] | None = None,
+          workspace: str | None = None, endpoints: dict[str, EndpointConfig] | None = None, samples: int | None = None,
+          questions: int | None = None, runner: str | None = None) -> dict[str, Any]:
+    """The whole pipeline, PDFs to data: ingest -> index -> tasks (import a QA file, or generate questions with
+    roles.question_writer) -> episodes per recipe and task shard -> judge, filters, augmentations -> exports -> report.
+
+    Args:
+        config: Run config (YAML). A relative path resolves against the folder the deployments are served from (where `vrag-data up` was started). Default: the built-in defaults (then give recipe, input and endpoints).
+        input: A folder (or one file) of PDFs or page images to build the data from; replaces the config's ingest.paths and sample corpus.
+        recipe: The recipe to run (e.g. visor), or a list of recipes; replaces synth.recipes.
+        workspace: Folder for every product (pages, index, tasks, runs, exports, report); replaces the config's workspace.
+        endpoints: OpenAI-compatible endpoints by role, e.g. {"policy": {"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}, "question_writer": {...}, "judge": {...}}; each replaces that role of the config.
+        samples: Episodes per task and recipe (synth.samples).
+        questions: Questions to generate from the documents (tasks.generate.n).
+        runner: Where the shard tasks run: local (threads) or ray (default: the config's runner.kind).
+    """
     with _reason_logged():
-        cfg, ws = load(config, workspace, runner)
+        config = resolve_path(config, "config")
+        over = _overrides(input, recipe, endpoints, samples, questions)
+        cfg, ws = load(config, resolve_path(workspace, "workspace", must_exist=False), runner, over, endpoints=True)
         inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
         summary = inner(cfg)
-        summary["config"] = str(Path(config).resolve())
-        return _finish("synth-summary", f"synth: {Path(config).name}", ws, summary)
+        summary["config"] = config
+        return _finish("synth-summary", f"synth: {Path(config).name if config else ws.root}", ws, summary)
 
 
 @flow(name="ingest-shards")
 def ingest_shards(cfg: RunConfig) -> dict[str, Any]:
     ctx = stages.Ctx(Workspace(cfg.workspace), cfg)
-    paths, qa = stages.sources(ctx)
-    stages.ingest(ctx, paths)
-    stages.index(ctx)
-    n = len(stages.tasks(ctx, qa)) if qa else 0
+    with _reason_logged():
+        paths, qa = stages.sources(ctx)
+        stages.ingest(ctx, paths)
+        stages.index(ctx)
+        n = len(stages.tasks(ctx, qa)) if qa else 0
     return _summary(ctx, None, tasks=n, report=stages.report(ctx))
 
 
-@flow(name="ingest", log_prints=True)
+@flow(name=FLOW, flow_run_name=_run_name("ingest"), log_prints=True)
 def ingest(config: str, workspace: str | None = None, runner: str | None = None) -> dict[str, Any]:
     """Documents -> pages, layout, OCR (one task per shard of documents), then the search index (and the QA file's tasks)."""
     with _reason_logged():
+        config = resolve_path(config, "config")
         cfg, ws = load(config, workspace, runner)
         summary = ingest_shards.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
         summary["config"] = str(Path(config).resolve())
@@ -147,10 +269,11 @@ def export_shards(cfg: RunConfig, runs: list[str]) -> dict[str, Any]:
     return _summary(ctx, None, runs=by_recipe, exports=_exports(by_recipe, out_dirs), report=stages.report(ctx))
 
 
-@flow(name="export", log_prints=True)
+@flow(name=FLOW, flow_run_name=_run_name("export"), log_prints=True)
 def export(config: str, workspace: str | None = None, runs: list[str] | None = None, runner: str | None = None) -> dict[str, Any]:
     """Exports (HF datasets, LLaMA-Factory, verl, EasyR1) of the given runs (default: every run of the workspace)."""
     with _reason_logged():
+        config = resolve_path(config, "config")
         cfg, ws = load(config, workspace, runner)
         if not runs:
             root = Path(ws.runs)
@@ -162,17 +285,18 @@ def export(config: str, workspace: str | None = None, runs: list[str] | None = N
         return _finish("export-summary", f"export: {Path(config).name}", ws, summary)
 
 
-@flow(name="report", log_prints=True)
+@flow(name=FLOW, flow_run_name=_run_name("report"), log_prints=True)
 def report(config: str | None = None, workspace: str | None = None) -> dict[str, Any]:
     """report.duckdb + report.html of the workspace, and its summary table as an artifact."""
     with _reason_logged():
+        config = resolve_path(config, "config")
         cfg, ws = load(config, workspace)
         ctx = stages.Ctx(ws, cfg)
         summary = _summary(ctx, config, report=stages.report(ctx))
         return _finish("report-summary", f"report: {ws.root}", ws, summary)
 
 
-@flow(name="train", log_prints=True)
+@flow(name=FLOW, flow_run_name=_run_name("train"), log_prints=True)
 def train(config: str, mode: str = "sft", data: str | None = None, workspace: str | None = None, output: str | None = None,
           max_steps: int | None = None) -> dict[str, Any]:
     """The bundled trainer (`vrag-data train sft|rl`) on an export, as one task; the artifact holds its final metrics."""

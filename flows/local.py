@@ -1,9 +1,10 @@
 """`vrag-data up` / `down`: a local Prefect server and the served deployments, as two background processes.
 
 State lives under `<workspace>/.prefect/`: PREFECT_HOME (the SQLite database `prefect.db`), the logs of both
-processes and `up.json` (PIDs, API and UI addresses). The server binds 127.0.0.1 on a free port with
-analytics off. `down` stops exactly the processes `up.json` names (and their process groups, i.e. the flow
-runs they started), after checking each PID still runs the command `up` started (PIDs get reused).
+processes and `up.json` (PIDs, API and UI addresses). The server binds 127.0.0.1 on a stable port (DEFAULT_PORT
+unless `--port` says otherwise, so PREFECT_API_URL stays the same from one `up` to the next) with analytics off.
+`down` stops exactly the processes `up.json` names (and their process groups, i.e. the flow runs they started),
+after checking each PID still runs the command `up` started (PIDs get reused).
 """
 
 from __future__ import annotations
@@ -25,7 +26,22 @@ from vrag_data.offline import OFFLINE_ENV
 from vrag_data.process import pid_alive
 
 STATE_FILE = "up.json"
-DEPLOYMENT = "synth/default"
+DEPLOYMENT = "vrag-data/synth"  # flows.serve.SYNTH (not imported: that loads Prefect and every flow)
+# one above Prefect's own 4200, so a `prefect server start` elsewhere does not collide with it
+DEFAULT_PORT = 4300
+
+
+def api_url_for(port: int) -> str:
+    return f"http://127.0.0.1:{port}/api"
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def prefect_dir(ws_root: str | Path) -> Path:
@@ -115,8 +131,11 @@ def up(ws_root: str | Path, port: int | None = None, timeout: float = 240.0, cwd
     if state:
         down(ws_root)  # leftovers of a crashed `up`
     home.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    api_url, ui_url = f"http://127.0.0.1:{port}/api", f"http://127.0.0.1:{port}"
+    port = port or DEFAULT_PORT
+    if not port_free(port):
+        raise VragError(f"127.0.0.1:{port} is in use (another `vrag-data up`? `vrag-data down -w <its workspace>` stops "
+                        "it); pass --port with a free port")
+    api_url, ui_url = api_url_for(port), f"http://127.0.0.1:{port}"
     env = base_env(home)
     workdir = Path(cwd or os.getcwd()).resolve()
     server_log, serve_log = home / "server.log", home / "serve.log"
@@ -134,7 +153,7 @@ def up(ws_root: str | Path, port: int | None = None, timeout: float = 240.0, cwd
         for p, _ in started:
             _stop_group(p.pid)
         raise
-    state = {"api_url": api_url, "ui_url": ui_url, "server_pid": server.pid, "serve_pid": serve.pid, "prefect_home": str(home),
+    state = {"api_url": api_url, "ui_url": ui_url, "port": port, "server_pid": server.pid, "serve_pid": serve.pid, "prefect_home": str(home),
              "cwd": str(workdir), "logs": {"server": str(server_log), "serve": str(serve_log)}, "started_at": time.time()}
     tmp = home / f".tmp-{os.getpid()}-{STATE_FILE}"
     tmp.write_text(json.dumps(state, indent=2))

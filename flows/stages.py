@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,10 +62,17 @@ class Ctx:
         if state is None:
             return None
         result = state.result(raise_on_failure=False) if state.is_completed() else None
-        message = "" if state.is_completed() else " ".join(str(state.message or state.name).split())[:300]
+        message = "" if state.is_completed() else _reason(state)
         s = ShardState(stage, label, state.name, message, result)
         self.states.append(s)
         return s
+
+
+def _reason(state: State) -> str:
+    """A failed shard's reason without Prefect's wrapping ("Task run encountered an exception VragError: ...")."""
+    text = " ".join(str(state.message or state.name).split())
+    text = re.sub(r"^Task run encountered an exception:? ", "", text)
+    return re.sub(r"^(VragError|ConfigError|TeacherError): ", "", text)[:300]
 
 
 def result_storage(ws: Workspace) -> Any:
@@ -189,6 +197,9 @@ def index(ctx: Ctx) -> None:
 
 
 def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
+    """The tasks stage: import the QA file (the config's or the sample corpus's), then generate questions from the
+    ingested pages when the config has a writer (`vrag_data.qgen.plan`), then every task of the workspace."""
+    from vrag_data.qgen.plan import planned_writer
     from vrag_data.tasks import load_tasks
 
     if qa is not None:
@@ -198,10 +209,26 @@ def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
         s = run_one(ctx, submitter(ctx, "tasks", Path(qa).name, T.import_tasks, [shard], ctx.ws.root, qa, fmt, key=key))
         if s.failed:
             raise VragError(f"tasks import: {s.message}")
+    writer = planned_writer(ctx.cfg)
+    if writer is not None:
+        from vrag_data.qgen.generate import SHARD
+        from vrag_data.teacher.roles import resolve_roles
+
+        roles = resolve_roles(ctx.cfg.roles)
+        used = {r: roles[r].model_dump(mode="json") for r in ("question_writer", "judge", "student") if r in roles}
+        key = stage_key("generate", [tree_fingerprint(ctx.ws.corpus_table("pages"))],
+                        [ctx.cfg.tasks.generate.model_dump(mode="json"), writer, used])
+        manifest = ctx.ws.path("tasks", "generate_manifest.json")
+        s = run_one(ctx, submitter(ctx, "tasks", f"generate ({writer} writer)", T.generate_tasks,
+                                   [f"{ctx.ws.tasks}/{SHARD}.parquet", manifest], ctx.ws.root, ctx.cfg, writer, key=key))
+        if s.failed:
+            raise VragError(s.message if s.message.startswith("tasks generate") else f"tasks generate: {s.message}")
     limit = ctx.cfg.synth.limit if ctx.cfg.synth.limit is not None else ctx.cfg.tasks.limit
     found = load_tasks(ctx.ws, limit)
     if not found:
-        raise VragError(f"{ctx.ws.tasks}: no tasks; set tasks.file (a QA file) or ingest.sample_corpus in the config")
+        raise VragError(f"tasks: {ctx.ws.tasks} holds no tasks; set tasks.file (a QA file), roles.question_writer or "
+                        "tasks.generate.writer: offline (questions generated from the pages, tasks.generate), or run "
+                        "`vrag-data tasks generate` first")
     return found
 
 

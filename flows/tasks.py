@@ -10,10 +10,12 @@ they come from the run config. Results are small summaries (counts, paths), neve
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,12 +59,33 @@ def _progress_lines() -> Iterator[None]:
         yield
 
 
+def reason_first(stage: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A shard that fails logs `failed: <stage>: <reason>` before Prefect logs its traceback, so the first line of
+    the failure (in `--watch`, `prefect flow-run logs`, the UI) is the reason, not a stack frame."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:
+                get_run_logger().error("failed: %s", one_line(err, stage))
+                raise
+        return run
+    return wrap
+
+
+def one_line(err: BaseException, stage: str | None = None) -> str:
+    text = " ".join(str(err).split())[:2000] or type(err).__name__
+    return text if stage is None or text.startswith(stage) else f"{stage}: {text}"
+
+
 def worker() -> str:
     """Where a shard ran (host:pid): a Ray cluster spreads them over nodes and worker processes."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @task(name="sample-corpus", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("sample corpus")
 def sample_corpus(out_dir: str, docs: int, seed: int, key: str) -> dict[str, Any]:
     from vrag_data.sample import make_sample_corpus
 
@@ -71,6 +94,7 @@ def sample_corpus(out_dir: str, docs: int, seed: int, key: str) -> dict[str, Any
 
 
 @task(name="ingest-shard", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("ingest")
 def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, key: str) -> dict[str, Any]:
     from vrag_data.ingest import ingest_paths
 
@@ -86,6 +110,7 @@ def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, 
 
 
 @task(name="build-index", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("index")
 def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
     from vrag_data.retrieve import build_index as build
 
@@ -97,6 +122,7 @@ def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
 
 
 @task(name="import-tasks", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("tasks import")
 def import_tasks(ws_root: str, file: str, fmt: str, key: str) -> dict[str, Any]:
     from vrag_data.tasks import import_tasks as run_import
 
@@ -104,7 +130,39 @@ def import_tasks(ws_root: str, file: str, fmt: str, key: str) -> dict[str, Any]:
     return {"file": file, "imported": res.imported, "skipped": res.skipped, "errors": res.errors[:20]}
 
 
+@task(name="generate-tasks", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("tasks generate")
+def generate_tasks(ws_root: str, cfg: RunConfig, writer: str, key: str) -> dict[str, Any]:
+    """Questions from the ingested pages (`vrag-data tasks generate` as one task): `writer` is `model`
+    (roles.question_writer) or `oracle` (the offline writer, asked for by tasks.generate.writer: offline). Fewer
+    than tasks.generate.min_share x n kept tasks fail the stage, with the largest rejection causes."""
+    from vrag_data.qgen import generate_tasks as generate
+    from vrag_data.teacher.roles import resolve_roles
+
+    ws = Workspace(ws_root)
+    cfg = cfg.model_copy(update={"roles": resolve_roles(cfg.roles)})  # `same_as` roles become their endpoints here
+    gcfg = cfg.tasks.generate
+    log = get_run_logger()
+    s = generate(ws, cfg, writer=writer,  # type: ignore[arg-type]  # checked by qgen.plan
+                 progress=lambda kept, tried: log.info("tasks generate: %d of %d kept, %d attempts", kept, gcfg.n, tried))
+    got = s.kept + s.already
+    for note in s.notices:
+        log.warning("tasks generate: %s", note)
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items(), key=lambda kv: -kv[1])[:3]) or "none"
+    if got < gcfg.min_share * gcfg.n:
+        raise VragError(f"tasks generate: {got} of {gcfg.n} questions kept after {s.attempted} attempts (writer {s.writer}, "
+                        f"below tasks.generate.min_share {gcfg.min_share:.0%}; largest rejection causes: {causes}; "
+                        f"see {s.rejections_file}); raise tasks.generate.max_attempts, widen tasks.generate.kinds/sources "
+                        "or use another writer")
+    out = s.model_dump(mode="json")
+    manifest = ws.path("tasks", "generate_manifest.json")
+    with ws.fs.open(manifest, "w") as f:  # which writer made the tasks, next to them (each task also names it)
+        f.write(json.dumps({**out, "offline_writer": writer == "oracle", "config": gcfg.model_dump(mode="json")}, indent=2))
+    return {**out, "manifest": manifest}
+
+
 @task(name="synth-shard", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("synth")
 def synth_shard(ws_root: str, cfg: RunConfig, recipe: Recipe, run_id: str, task_ids: list[str], shard: int, key: str) -> dict[str, Any]:
     """Episodes for one shard of tasks, appended to the recipe's run folder (resumable through its ledger)."""
     from vrag_data.synth.run import synth
@@ -121,6 +179,7 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: Recipe, run_id: str, task_
 
 
 @task(name="judge-filter-augment", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("filter")
 def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, key: str) -> dict[str, Any]:
     from vrag_data.synth.postprocess import judge_and_filter as run_filters
 
@@ -131,6 +190,7 @@ def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, 
 
 
 @task(name="export-run", cache_policy=SHARD_CACHE, persist_result=True)
+@reason_first("export")
 def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[str, Any]:
     from vrag_data.export import export_run as run_export
 
@@ -149,6 +209,7 @@ def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[s
 
 
 @task(name="build-report", cache_policy=NO_CACHE)
+@reason_first("report")
 def build_report(ws_root: str, run: str | None = None) -> dict[str, Any]:
     """Always rebuilt: the report reads the whole workspace and must show its newest state."""
     import duckdb

@@ -15,6 +15,13 @@ Where we differ, and why:
   then the forced-answer one: 3 in all) instead of being dropped, so format failures are counted like every
   recipe's invalid actions.
 - Tasks without gold evidence pages (unanswerable) are labelled insufficient.
+
+Data split and curriculum (paper Sec. 4 / App. A.2): the tasks are cut 8:2 into an SFT part and an RL (GRPO) part by a
+hash of the task id (`TaskSplit`; a task is in one part only). The SFT chain keeps the teacher's correct
+trajectories of the SFT part. The RL chain takes the RL part, lets the student (the SFT model, running this recipe's
+one-turn prompt) answer each task 8 times at temperature 1.0, drops the tasks it always gets right, and orders the
+rest simple -> complex by the student's accuracy (most often right first). The paper's 400 extra MMLongBench
+multi-hop tasks are data, not a rule: import them as tasks of the run.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, Rewar
 from vrag_data.augment.evisrag import TeacherTopKVariants
 from vrag_data.env import EnvPrompts
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
-from vrag_data.filters import Correctness, Dedup, Difficulty
+from vrag_data.filters import Correctness, Dedup, Difficulty, RlOrder, TaskSplit
 from vrag_data.recipe import register
 from vrag_data.schema.records import Action, Message, Task
 
@@ -95,9 +102,12 @@ RECIPE = register(EvisragRecipe(
                  scope="corpus", max_turns=3, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply"),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
-           RoleSpec("student", "the model to be trained; tasks it always answers right are dropped", required=False)),
-    # keep correct trajectories; drop what the student always answers (curriculum filter)
-    filters=(Correctness(), Difficulty(rule="not_always_right", samples=8, temperature=1.0), Dedup()),
+           RoleSpec("student", "the SFT model; RL tasks it always answers right are dropped", required=False)),
+    # SFT: the 80 % SFT part, correct trajectories only
+    filters=(TaskSplit(part="sft", rl_share=0.2), Correctness(), Dedup()),
+    # RL: the 20 % GRPO part, minus what the student always answers (8 samples), simple -> complex
+    rl_filters=(TaskSplit(part="rl", rl_share=0.2), Difficulty(rule="not_always_right", samples=8, temperature=1.0),
+                RlOrder(order="simple_first")),
     augmentations=(TeacherTopKVariants(instruction=INSTRUCTION),),
     # RS-GRPO token scopes (eq. 7)
     reward=RewardSpec("evisrag", scopes={"observe": ("perception", "format"), "evidence": ("perception", "format"),

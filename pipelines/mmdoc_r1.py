@@ -17,7 +17,8 @@ Where we differ, and why:
   `tool_code` blocks, so one grammar parses every recipe; the contents (a JSON keyword list, a JSON list of
   page/query requests) are the paper's.
 - The answer agent puts its answer in `<answer>` (one re-prompt when it does not), so the final answer can
-  be scored without guessing where it starts. A seeker that runs out of turns still hands over to the
+  be scored without guessing where it starts. Its prompt is recorded (`extra["role_prompts"]["answer"]`), so SFT
+  exports give the seeker and the answer agent one record each, each under its own prompt and grammar. A seeker that runs out of turns still hands over to the
   answer agent, as the paper's pipeline always ends with it.
 - Cross-document tasks search the whole corpus (the paper is single-document).
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, base_env
 from vrag_data.env import EnvPrompts, parse_action, sanitize_text
 from vrag_data.env.grammar import KEYWORD_READ_FINISH
+from vrag_data.export.conversation import ROLE_PROMPTS
 from vrag_data.filters import Correctness, Dedup, Structure
 from vrag_data.recipe import register
 from vrag_data.schema.records import ImageRef, Message, Observation, Turn
@@ -152,6 +154,9 @@ class MmdocRecipe(Recipe):
         info = "\n\n".join(x for x in (info, read_pages_text(ep, st.read_pages)) if x)
         msgs = [Message(role="system", text=self.extra_prompts["answer"]),
                 Message(role="user", text=ANSWER_USER.format(question=ep.task.question.strip(), info=info or "(nothing was found)"))]
+        # the answer agent answers under its own prompt (tool outputs + OCR text of the read pages): recorded, so an
+        # SFT export gives it a record of its own instead of gluing its reply onto the seeker's <FINISH>
+        ep.extra.setdefault(ROLE_PROMPTS, {})["answer"] = [m.model_dump(mode="json") for m in msgs]
         idx = ep.turns[-1].idx if ep.turns else st.turn
         for attempt in range(2):
             reply = await ep.ask("policy", msgs, "answer")

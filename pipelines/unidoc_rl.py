@@ -15,24 +15,33 @@ Where we differ, and why:
   so over n samples every block is shown at every position equally often: the teacher's choice cannot
   lean on position. The paper does not say how it orders candidates.
 - At most `max_candidates` blocks (largest first, page headers/footers left out) are drawn, to keep labels
-  legible; "0" means no crop is needed, so the teacher can skip the crop as in the paper's case 2.
+  legible; a block thinner than the environment's minimum crop (28 px a side) is never offered, since the crop
+  it would become is rejected; "0" means no crop is needed, so the teacher can skip the crop as in the paper's case 2.
 - The labelled image is sent only in that side request; the stored trajectory shows the plain page, which
   is what the student will see.
+
+Filtering (A.3): the SFT chain keeps well-formed, correct trajectories of tasks the intermediate SFT model (the
+student, running this recipe's own loop greedily) answers wrong. The RL chain curates the RL data separately: the
+student runs 5 rollouts per task at temperature 1.0 (the paper says "high" without a value), each with its own
+searches; a task is kept when some rollout retrieved every gold page yet answered wrong. Tasks whose trajectories the
+quality filters (structure, correctness) all rejected come first in the RL rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
 from vrag_data.env import EnvPrompts, parse_action, render_action, sanitize_text
-from vrag_data.env.geometry import box_to_model, iou
+from vrag_data.env.geometry import box_to_model, crop_box, iou
+from vrag_data.env.settings import EnvSettings
 from vrag_data.env.grammar import REACT_SELECT_CROP
-from vrag_data.filters import Correctness, Dedup, Difficulty, Structure
+from vrag_data.filters import Correctness, Dedup, Difficulty, RlOrder, Structure
 from vrag_data.recipe import register
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import Action, LayoutBlock, Message, Turn
@@ -76,8 +85,24 @@ def balanced_order(n: int, slot: int, seed: str) -> list[int]:
     return base[k:] + base[:k]
 
 
-def candidate_blocks(blocks: list[LayoutBlock], limit: int) -> list[LayoutBlock]:
-    usable = [b for b in blocks if b.cls not in SKIP_CLASSES and b.bbox.raw[2] > b.bbox.raw[0] and b.bbox.raw[3] > b.bbox.raw[1]]
+def croppable(block: LayoutBlock, page_size: tuple[int, int], env: EnvSettings) -> bool:
+    """Whether the block is at least `env.min_crop` raw pixels (28 by default) on each side, and so is the crop it
+    becomes after the round trip through the model's coordinates (the environment's own check): a thinner block
+    would be offered to the teacher, chosen, and then rejected as a degenerate crop."""
+    x1, y1, x2, y2 = block.bbox.raw
+    if x2 - x1 < env.min_crop or y2 - y1 < env.min_crop:  # the block itself, before any rounding of coordinates
+        return False
+    rule = env.resize_rule()
+    box = box_to_model(block.bbox, env.coord_space, page_size, rule)
+    display = rule.display_size(*page_size) if env.coord_space == "qwen2.5-vl" else None
+    return crop_box([float(v) for v in box], env.coord_space, page_size, display, env.crop_margin, env.min_crop).ok
+
+
+def candidate_blocks(blocks: list[LayoutBlock], limit: int,
+                     fits: Callable[[LayoutBlock], bool] | None = None) -> list[LayoutBlock]:
+    """At most `limit` blocks (largest first, headers/footers and blocks `fits` rejects left out), in reading order."""
+    usable = [b for b in blocks if b.cls not in SKIP_CLASSES and b.bbox.raw[2] > b.bbox.raw[0] and b.bbox.raw[3] > b.bbox.raw[1]
+              and (fits is None or fits(b))]
     usable.sort(key=lambda b: -((b.bbox.raw[2] - b.bbox.raw[0]) * (b.bbox.raw[3] - b.bbox.raw[1])))
     return sorted(usable[:limit], key=lambda b: (b.bbox.raw[1], b.bbox.raw[0]))  # reading order before permuting
 
@@ -103,7 +128,9 @@ class UniDocRecipe(Recipe):
         page_id = st.current_page
         if page_id is None:
             return
-        blocks = candidate_blocks(list(ep.layout.get(page_id, [])), self.options.max_candidates)
+        page = ep.pages[page_id]
+        blocks = candidate_blocks(list(ep.layout.get(page_id, [])), self.options.max_candidates,
+                                  fits=lambda b: croppable(b, (page.width, page.height), self.env))
         step = len(ep.extra.get("candidates", []))
         record: dict = {"turn": turn.idx, "page_id": page_id}
         if not blocks:
@@ -132,7 +159,6 @@ class UniDocRecipe(Recipe):
         ep.note("candidates", {**record, "choice": None if chosen is None else (chosen if isinstance(chosen, str) else "box"), "how": how})
         if chosen is None or st.done:
             return
-        page = ep.pages[page_id]
         if isinstance(chosen, str):  # a block id
             block = next(b for b in shown if b.block_id == chosen)
             box = [float(v) for v in box_to_model(block.bbox, self.coord_space, (page.width, page.height), self.env.resize_rule())]
@@ -179,6 +205,8 @@ RECIPE = register(UniDocRecipe(
            RoleSpec("student", "the model to be trained, whose wrong answers mark the hard tasks", required=False)),
     # A.3: quality (correct), then difficulty-aware (every student attempt wrong)
     filters=(Structure(), Correctness(), Difficulty(rule="all_wrong", samples=1, temperature=0.0), Dedup()),
+    # A.3 RL curation: retrieved the gold pages yet answered wrong in >= 1 of 5 rollouts; quality-rejected tasks first
+    rl_filters=(Difficulty(rule="retrieved_but_wrong", samples=5, temperature=1.0), RlOrder(first="quality_rejected")),
     reward=RewardSpec("unidoc_rl", scopes={"search": ("ndcg", "format"), "select": ("select", "format"),
                                            "bbox": ("crop", "format"), "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix")),

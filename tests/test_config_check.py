@@ -16,17 +16,22 @@ def _cfg(tmp_path, **over):
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)
     cfg = {"workspace": str(tmp_path / "ws"), "ingest": {"paths": [str(docs)]}, "tasks": {"file": str(qa)},
-           "synth": {"recipes": ["vrag_rl"]}, "roles": {"policy": {"kind": "oracle"}}}
+           "synth": {"recipes": ["vrag_rl"]}, "roles": {"policy": {"kind": "oracle"}, **COMPANIONS}}
     for key, value in over.items():
         section, _, field = key.partition("__")
         if field:
             cfg.setdefault(section, {})[field] = value
+        elif section == "roles" and value:  # the other roles vrag_rl uses stay named (none is filled in)
+            cfg[section] = {k: v for k, v in {**cfg[section], **value}.items() if v is not None}
         else:
             cfg[section] = value
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
+
+# what the oracle's companions are, spelled out: vrag_rl uses a judge and a grounding expert
+COMPANIONS = {"judge": {"kind": "rules"}, "grounding": {"same_as": "policy"}}
 
 CASES = {
     "missing tasks file": ({"tasks__file": "/nonexistent/qa.jsonl"}, "tasks.file: /nonexistent/qa.jsonl: no such file"),
@@ -41,6 +46,11 @@ CASES = {
                            "the variable VRAG_TEST_UNSET_KEY is not set"),
     "student for difficulty": ({"synth__recipes": ["unidoc_rl"]}, "unidoc_rl: filter difficulty: no roles.student"),
     "no recipes": ({"synth__recipes": []}, "synth.recipes: empty"),
+    "judge left out": ({"roles": {"judge": None}}, "roles.judge: recipe vrag_rl uses it (decides whether the final answer "
+                       "matches the reference); configure an endpoint, `kind: rules`, or `same_as: policy`"),
+    "same_as an unconfigured role": ({"roles": {"judge": {"same_as": "reader"}}},
+                                     "roles.judge.same_as: 'reader' is not a configured role"),
+    "the oracle cannot judge": ({"roles": {"judge": {"same_as": "policy"}}}, "the oracle knows the gold answer: it cannot judge"),
 }
 
 

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from export_fixtures import build_workspace, run_recipes  # noqa: E402
 
+from tests.support.roles import ORACLE_ROLES  # noqa: E402
 from vrag_data.cli.main import app  # noqa: E402
 from vrag_data.config import RunConfig  # noqa: E402
 from vrag_data.config_check import check_run_config  # noqa: E402
@@ -168,7 +169,7 @@ def test_an_unknown_format_stops_before_any_work_with_one_line(tmp_path):
 
 def test_the_config_check_names_an_unknown_format_and_the_config_does_not_import_the_export():
     cfg = RunConfig.model_validate({"synth": {"recipes": ["vrag_rl"]}, "export": {"formats": ["verl", "parquet"]},
-                                    "roles": {"policy": {"kind": "oracle"}}})
+                                    "roles": ORACLE_ROLES})
     with pytest.raises(ConfigError, match=r"^run\.yaml: export\.formats: unknown export format\(s\) \['parquet'\]; choose from: "):
         check_run_config(cfg, "run.yaml")
     ok = cfg.model_copy(update={"export": cfg.export.model_copy(update={"formats": ["verl"]})})

@@ -11,6 +11,7 @@ from vrag_data.filters import (
     apply_chain, default_chain, difficulty_keep,
 )
 from vrag_data.recipe import get_recipe, resolve_recipe
+from vrag_data.filters.registry import rl_chain
 from vrag_data.schema.geometry_types import Box
 
 TASK = make_task(answer="42", fmt="Int", pages=["doc_3"])
@@ -205,7 +206,13 @@ def test_default_chains_and_config_override():
     visor_r, evis_r, vrag_r = get_recipe("visor"), get_recipe("evisrag"), get_recipe("vrag_rl")
     assert default_chain(visor_r).names == ["structure", "retrieval_completeness", "correctness", "dedup"]
     assert default_chain(visor_r).filters[0].adjacent is True
-    assert default_chain(evis_r).filters[1].rule == "not_always_right"
+    # EVisRAG's curriculum filter decides the RL data, not the SFT data; both chains cut the same 8:2 task split
+    assert default_chain(evis_r).names == ["split", "correctness", "dedup"]
+    assert rl_chain(evis_r).names == ["split", "difficulty", "rl_order"]
+    assert rl_chain(evis_r).filters[1].rule == "not_always_right"
+    assert (default_chain(evis_r).filters[0].part, rl_chain(evis_r).filters[0].part) == ("sft", "rl")
+    with pytest.raises(ConfigError, match="filters.rl_options.evisrag.balance: the evisrag RL chain does not run balance"):
+        rl_chain(evis_r, FiltersConfig(rl_options={"evisrag": {"balance": {"max_per_bucket": 3}}}))
     cfg = parse_config({"filters": {"chains": {"vrag_rl": ["correctness", "balance"]},
                                     "options": {"vrag_rl": {"balance": {"max_per_bucket": 3}}}}}).filters
     chain = default_chain(vrag_r, cfg)

@@ -37,12 +37,13 @@ def test_model_judge_drives_the_correctness_filter(tmp_path):
                 return await judge_trajectories(trajs, {TASK.task_id: TASK}, ModelJudge(pool))
 
         scores, errors = asyncio.run(go())
-    assert not errors
+        label = ModelJudge(pool).label
+    assert not errors and label == "judge teacher"
     kept, verdicts = apply_chain(trajs, [TASK], FilterChain.from_names(["correctness"]),
-                                 FilterContext(judge=judge_lookup(scores)))
+                                 FilterContext(judge=judge_lookup(scores, label=label)))
     # the model judge, not the rules, decided: "forty-two" kept, "42" dropped by this scripted judge
     assert [t.final_answer for t in kept] == ["forty-two"]
-    assert all("judge score" in v.reason for v in verdicts)
+    assert all(v.reason.startswith("judge teacher score ") for v in verdicts)  # names the judge model
 
 
 def test_rule_judge_and_missing_scores():

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.roles import ORACLE_ROLES
 from vrag_data.config import load_config
 from vrag_data.recipe import resolve_recipe
 
@@ -37,7 +38,7 @@ def write_config(path: Path, ws: Path, recipes: list[str], **runner) -> Path:
         "workspace": str(ws),
         "ingest": {"sample_corpus": 2, "ocr": "off", "workers": 1, "docs_per_shard": 1},
         "synth": {"recipes": recipes, "tasks_per_shard": 8},
-        "roles": {"policy": {"kind": "oracle"}, "student": {"kind": "extractive"}},
+        "roles": {**ORACLE_ROLES, "student": {"kind": "extractive"}},
         "runner": {"max_concurrency": 2, "retries": 1, "retry_delay_s": 0, **runner},
     }
     path.write_text(yaml.safe_dump(cfg))

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.roles import ORACLE_ROLES
+
 BIN = Path(sys.executable).parent
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
 
@@ -46,7 +48,7 @@ def test_ray_workers_start_no_prefect_server(tmp_path):
         "workspace": str(ws),
         "ingest": {"sample_corpus": 2, "ocr": "off", "workers": 1, "docs_per_shard": 1},
         "synth": {"recipes": ["vrag_rl"], "tasks_per_shard": 4},
-        "roles": {"policy": {"kind": "oracle"}},
+        "roles": ORACLE_ROLES,
         "runner": {"kind": "ray", "max_concurrency": 2, "retries": 0},
     }))
     seen: set[int] = set()

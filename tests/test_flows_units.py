@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.roles import ORACLE_ROLES
 from flows.keys import files_digest, stage_key, tree_fingerprint
 from flows.runner import describe_runner, make_task_runner, resolve_runner
 from flows.stages import doc_shards
@@ -83,7 +84,7 @@ def test_a_recipe_whose_filters_need_a_student_fails_before_any_work(tmp_path):
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"workspace": str(tmp_path / "ws"), "synth": {"recipes": ["unidoc_rl"]},
-                                   "roles": {"policy": {"kind": "oracle"}}}))
+                                   "roles": ORACLE_ROLES}))
     with pytest.raises(ConfigError, match=r"unidoc_rl: filter difficulty: no roles\.student"):
         load(str(cfg))
     assert not (tmp_path / "ws").exists()  # nothing was created

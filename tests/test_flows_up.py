@@ -1,4 +1,4 @@
-"""`vrag-data up` -> `prefect deployment run 'synth/default' --watch` -> outputs -> `vrag-data down`, all as
+"""`vrag-data up` -> `prefect deployment run vrag-data/synth --watch` -> outputs -> `vrag-data down`, all as
 subprocesses the way a user types them, on a one-document sample corpus; plus the cheap checks of the
 deployment definitions (serve.py and prefect.yaml agree) and of `down` with nothing running."""
 
@@ -15,11 +15,20 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tests.support.roles import ORACLE_ROLES
 from vrag_data.cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -44,8 +53,10 @@ def test_prefect_yaml_matches_the_served_deployments():
         flow = getattr(module, name)
         declared.add(f"{flow.name}/{d['name']}")
         assert d["work_pool"]["name"] == "vrag-process"
-        assert (REPO / d["parameters"]["config"]).is_file()
+        assert "config" not in d["parameters"] or (REPO / d["parameters"]["config"]).is_file()
     assert declared == served
+    # Prefect's CLI needs `<flow>/<deployment>`: the headline command is `prefect deployment run vrag-data/synth`
+    assert "vrag-data/synth" in served
 
 
 def test_down_without_up_says_nothing_was_running(tmp_path):
@@ -72,11 +83,12 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         "workspace": str(ws),
         "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1},
         "synth": {"recipes": ["evisrag"]},
-        "roles": {"policy": {"kind": "oracle"}, "student": {"kind": "extractive"}},
+        "roles": {**ORACLE_ROLES, "student": {"kind": "extractive"}},
         "runner": {"max_concurrency": 2, "retries": 0},
     }))
     vrag = str(BIN / "vrag-data")
-    up = subprocess.run([vrag, "up", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=400)
+    up = subprocess.run([vrag, "up", "--config", str(cfg), "--port", str(_free_port())], cwd=REPO, env=CLEAN_ENV,
+                        capture_output=True, text=True, timeout=400)
     state_file = ws / ".prefect" / "up.json"
     try:
         assert up.returncode == 0, up.stderr
@@ -94,7 +106,7 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         assert ui["api_url"] == api, ui
 
         run = subprocess.run(
-            [str(BIN / "prefect"), "deployment", "run", "synth/default", "--param", f"config={cfg}", "--watch", "--watch-interval", "2"],
+            [str(BIN / "prefect"), "deployment", "run", "vrag-data/synth", "--param", f"config={cfg}", "--watch"],
             cwd=REPO, env={**CLEAN_ENV, "PREFECT_API_URL": api}, capture_output=True, text=True, timeout=600,
         )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -115,7 +127,7 @@ def test_up_deployment_run_watch_then_down(tmp_path):
         import re
 
         flow_run_id = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", run.stdout).group(0)
-        assert "default" in prefect("deployment", "ls")
+        assert "vrag-data/synth" in prefect("deployment", "ls")
         assert "COMPLETED" in prefect("flow-run", "ls")
         logs = prefect("flow-run", "logs", flow_run_id)
         assert "synth" in logs and "export evisrag" in logs
@@ -170,15 +182,16 @@ def test_a_failed_stage_says_why_in_watch_and_in_the_logs(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(yaml.safe_dump({
         "workspace": str(ws), "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1}, "tasks": {"file": str(qa)},
-        "synth": {"recipes": ["vrag_rl"]}, "roles": {"policy": {"kind": "oracle"}}, "runner": {"retries": 0},
+        "synth": {"recipes": ["vrag_rl"]}, "roles": ORACLE_ROLES, "runner": {"retries": 0},
     }))
     vrag = str(BIN / "vrag-data")
-    up = subprocess.run([vrag, "up", "--config", str(cfg)], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=400)
+    up = subprocess.run([vrag, "up", "--config", str(cfg), "--port", str(_free_port())], cwd=REPO, env=CLEAN_ENV,
+                        capture_output=True, text=True, timeout=400)
     try:
         assert up.returncode == 0, up.stderr
         api = up.stdout.strip()
         env = {**CLEAN_ENV, "PREFECT_API_URL": api}
-        run = subprocess.run([str(BIN / "prefect"), "deployment", "run", "synth/default", "--param", f"config={cfg}", "--watch"],
+        run = subprocess.run([str(BIN / "prefect"), "deployment", "run", "vrag-data/synth", "--param", f"config={cfg}", "--watch"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         out = " ".join((run.stdout + run.stderr).split())
         assert run.returncode != 0 and "Failed" in out

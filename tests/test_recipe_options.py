@@ -11,6 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tests.support.roles import ORACLE_ROLES
 from vrag_data.cli.main import app
 from vrag_data.config import load_config
 from vrag_data.config_check import check_run_config
@@ -25,7 +26,7 @@ def _cfg(tmp_path: Path, extra: dict) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)
     cfg = {"workspace": str(tmp_path / "ws"), "ingest": {"paths": [str(docs)]}, "tasks": {"file": str(qa)},
-           "synth": {"recipes": ["visor"]}, "roles": {"policy": {"kind": "oracle"}}}
+           "synth": {"recipes": ["visor"]}, "roles": ORACLE_ROLES}
     for section, values in extra.items():
         cfg.setdefault(section, {}).update(values)
     path = tmp_path / "run.yaml"

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.support.roles import ORACLE_ROLES
 from tests.support.synth_workspace import sample_workspace
 from tests.support.toy_recipe import TOY
 from vrag_data.config import RunConfig
@@ -44,7 +45,7 @@ def ws(tmp_path_factory) -> Path:
 
 
 def oracle_cfg(**synth) -> RunConfig:
-    return RunConfig.model_validate({"roles": {"policy": {"kind": "oracle"}}, "synth": synth})
+    return RunConfig.model_validate({"roles": ORACLE_ROLES, "synth": synth})
 
 
 def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):

@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.support.roles import ORACLE_ROLES
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 REF = "tests.support.toy_recipe:TOY"
@@ -26,7 +28,7 @@ def _run(tmp_path: Path, runner: str) -> tuple[subprocess.CompletedProcess, Path
         "workspace": str(ws),
         "ingest": {"sample_corpus": 2, "ocr": "off", "workers": 1, "docs_per_shard": 1},
         "synth": {"recipes": [REF], "tasks_per_shard": 4},
-        "roles": {"policy": {"kind": "oracle"}},
+        "roles": ORACLE_ROLES,
         "export": {"formats": ["hf", "verl"]},
         "runner": {"kind": runner, "max_concurrency": 2, "retries": 0},
     }))

@@ -35,7 +35,12 @@ def ws(tmp_path_factory):
 def write_config(path, base_url, *, max_retries=4, extra=None, **role):
     policy = {"endpoints": [{"base_url": base_url, "model": "teacher", **role}], "backoff_s": 0.01, "backoff_max_s": 0.05,
               "max_retries": max_retries, "timeout_s": 10, "sampling": {"temperature": 0.0, "max_tokens": 512}}
-    data = {"roles": {"policy": policy}, **(extra or {})}
+    extra = dict(extra or {})
+    # every role the recipes use is named (nothing is filled in): the teacher plays grounding, reader and planner,
+    # the rule scorers judge; `extra["roles"]` replaces single roles
+    roles = {"policy": policy, "judge": {"kind": "rules"}, **{r: {"same_as": "policy"} for r in ("grounding", "reader", "planner")},
+             **extra.pop("roles", {})}
+    data = {"roles": roles, **extra}
     path.write_text(yaml.safe_dump(data))
     return path
 

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.openai_server import Faults, OpenAIServer
 from vrag_data.config import EndpointConfig, RoleConfig, SamplingConfig
+from vrag_data.errors import ConfigError
 from vrag_data.schema import Box
 from vrag_data.schema.records import ImageRef, Message
 from vrag_data.store.shards import read_table
@@ -230,17 +231,25 @@ def test_check_reports_a_model_the_server_does_not_serve(tmp_path):
             run(go())
 
 
-def test_unconfigured_roles_fall_back_to_the_policy():
+def test_roles_are_never_filled_in_and_same_as_is_explicit():
     pol = role("http://127.0.0.1:9/v1")
     roles = resolve_roles({"policy": pol, "judge": role("http://127.0.0.1:10/v1")})
-    assert roles["grounding"].endpoints == pol.endpoints and roles["judge"].endpoints[0].base_url.endswith(":10/v1")
+    assert set(roles) == {"policy", "judge"}  # no grounding/reader/planner stand-ins
+    roles = resolve_roles({"policy": pol, "grounding": RoleConfig(same_as="policy")})
+    assert roles["grounding"].endpoints == pol.endpoints and roles["grounding"].same_as == "policy"
     oracle = resolve_roles({"policy": RoleConfig(kind="oracle")})
-    assert oracle["judge"].kind == "rules" and oracle["grounding"].kind == "oracle"
+    assert set(oracle) == {"policy"}
+    with pytest.raises(ConfigError, match="roles.judge.same_as: 'grounding' is not a configured role"):
+        resolve_roles({"policy": pol, "judge": RoleConfig(same_as="grounding")})
+    with pytest.raises(ConfigError, match="roles.judge.same_as: roles.grounding is itself same_as policy"):
+        resolve_roles({"policy": pol, "grounding": RoleConfig(same_as="policy"), "judge": RoleConfig(same_as="grounding")})
 
 
 def test_roles_on_the_same_server_share_its_in_flight_bound(tmp_path):
     with OpenAIServer(faults=Faults(latency_s=0.05)) as srv:
-        pool = TeacherPool({"policy": role(srv.base_url, max_in_flight=2)}, RequestCache(tmp_path), "r1")
+        same = RoleConfig(same_as="policy")
+        pool = TeacherPool({"policy": role(srv.base_url, max_in_flight=2), "judge": same, "grounding": same},
+                           RequestCache(tmp_path), "r1")
 
         async def go():  # noqa: ANN202
             async with pool:

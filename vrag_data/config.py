@@ -6,6 +6,7 @@ its API key (`api_key_env`), and the resolved config written next to a run conta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +39,10 @@ class SamplingConfig(Section):
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific fields, e.g. vLLM's top_k
 
 
+def _jsonish(v: Any) -> Any:
+    return v.model_dump(mode="json") if isinstance(v, BaseModel) else v
+
+
 class RoleConfig(Section):
     # openai: an endpoint; oracle: the gold-guided offline policy; rules: the rule scorers (judge);
     # extractive: the offline student that reads retrieved page text (not gold-guided)
@@ -57,7 +62,9 @@ class RoleConfig(Section):
     @classmethod
     def _same_as_alone(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("same_as") is not None:
-            own = sorted(k for k in data if k != "same_as")
+            # a dumped config (the run manifest) writes every field at its default: only settings that differ count
+            defaults = cls().model_dump(mode="json")
+            own = sorted(k for k, v in data.items() if k != "same_as" and _jsonish(v) != defaults.get(k, object()))
             if own:
                 raise ValueError(f"same_as: {data['same_as']}: a role that is another role has no settings of its own "
                                  f"({', '.join(own)}); remove them, or remove same_as and configure the role")
@@ -98,6 +105,11 @@ class GenerateConfig(Section):
     dedup_threshold: float = 0.8  # question-token Jaccard that counts as a near-duplicate
     max_pixels: int = 1_003_520  # image budget per page shown to the writer and the verifier
     split: str = "train"
+    # who writes the questions when the flows (`vrag-data run`, the synth deployment) generate tasks: `model` =
+    # roles.question_writer (an endpoint); `offline` = the template writer over extracted tables and sample-corpus
+    # facts, only when asked for here (recorded in each task's provenance and the stage's manifest). Unset: the
+    # model writer when roles.question_writer is configured, else no generation (a tasks.file or the sample corpus)
+    writer: Literal["model", "offline"] | None = None
 
 
 class TasksConfig(Section):
@@ -175,6 +187,10 @@ class ExportConfig(Section):
     data_source_default: str | None = None  # None: the recipe's export hint
     ability: str = "fact-reasoning"
     max_pixels: dict[str, int] = Field(default_factory=dict)  # recipe -> image budget (default: the recipe's export hint)
+    # RL validation set (verl `val_files`, EasyR1 `val_files`): this share of the train tasks, drawn by task id and
+    # seed, is held out of the training files (tasks whose own split is not "train" are validation already)
+    val_share: float = Field(default=0.1, ge=0.0, lt=1.0)
+    val_seed: int = 0
 
 
 class RunnerConfig(Section):
@@ -220,11 +236,61 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
     return cfg
 
 
-def load_config(path: str | Path | None) -> RunConfig:
-    if path is None:
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str) -> dict[str, Any]:
+    """`key.sub=value` items (the CLI's `--set`) over a config mapping, before validation: the value is parsed as YAML
+    (`3`, `0.5`, `true`, `null`, `[a, b]`, `{k: v}`; anything else stays a string), a dotted key walks mappings
+    (created when missing) and list indices (`roles.policy.endpoints.0.base_url=...`). A misspelled key is left to
+    the validation, which names it."""
+    import copy
+
+    import yaml
+
+    out = copy.deepcopy(data or {})
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            raise ConfigError(f"--set {item!r}: use --set key.sub=value (e.g. --set synth.samples=2)")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node: Any = out
+        for i, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: i + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"--set {key}: {where}: no item {part} in a list of {len(node)} in {source}")
+                node = node[int(part)]
+            elif isinstance(node, dict):
+                if node.get(part) is None:
+                    node[part] = {}
+                node = node[part]
+            else:
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i])} is a value, not a section, in {source}")
+        last = parts[-1]
+        if isinstance(node, list):
+            if not last.isdigit() or int(last) >= len(node):
+                raise ConfigError(f"--set {key}: no item {last} in a list of {len(node)} in {source}")
+            node[int(last)] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ConfigError(f"--set {key}: {'.'.join(parts[:-1])} is a value, not a section, in {source}")
+    return out
+
+
+def _with_sets(source: str, overrides: Sequence[str]) -> str:
+    return f"{source} with --set {' '.join(overrides)}" if overrides else source
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """The run config in `path` (the defaults when None) with `--set key=value` overrides applied before validation."""
+    if path is None and not overrides:
         return RunConfig()
-    data = read_yaml_mapping(path, "config", "configs/")
-    return parse_config(data, str(path))
+    data = read_yaml_mapping(path, "config", "configs/") if path is not None else {}
+    source = str(path) if path is not None else "<defaults>"
+    return parse_config(apply_overrides(data, overrides, source), _with_sets(source, overrides))
 
 
 def dump_resolved(cfg: RunConfig) -> dict[str, Any]:

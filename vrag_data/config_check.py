@@ -3,7 +3,8 @@
 `check_run_config` stops at the first problem with one line naming the key and the fix: recipes known, every
 recipe key of the config (`synth.recipe_options`, `filters.chains`, `filters.options`, `export.max_pixels`) a
 registered recipe, each recipe's options valid for that recipe and its filter options for filters its chain
-runs, the roles each recipe needs configured (policy; the student its difficulty filters ask for), every
+runs, the roles each recipe uses configured (its `roles`: policy, judge, grounding, ...; `same_as` naming a
+configured role; the student its difficulty filters ask for), every
 endpoint URL well formed and its API-key variable set, input folders and the tasks file present. Reachability
 of the endpoints is checked by the stages themselves (they call the servers before any work).
 """
@@ -11,6 +12,7 @@ of the endpoints is checked by the stages themselves (they call the servers befo
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,6 +22,7 @@ from vrag_data.export.formats import check_format_names
 from vrag_data.recipe import check_recipe_keys, get_recipe, recipe_names, resolve_recipe
 from vrag_data.recipe.registry import recipe_keyed
 from vrag_data.student.stage import student_problem
+from vrag_data.teacher.roles import role_problem
 
 
 def _local(path: str, base: Path) -> Path | None:
@@ -64,10 +67,17 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
     policy = cfg.roles.get("policy")
     if policy is None:
         raise bad("roles.policy", "missing; set an endpoint (kind openai, endpoints: [{base_url, model}]) or {kind: oracle}")
-    if policy.kind not in ("openai", "oracle"):
+    if policy.kind not in ("openai", "oracle") or policy.same_as:
         raise bad("roles.policy", f"kind {policy.kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle")
+    for name in cfg.synth.recipes:
+        try:  # no stand-in: every role a recipe uses is configured, or says whose role it plays (same_as)
+            problem = role_problem(recipes[name], cfg.roles)
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
     for role, rc in sorted(cfg.roles.items()):
-        if rc.kind == "openai" and not rc.endpoints:
+        if rc.kind == "openai" and not rc.endpoints and not rc.same_as:
             raise bad(f"roles.{role}.endpoints", "empty; give at least one {base_url, model}")
         for i, ep in enumerate(rc.endpoints):
             url = urlparse(ep.base_url)
@@ -81,8 +91,41 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
         for i, raw in enumerate(cfg.ingest.paths):
             p = _local(raw, base)
             if p is not None and not p.exists():
-                raise bad(f"ingest.paths[{i}]", f"{p}: no such file or folder; fix the path or remove it")
+                raise bad(f"ingest.paths[{i}]", f"{p}: no such file or folder{_against(raw, base)}; fix the path or remove it")
     if cfg.tasks.file:
         p = _local(cfg.tasks.file, base)
         if p is not None and not p.is_file():
-            raise bad("tasks.file", f"{p}: no such file; point it at a QA file (jsonl/json/csv) or remove the key")
+            raise bad("tasks.file", f"{p}: no such file{_against(cfg.tasks.file, base)}; point it at a QA file "
+                      "(jsonl/json/csv) or remove the key")
+    _check_tasks_source(cfg, base, bad)
+
+
+def _against(raw: str, base: Path) -> str:
+    """Where a relative path was looked for: the caller's folder is not always the one it is resolved against."""
+    return "" if "://" in raw or Path(raw).expanduser().is_absolute() else f" (relative paths resolve against {base})"
+
+
+def _has_tasks(workspace: str, base: Path) -> bool:
+    """Whether the workspace already holds task shards (`tasks import` / `tasks generate` run by hand)."""
+    root = _local(workspace, base)
+    return root is None or any((root / "tasks").glob("*.parquet"))  # a remote workspace is listed by the stage
+
+
+def _check_tasks_source(cfg: RunConfig, base: Path, bad: Callable[[str, str], ConfigError]) -> None:
+    """The tasks stage has an input: a QA file, the sample corpus's, generated questions (a writer and the layout
+    blocks it picks evidence from) or tasks already in the workspace; else the run would ingest for minutes first."""
+    from vrag_data.qgen.plan import planned_writer
+
+    try:
+        writer = planned_writer(cfg)
+    except ConfigError as err:
+        raise bad("tasks.generate.writer", str(err).split(": ", 1)[-1]) from None
+    if writer is not None and cfg.ingest.layout == "off":
+        raise bad("tasks.generate", "generating questions needs layout blocks to pick evidence from, and ingest.layout "
+                  "is off; set ingest.layout: pymupdf (or mineru)")
+    if cfg.tasks.file or cfg.ingest.sample_corpus or writer is not None:
+        return
+    if cfg.ingest.paths and not _has_tasks(cfg.workspace, base):
+        raise bad("tasks", "no tasks source for the documents of ingest.paths; set tasks.file (a QA file), or "
+                  "roles.question_writer (an endpoint) to generate questions (tasks.generate), or tasks.generate.writer: "
+                  "offline for the offline template writer, or run `vrag-data tasks generate` into the workspace first")

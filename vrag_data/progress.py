@@ -136,15 +136,31 @@ class LineProgress:
                 return
             self._last = now
             for t in self.tasks.values():
-                text = self.line(t) + (f" · {final}" if final else "")
-                # written to the stream directly, not with print(): an orchestrator that captures prints (Prefect's
-                # log_prints) would log every line a second time beside the logger's copy
-                try:
-                    self.stream.write(text + "\n")
-                    self.stream.flush()
-                except (OSError, ValueError):  # a closed pipe (the reader went away) must not stop the stage
-                    pass
-                log.info(text)
+                self._write(self.line(t) + (f" · {final}" if final else ""))
+
+    def _write(self, text: str) -> None:
+        # written to the stream directly, not with print(): an orchestrator that captures prints (Prefect's
+        # log_prints) would log every line a second time beside the logger's copy
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe (the reader went away) must not stop the stage
+            pass
+        log.info(text)
+
+
+    def note(self, text: str) -> None:
+        """One line now (a stage saying that it started and what it will do)."""
+        with self._lock:
+            self._write(text)
+
+
+def announce(bar: Any, text: str) -> None:
+    """`text` on its own line above a rich bar, or as a line of a `LineProgress`; nothing when the bar is disabled."""
+    if isinstance(bar, LineProgress):
+        bar.note(text)
+    elif not getattr(bar, "disable", True):
+        bar.console.print(text, highlight=False, soft_wrap=True)
 
 
 def is_terminal(stream: Any = None) -> bool:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from tests.support.roles import ORACLE_ROLES
 from vrag_data.schema.records import ChatTurn, Document, Page, SftRecord, Task
 from vrag_data.store import Workspace, write_records
 
@@ -73,7 +74,7 @@ def oracle_export(ws: Workspace, out: Path, recipe: str = "vrag_rl") -> Path:
     from vrag_data.recipe import resolve_recipe
     from vrag_data.synth.run import synth
 
-    cfg = RunConfig(workspace=str(ws.root), roles={"policy": RoleConfig(kind="oracle")})
+    cfg = RunConfig(workspace=str(ws.root), roles={k: RoleConfig.model_validate(v) for k, v in ORACLE_ROLES.items()})
     run = synth(ws, cfg, resolve_recipe(recipe, cfg), progress=False)
     export_run(ws, run.run_id, ["llamafactory", "hf"], out)
     return out

@@ -1,9 +1,12 @@
-"""Shared CLI helpers: one-line errors instead of tracebacks."""
+"""Shared CLI helpers: one-line errors instead of tracebacks, prompt stops on signals, `--set key=value`."""
 
 from __future__ import annotations
 
 import functools
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -23,11 +26,39 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class _Stopper:
+    """SIGINT and SIGTERM: the first raises KeyboardInterrupt in the main thread (stages stop their workers and keep
+    finished work); a second one, while that cleanup runs, ends the process at once (its workers die with it)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.seen += 1
+        if self.seen > 1:
+            os.write(2, b"interrupted again: stopping now\n")
+            os._exit(_SIGNAL_EXIT.get(signum, 130))
+        raise KeyboardInterrupt
+
+
+def _install_stopper() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    stopper, old = _Stopper(), {}
+    for sig in _SIGNAL_EXIT:
+        old[sig] = signal.signal(sig, stopper)
+    return old
+
+
 def friendly_errors(fn: F) -> F:
-    """Turn expected failures into `error: ...` on one line and a non-zero exit code."""
+    """Turn expected failures into `error: ...` on one line and a non-zero exit code; stop promptly on signals."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        old = _install_stopper()
         try:
             return fn(*args, **kwargs)
         except ConfigError as err:
@@ -37,5 +68,16 @@ def friendly_errors(fn: F) -> F:
         except KeyboardInterrupt:
             console.print("interrupted; finished work is kept, re-run to resume")
             sys.exit(130)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
     return wrapper  # type: ignore[return-value]
+
+
+def set_option() -> Any:
+    """`--set key.sub=value` (repeatable) for every command that takes a config: applied over the YAML before
+    validation, so a misspelled key fails with one line naming it."""
+    return typer.Option(None, "--set", metavar="KEY=VALUE",
+                        help="Override a config key (repeatable), e.g. --set synth.samples=4 or --set model.path=out/sft/final; "
+                             "the value is read as YAML.")

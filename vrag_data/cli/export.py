@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.config import DEFAULT_EXPORT_FORMATS, RunConfig, load_config
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         model_family: str | None = typer.Option(None, "--model-family", help="qwen2.5-vl | qwen3-vl (coordinates and image sizes)"),
         shard_size: int | None = typer.Option(None, "--shard-size", min=1, help="Records per shard"),
         config: Path | None = typer.Option(None, "--config", help="Run config YAML (its `export` section)"),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Replace an --out folder that holds another run's export (whole)."),
+        sets: list[str] = set_option(),
     ) -> None:
         """Export a run's kept trajectories (SFT) and their tasks (RL) for trainers."""
         from vrag_data.export import export_run
@@ -47,7 +49,7 @@ def register(app: typer.Typer) -> None:
         from vrag_data.export.kept import count_trajectories
         from vrag_data.store import Workspace
 
-        run_cfg = load_config(config)
+        run_cfg = load_config(config, sets or ())
         cfg = run_cfg.export
         chosen = check_format_names(formats or list(cfg.formats))  # before any work: one line naming the known ones
         ws = Workspace(str(workspace))
@@ -68,6 +70,7 @@ def register(app: typer.Typer) -> None:
                 config=cfg,
                 on_trajectory=step,
                 recipes=recipes,
+                overwrite=overwrite,
             )
         for w in summary.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

@@ -1,8 +1,8 @@
 """`vrag-data up | down | run | demo`: the Prefect layer (flows/) from the command line.
 
-`up` starts a local Prefect server and serves the deployments in the background; `down` stops them; `run`
-runs the synth flow in this process; `demo` = up -> `prefect deployment run synth/default --watch` -> the
-output locations -> down. Prefect is imported inside the commands only (the library stays free of it).
+`up` starts a local Prefect server (127.0.0.1, port 4300 unless `--port`) and serves the deployments in the
+background; `down` stops them; `run` runs the synth flow in this process; `demo` = up -> `prefect deployment run
+vrag-data/synth --watch` -> the output locations -> down. Prefect is imported inside the commands only (the library stays free of it).
 """
 
 from __future__ import annotations
@@ -51,18 +51,21 @@ def print_outputs(summary: dict[str, Any]) -> None:
         console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
 
 
-def _check(config: Path) -> None:
+def _check(config: Path, workspace: Path | None = None) -> None:
     from vrag_data.config import load_config
     from vrag_data.config_check import check_run_config
 
-    check_run_config(load_config(config), str(config))
+    cfg = load_config(config)
+    if workspace is not None:  # the workspace the run will use (it may already hold the tasks)
+        cfg = cfg.model_copy(update={"workspace": str(workspace)})
+    check_run_config(cfg, str(config))
 
 
-def _up(ws: Path) -> dict[str, Any]:
+def _up(ws: Path, port: int | None = None) -> dict[str, Any]:
     from flows.local import up
 
     with console.status("starting the Prefect server and the deployments"):
-        state = up(ws)
+        state = up(ws, port=port)
     again = " (already running)" if state.get("already_running") else ""
     console.print(f"Prefect UI: {state['ui_url']}{again}", highlight=False)
     console.print(f"API: {state['api_url']}  (export PREFECT_API_URL={state['api_url']})", highlight=False, soft_wrap=True)
@@ -76,9 +79,13 @@ def register(app: typer.Typer) -> None:
     def up_cmd(
         config: Path | None = typer.Option(None, "--config", help="Run config; its workspace holds the server state."),
         workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                        help="Port of the server on 127.0.0.1 (default 4300: the same API URL every time)."),
     ) -> None:
-        """Start a local Prefect server (SQLite under <workspace>/.prefect, 127.0.0.1) and serve the deployments."""
-        state = _up(_workspace(config, workspace))
+        """Start a local Prefect server (SQLite under <workspace>/.prefect, 127.0.0.1) and serve the deployments
+        (`prefect deployment run vrag-data/synth ...`). Relative paths given to a deployment resolve against the
+        folder this command runs in."""
+        state = _up(_workspace(config, workspace), port)
         typer.echo(state["api_url"])
 
     @app.command("down")
@@ -107,8 +114,8 @@ def register(app: typer.Typer) -> None:
 
         if runner is not None and runner not in ("local", "ray"):
             fail(f"--runner {runner!r}: use local or ray")
-        _check(config)  # the whole config, before any server starts or any folder is created
         ws = _workspace(config, workspace)
+        _check(config, ws)  # the whole config, before any server starts or any folder is created
         for k, v in OFFLINE.items():
             os.environ.setdefault(k, v)
         state = read_state(ws)
@@ -142,17 +149,17 @@ def register(app: typer.Typer) -> None:
         workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
         keep_up: bool = typer.Option(False, "--keep-up", help="Leave the server running afterwards (stop it with `vrag-data down`)."),
     ) -> None:
-        """up -> `prefect deployment run synth/default --param config=... --watch` -> where the outputs are -> down."""
-        from flows.local import down
+        """up -> `prefect deployment run vrag-data/synth --param config=... --watch` -> where the outputs are -> down."""
+        from flows.local import DEPLOYMENT, down
 
-        _check(config)  # a bad config fails here, before any server starts
         ws = _workspace(config, workspace)
+        _check(config, ws)  # a bad config fails here, before any server starts
         state = _up(ws)
         code = 1
         try:
-            cmd = [sys.executable, "-m", "prefect", "deployment", "run", "synth/default", "--param", f"config={config.resolve()}",
+            cmd = [sys.executable, "-m", "prefect", "deployment", "run", DEPLOYMENT, "--param", f"config={config.resolve()}",
                    "--param", f"workspace={ws}", "--watch", "--watch-interval", "2"]
-            console.print("$ prefect deployment run 'synth/default' --param config=... --watch", highlight=False)
+            console.print(f"$ prefect deployment run {DEPLOYMENT} --param config=... --watch", highlight=False)
             env = {**os.environ, **OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}
             code = subprocess.run(cmd, env=env, check=False).returncode
             summary_path = ws / "pipeline.json"

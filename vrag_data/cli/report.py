@@ -45,5 +45,9 @@ def register(app: typer.Typer) -> None:
             con = duckdb.connect(local, read_only=True)
             try:
                 print_summary(con, "report" + (f" (run {run})" if run else ""), console, ws.root)
+                from vrag_data.report.answers import answer_lines
+
+                for line in answer_lines(con):  # a lenient or self-judging judge, at a glance
+                    console.print(line, highlight=False, soft_wrap=True)
             finally:
                 con.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.config import ConfigError, EndpointConfig, RoleConfig, RunConfig, load_config
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -26,7 +26,10 @@ def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, mode
     if policy is not None:
         if policy != "oracle":
             fail(f"--policy {policy!r}: the only named policy is 'oracle'; for a model use --policy-url and --policy-model", 2)
-        return cfg.model_copy(update={"roles": {**cfg.roles, "policy": RoleConfig(kind="oracle")}})
+        # the offline mode, spelled out: the roles the config leaves unset are the oracle's companions, each written
+        # into the run's manifest as configured (judge: the rule scorers; grounding/reader/planner: same_as policy)
+        companions = {"judge": RoleConfig(kind="rules"), **{r: RoleConfig(same_as="policy") for r in ("grounding", "reader", "planner")}}
+        return cfg.model_copy(update={"roles": {**companions, **cfg.roles, "policy": RoleConfig(kind="oracle")}})
     if url or model:
         if not (url and model):
             fail("--policy-url and --policy-model go together (the model name as the server knows it)", 2)
@@ -56,11 +59,13 @@ def register(app: typer.Typer) -> None:
         samples: int | None = typer.Option(None, "--samples", min=1, help="Rollouts per task (default: synth.samples)."),
         limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first K tasks."),
         run: str | None = typer.Option(None, "--run", help="Run id (default: derived from recipe + roles + options; re-running resumes)."),
-        policy: str | None = typer.Option(None, "--policy", help="'oracle': the gold-guided offline policy (no model)."),
+        policy: str | None = typer.Option(None, "--policy", help="'oracle': the gold-guided offline policy (no model); roles the config leaves unset become "
+                                                       "judge: {kind: rules} and grounding/reader/planner: {same_as: policy} (recorded in the run)."),
         policy_url: str | None = typer.Option(None, "--policy-url", help="OpenAI-compatible base URL of the teacher, e.g. http://127.0.0.1:8000/v1."),
         policy_model: str | None = typer.Option(None, "--policy-model", help="Model name served at --policy-url."),
         policy_api_key_env: str | None = typer.Option(None, "--policy-api-key-env", help="Env var holding the API key of --policy-url."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+        sets: list[str] = set_option(),
     ) -> None:
         """Roll out teacher trajectories for one recipe: runs/<run>/trajectories/*.parquet (resumable)."""
         from vrag_data.synth.run import synth
@@ -68,7 +73,7 @@ def register(app: typer.Typer) -> None:
         from vrag_data.recipe import resolve_recipe
 
         _check_run_id(run)
-        cfg = apply_policy_flags(load_config(config), policy, policy_url, policy_model, policy_api_key_env)
+        cfg = apply_policy_flags(load_config(config, sets or ()), policy, policy_url, policy_model, policy_api_key_env)
         try:
             rec = resolve_recipe(recipe, cfg)  # the recipe is resolved once, here, and passed down
         except ConfigError as err:
@@ -108,13 +113,14 @@ def register(app: typer.Typer) -> None:
         workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace of the run."),
         run: str = typer.Option(..., "--run", help="Run id (as printed by `vrag-data synth`)."),
         config: Path | None = typer.Option(None, "--config", help="Run config: filter chains/options and judge role."),
+        sets: list[str] = set_option(),
     ) -> None:
         """Judge (cached) + the recipe's filter chain -> runs/<run>/verdicts; augmentations -> trajectories/aug-*.parquet."""
         from vrag_data.recipe.runs import recipe_of_run
         from vrag_data.synth.postprocess import judge_and_filter
 
         _check_run_id(run)
-        cfg = load_config(config) if config is not None else None
+        cfg = load_config(config, sets or ()) if config is not None or sets else None
         rec = recipe_of_run(str(workspace), run, cfg)  # resolved once, here, from the run's manifest
         res = judge_and_filter(str(workspace), run, cfg, rec, progress=True)
         console.print(res.message, highlight=False, soft_wrap=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.progress import stage_progress
 from vrag_data.tasks.formats import FORMATS
 
@@ -69,13 +69,14 @@ def generate_cmd(
     writer_model: str = typer.Option(None, "--writer-model", help="Model name served at --writer-url"),
     min_share: float = typer.Option(None, "--min-share", min=0.0, max=1.0,
                                     help="Exit 3 when fewer than this share of --n is kept (default: tasks.generate.min_share, 0.8)"),
+    sets: list[str] = set_option(),
 ) -> None:
     """Write verified questions with evidence pages and boxes from the ingested pages (tasks/generated.parquet)."""
     from vrag_data.config import EndpointConfig, RoleConfig, load_config
     from vrag_data.qgen import generate_tasks
     from vrag_data.store import Workspace
 
-    cfg = load_config(config)
+    cfg = load_config(config, sets or ())
     if writer not in (None, "oracle"):
         fail(f"--writer {writer!r}: the only named writer is 'oracle'; for a model pass --writer-url and --writer-model")
     if writer == "oracle" and (writer_url or writer_model):

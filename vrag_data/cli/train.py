@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from vrag_data.cli.common import console, friendly_errors
+from vrag_data.cli.common import console, friendly_errors, set_option
 
 ConfigOpt = typer.Option(..., "--config", "-c", help="Train config YAML (see configs/train/).")
 DataOpt = typer.Option(None, "--data", help="SFT: an SFT export; RL: an RL export selecting tasks (optional).")
@@ -17,12 +17,13 @@ WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace with corpus, tas
 StepsOpt = typer.Option(None, "--max-steps", help="Override the number of optimiser steps.")
 OutOpt = typer.Option(None, "--output", "-o", help="Output folder (checkpoints, final model, logs).")
 ResumeOpt = typer.Option(True, "--resume/--no-resume", help="Continue from the last checkpoint in --output.")
+SetOpt = set_option()
 
 
-def _load(config: Path, data: str | None, workspace: str | None, output: str | None):
+def _load(config: Path, data: str | None, workspace: str | None, output: str | None, sets: list[str] | None = None):
     from vrag_data.train.config import load_train_config
 
-    cfg = load_train_config(config)
+    cfg = load_train_config(config, sets or ())
     upd: dict = {}
     if data is not None:
         cfg.data = cfg.data.model_copy(update={"path": data})
@@ -40,11 +41,12 @@ def register(app: typer.Typer) -> None:
     @train.command("sft")
     @friendly_errors
     def sft_cmd(config: Path = ConfigOpt, data: Optional[str] = DataOpt, workspace: Optional[str] = WsOpt,
-                max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt) -> None:
+                max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt,
+                sets: Optional[list[str]] = SetOpt) -> None:
         """Supervised fine-tuning on an SFT export (loss on assistant turns only)."""
         from vrag_data.train.sft import describe, run_sft
 
-        cfg = _load(config, data, workspace, output)
+        cfg = _load(config, data, workspace, output, sets)
         if max_steps is not None:
             cfg.sft = cfg.sft.model_copy(update={"max_steps": max_steps})
         result = run_sft(cfg, resume=resume, progress=True)
@@ -60,13 +62,14 @@ def register(app: typer.Typer) -> None:
     @friendly_errors
     def rl_cmd(config: Path = ConfigOpt, data: Optional[str] = DataOpt, workspace: Optional[str] = WsOpt,
                estimator: Optional[str] = typer.Option(None, "--estimator", help="grpo | rs_grpo | spo"),
-               max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt) -> None:
+               max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt,
+               sets: Optional[list[str]] = SetOpt) -> None:
         """Multi-turn RL with rollouts in the environment and rewards from the recipe's reward spec."""
         from vrag_data.config import ConfigError
         from vrag_data.recipe.runs import recipe_to_train
         from vrag_data.train.rl import run_rl
 
-        cfg = _load(config, data, workspace, output)
+        cfg = _load(config, data, workspace, output, sets)
         upd: dict = {}
         if estimator is not None:
             if estimator not in ("grpo", "rs_grpo", "spo"):

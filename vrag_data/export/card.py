@@ -39,6 +39,53 @@ def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_roles(manifest_config: dict[str, Any] | None) -> dict[str, Any]:
+    """What the card's "Roles" section shows, from the run manifest: each role's model (or `rules`, `oracle`,
+    `extractive`, or its substitution `... (same_as policy)`), and the difficulty filter's `missing` setting when
+    it is not "fail" (the rule was skipped for tasks without a student answer). Empty for a run without a manifest."""
+    from vrag_data.config import RoleConfig
+    from vrag_data.teacher.roles import describe_roles
+
+    cfg = manifest_config or {}
+    played = dict(cfg.get("roles_played") or {})
+    if not played and cfg.get("roles"):  # manifests written before roles were recorded as configured
+        try:
+            played = describe_roles({k: RoleConfig.model_validate(v) for k, v in cfg["roles"].items()})
+        except Exception:  # noqa: BLE001 - an unreadable old manifest leaves the section without roles
+            played = {}
+    # the SFT chain's and the RL chain's difficulty filter, as the recipe set them, then as the config overrode them
+    recipe, filters = cfg.get("recipe") or {}, cfg.get("filters") or {}
+    missing = None
+    for settings, key in (("filter_settings", "options"), ("rl_filter_settings", "rl_options")):
+        own = ((recipe.get(settings) or {}).get("difficulty") or {}).get("missing")
+        for opts in (filters.get(key) or {}).values():
+            own = (opts.get("difficulty") or {}).get("missing", own)
+        if own and own != "fail":
+            missing = own
+    out: dict[str, Any] = {"roles": played, "role_substitutions": dict(cfg.get("role_substitutions") or {})}
+    if missing and missing != "fail":
+        out["difficulty_missing"] = missing
+    return out
+
+
+def _roles_section(prov: dict[str, Any]) -> list[str]:
+    played = prov.get("roles") or {}
+    if not played and not prov.get("difficulty_missing"):
+        return []
+    lines = ["\n## Roles\n", "Who played each role of the run (`same_as`: a role configured to be another one).\n\n"]
+    lines += [f"- {role}: {what}\n" for role, what in sorted(played.items())]
+    subs = prov.get("role_substitutions") or {}
+    if subs:
+        lines.append("- substitutions: " + ", ".join(f"{r} is the {o}" for r, o in sorted(subs.items())) + "\n")
+        if subs.get("judge") == "policy":
+            lines.append("\n> **Self-judged.** The judge is the policy's own model: correctness verdicts were given by the "
+                         "model that wrote the answers. Check the report's `answers_vs_gold` view.\n")
+    if prov.get("difficulty_missing"):
+        lines.append(f"- difficulty filter `missing: {prov['difficulty_missing']}`: tasks without a student answer were "
+                     f"{'kept' if prov['difficulty_missing'] == 'keep' else 'dropped'} without the rule being applied\n")
+    return lines
+
+
 def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
     """The card's markdown; `sections` are the selected formats' card sections, in the export's order."""
     st = summary.get("stats", {})
@@ -81,6 +128,7 @@ def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
         f"- config hash(es): {', '.join(prov.get('config_hashes', [])) or 'n/a'}\n",
         f"- code version(s) of the run: {', '.join(prov.get('code_versions', [])) or 'n/a'}; exporter: {prov.get('exporter_version', '')}\n",
     ]
+    parts += _roles_section(prov)
     if summary.get("warnings"):
         parts.append("\n## Warnings\n")
         parts += [f"- {w}\n" for w in summary["warnings"]]

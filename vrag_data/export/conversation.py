@@ -5,6 +5,10 @@ the system prompt lives apart from the turns; turns alternate user/assistant sta
 with assistant; the number of `<image>` tokens over all turns equals the number of images, in order.
 Observations become user turns carrying one `<image>` per image shown. Consecutive same-role turns are
 merged; trailing user turns (an observation nobody answered) are dropped since they train nothing.
+
+A trajectory played by several agents (a seeker, then an answer agent with a prompt of its own) records each
+other agent's prompt in `extra["role_prompts"]` ({turn role: messages}); `trajectory_conversations` makes one
+conversation per agent, so no agent's reply is glued onto another's under a prompt it never saw.
 """
 
 from __future__ import annotations
@@ -146,6 +150,34 @@ def trajectory_to_conversation(
     if n_tokens != len(conv.images):  # cannot happen after with_placeholders; kept as a guard on the invariant
         raise AlternationError(f"trajectory {traj.traj_id}: {n_tokens} <image> tokens for {len(conv.images)} images")
     return conv
+
+
+ROLE_PROMPTS = "role_prompts"  # Trajectory.extra key: {turn role: [Message as a dict]} for agents with their own prompt
+
+
+def role_prompts(traj: Trajectory) -> dict[str, list[Message]]:
+    """The prompts of the agents that answered under a prompt of their own, by turn role."""
+    raw = traj.extra.get(ROLE_PROMPTS) or {}
+    return {role: [m if isinstance(m, Message) else Message.model_validate(m) for m in msgs]
+            for role, msgs in raw.items() if msgs}
+
+
+def trajectory_conversations(
+    traj: Trajectory, family: str = "qwen2.5-vl", max_pixels: int = 401408, page_size: PageSize | None = None
+) -> list[tuple[str, Conversation]]:
+    """(agent, conversation) pairs: "" for the trajectory's own prompt and the turns of the roles without a
+    prompt of their own, then one per role in `extra["role_prompts"]` (its prompt and its turns, in order)."""
+    own = role_prompts(traj)
+    if not own:
+        return [("", trajectory_to_conversation(traj, family, max_pixels, page_size))]
+    out = [("", trajectory_to_conversation(
+        traj.model_copy(update={"turns": [t for t in traj.turns if t.role not in own]}), family, max_pixels, page_size))]
+    for role, prompt in own.items():
+        turns = [t for t in traj.turns if t.role == role]
+        if turns:
+            out.append((role, trajectory_to_conversation(traj.model_copy(update={"prompt": prompt, "turns": turns}),
+                                                         family, max_pixels, page_size)))
+    return out
 
 
 def prompt_messages(prompt: list[Message]) -> tuple[list[dict[str, str]], list[ImageRef]]:

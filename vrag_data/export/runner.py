@@ -8,22 +8,25 @@ The recipes' export hints come from the run manifest or from the resolved recipe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vrag_data.config import ExportConfig
 from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
-from vrag_data.export.card import card_body, front_matter
+from vrag_data.export.card import card_body, front_matter, run_roles
 from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats
 from vrag_data.export.hints import RecipeHints
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
 from vrag_data.export.rl_items import RlSource, rl_items
-from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_record
+from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_records
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
-from vrag_data.schema.records import Task
+from vrag_data.schema.records import Task, Trajectory
 from vrag_data.store import Workspace, read_records
 from vrag_data.store.run import ExportLock, RunDir, stale_hint
 
@@ -43,9 +46,11 @@ def export_run(
     config: ExportConfig | None = None,
     on_trajectory: Callable[[], None] | None = None,
     recipes: Sequence["Recipe"] = (),
+    overwrite: bool = False,
 ) -> ExportSummary:
     """Export run `run_id` in `formats` (default: the config's). `recipes`: the resolved recipes whose hints the
-    run manifest does not record (entry points resolve them; the export looks nothing up by name)."""
+    run manifest does not record (entry points resolve them; the export looks nothing up by name). An output folder
+    holding another run's export is refused unless `overwrite` (then it is replaced whole)."""
     cfg = config or ExportConfig()
     try:
         selected = resolve_formats(list(cfg.formats) if formats is None else formats)
@@ -63,11 +68,15 @@ def export_run(
     if out_dir is None and not ws.is_local:
         raise VragError(f"{ws.root}: exports are written to a local folder; pass --out")
     out = Path(out_dir) if out_dir is not None else Path(ws.exports) / run_id
+    _check_out(out, run_id, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
     if state == "missing":
         summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
     with ExportLock(out):
+        if overwrite:
+            _empty(out)
+        (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
         skips = Skips()
         ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
                             skips.add, RecipeHints(run, cfg, recipes))
@@ -92,9 +101,13 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     for f in selected:
         summary.warnings += f.warnings(ctx, recipes)
     tasks = {t.task_id: t for t in read_records(ws.tasks, Task)}
+    held_out = validation_tasks((tid for tid, _ in sources), tasks, ctx.cfg.val_share, ctx.cfg.val_seed)
     n_rl = 0
     for item in rl_items(sources, tasks, ws.tasks, ctx.hints, ctx.store, pages, skips.add, ctx.cfg.ability, ctx.family):
         n_rl += 1
+        if item.task.task_id in held_out:  # every RL format (and the HF rl split) sees the same validation tasks
+            item.rec.extra_info["split"] = VAL_SPLIT
+            item.task = item.task.model_copy(update={"split": VAL_SPLIT})
         for f in selected:
             if f.rl:
                 writers[f.name].write_rl(item)
@@ -108,39 +121,105 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     summary.skipped = dict(skips.counts)
     summary.stats.update(stats.stats(ctx.store.written + ctx.store.reused, ctx.store.written, n_rl))
     summary.provenance = stats.provenance(summary.run_id)
+    summary.stats["validation"] = {"tasks": len(held_out), "share": ctx.cfg.val_share, "seed": ctx.cfg.val_seed}
+    m = run.manifest()
+    summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section
     _finish(selected, ctx, written, skips, summary)
+
+
+OWNER_FILE = ".export-run"  # the run an export folder belongs to (summary.json names it too, once finished)
+VAL_SPLIT = "val"
+
+
+def _owner(out: Path) -> str | None:
+    """The run whose export `out` holds: `.export-run`, or summary.json of an export written before that file."""
+    owner = out / OWNER_FILE
+    if owner.is_file():
+        return owner.read_text().strip() or None
+    try:
+        return str(json.loads((out / "summary.json").read_text()).get("run_id") or "") or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_out(out: Path, run_id: str, overwrite: bool) -> None:
+    """One folder, one run: a second run exported into the folder of another would leave a mix (a card and hf/ of
+    one run beside the verl/ files of the other) that trainers read without a word."""
+    if not out.is_dir():
+        return
+    names = [p.name for p in out.iterdir() if p.name != ".export.lock"]
+    if not names:
+        return
+    owner = _owner(out)
+    if owner == run_id:
+        return
+    if owner is None:
+        raise VragError(f"{out}: not empty and not an export folder ({', '.join(sorted(names)[:3])}...); "
+                        "pass an empty or new --out")
+    if not overwrite:
+        raise VragError(f"{out}: holds the export of run {owner}; pass --overwrite to replace it, or another --out")
+
+
+def _empty(out: Path) -> None:
+    for p in out.iterdir():
+        if p.name == ".export.lock":
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def validation_tasks(task_ids: Iterable[str], tasks: dict[str, Task], share: float, seed: int) -> set[str]:
+    """Train tasks held out as the RL validation set: a `share` of them (at least one when there are two or more, never
+    all), chosen by a seeded hash of the task id, so every sample of a task is on one side and a re-export with the
+    same seed picks the same tasks. None when some task is already outside the train split (its benchmark's)."""
+    ids = sorted(set(task_ids))
+    if share <= 0 or len(ids) < 2 or any((tasks[t].split if t in tasks else "train") != "train" for t in ids):
+        return set()
+    k = min(len(ids) - 1, max(1, round(share * len(ids))))
+    ranked = sorted(ids, key=lambda t: hashlib.sha256(f"{seed}:{t}".encode()).hexdigest())
+    return set(ranked[:k])
 
 
 def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatWriter], ctx: FormatContext,
               pages: PageSizes, stats: RunStats, summary: ExportSummary, skips: Skips,
               on_trajectory: Callable[[], None] | None) -> dict[tuple[str, str], RlSource]:
     """Every trajectory counted, every kept one converted once and handed to each SFT format; returns the RL
-    sources: one kept trajectory's prompt per (task, recipe)."""
+    sources: one trajectory's prompt per (task, recipe), from the RL keep-set in its order when the run's filter
+    wrote one (`RunDir.rl_verdicts`: the recipe's RL chain), else from the SFT-kept trajectories."""
     verdicts = run.verdicts()
+    rl_verdicts = run.rl_verdicts()
     hints = ctx.hints
     sources: dict[tuple[str, str], RlSource] = {}
+    ranked: list[tuple[tuple[float, int], tuple[str, str], RlSource]] = []
+
+    def source(traj: Trajectory) -> RlSource:
+        return RlSource(traj.recipe, traj.prompt, answer_evidence(traj), traj.extra.get("sufficient"),
+                        str(traj.extra.get("coord_space") or ""))
+
     for traj in run.trajectories():
         summary.n_trajectories += 1
         stats.per_status[traj.status] += 1
         if on_trajectory:
             on_trajectory()
+        if rl_verdicts is not None and traj.prompt and rl_verdicts.keep(traj):
+            ranked.append((rl_verdicts.order_key(traj.traj_id, len(ranked)), (traj.task_id, traj.recipe), source(traj)))
         if not verdicts.keep(traj):
             continue
         summary.n_kept += 1
         stats.kept(traj)
-        if traj.prompt:  # the RL row of a task is built from a kept trajectory's prompt
-            sources.setdefault((traj.task_id, traj.recipe), RlSource(traj.recipe, traj.prompt, answer_evidence(traj), traj.extra.get("sufficient"),
-                                                                        str(traj.extra.get("coord_space") or "")))
+        if rl_verdicts is None and traj.prompt:  # the RL row of a task is built from a kept trajectory's prompt
+            sources.setdefault((traj.task_id, traj.recipe), source(traj))
         if not sft_formats:
             continue
-        made = sft_record(traj, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
-                          hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe))
-        if made is None:
-            continue
-        conv, rec = made
-        stats.record(conv, rec)
-        for f in sft_formats:
-            writers[f.name].write_sft(rec, conv.system)
+        for conv, rec in sft_records(traj, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
+                                     hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe)):
+            stats.record(conv, rec)
+            for f in sft_formats:
+                writers[f.name].write_sft(rec, conv.system)
+    for _, key, src in sorted(ranked, key=lambda x: x[0]):  # the RL chain's order (quality-rejected first, simple first)
+        sources.setdefault(key, src)
     return sources
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from PIL import Image
 
-from vrag_data.export.conversation import AlternationError, Conversation, trajectory_to_conversation
+from vrag_data.export.conversation import AlternationError, Conversation, trajectory_conversations
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.schema.records import ChatTurn, SftRecord, Trajectory
 from vrag_data.store import Workspace, read_table
@@ -56,39 +56,48 @@ def reword_coords(text: str, words: Mapping[str, str], src_space: str, family: s
     return text.replace(old, new) if old and new and old != new else text
 
 
-def sft_record(traj: Trajectory, family: str, mp: int, pages: PageSizes, store: ImageStore, skip: Skip,
-               words: Mapping[str, str] | None = None,
-               crop_min_pixels: int | None = None) -> tuple[Conversation, SftRecord] | None:
+def sft_records(traj: Trajectory, family: str, mp: int, pages: PageSizes, store: ImageStore, skip: Skip,
+                words: Mapping[str, str] | None = None,
+                crop_min_pixels: int | None = None) -> list[tuple[Conversation, SftRecord]]:
+    """The trajectory's SFT records: one per agent that answered under a prompt of its own (the first keeps the
+    trajectory's id, another agent's is `<traj_id>:<role>`); none when the trajectory cannot be converted."""
     try:
-        conv = trajectory_to_conversation(traj, family, mp, pages)
+        convs = trajectory_conversations(traj, family, mp, pages)
         src_space = str(traj.extra.get("coord_space") or "")
-        if words and src_space:
-            conv.system = reword_coords(conv.system, words, src_space, family)
-            conv.turns = [t.model_copy(update={"content": reword_coords(t.content, words, src_space, family)})
-                          if t.role == "user" else t for t in conv.turns]
-        images = [store.materialise(ref, mp, crop_min_pixels) for ref in conv.images]
+        images: list[list[str]] = []
+        for _, conv in convs:
+            if words and src_space:
+                conv.system = reword_coords(conv.system, words, src_space, family)
+                conv.turns = [t.model_copy(update={"content": reword_coords(t.content, words, src_space, family)})
+                              if t.role == "user" else t for t in conv.turns]
+            images.append([store.materialise(ref, mp, crop_min_pixels) for ref in conv.images])
     except AlternationError as err:
         skip("sft", traj.traj_id, "alternation", str(err))
-        return None
+        return []
     except MissingImage as err:
         skip("sft", traj.traj_id, "missing_image", f"trajectory {traj.traj_id}: {err}")
-        return None
+        return []
     except BadImage as err:
         skip("sft", traj.traj_id, "bad_image", f"trajectory {traj.traj_id}: {err}")
-        return None
+        return []
     except Exception as err:  # noqa: BLE001 - one malformed record never stops the export
         skip("sft", traj.traj_id, "error", f"trajectory {traj.traj_id}: {type(err).__name__}: {err}")
-        return None
-    messages = ([ChatTurn(role="system", content=conv.system)] if conv.system else []) + conv.turns
+        return []
     prov = traj.provenance
-    metadata: dict[str, Any] = {
-        "status": traj.status,
-        "sample": traj.sample,
-        "policy": prov.policy,
-        "model_family": family,
-        "boxes_converted": conv.boxes_converted,
-        "boxes_unconverted": conv.boxes_unconverted,
-    }
-    rec = SftRecord(id=traj.traj_id, recipe=traj.recipe, task_id=traj.task_id, traj_id=traj.traj_id, messages=messages,
-                    images=images, augmentation=str(traj.extra.get("augmentation") or ""), metadata=metadata)
-    return conv, rec
+    out = []
+    for (agent, conv), imgs in zip(convs, images, strict=True):
+        messages = ([ChatTurn(role="system", content=conv.system)] if conv.system else []) + conv.turns
+        metadata: dict[str, Any] = {
+            "status": traj.status,
+            "sample": traj.sample,
+            "policy": prov.policy,
+            "model_family": family,
+            "boxes_converted": conv.boxes_converted,
+            "boxes_unconverted": conv.boxes_unconverted,
+            **({"agent": agent} if agent else {}),
+        }
+        rec = SftRecord(id=f"{traj.traj_id}:{agent}" if agent else traj.traj_id, recipe=traj.recipe, task_id=traj.task_id,
+                        traj_id=traj.traj_id, messages=messages, images=imgs,
+                        augmentation=str(traj.extra.get("augmentation") or ""), metadata=metadata)
+        out.append((conv, rec))
+    return out

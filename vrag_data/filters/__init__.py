@@ -1,6 +1,7 @@
 """Trajectory filters: score, then keep; every verdict recorded with its reason."""
 
 from vrag_data.filters.base import FilterContext, apply_chain, save_verdicts, verdict
+from vrag_data.filters.curriculum import RlOrder, TaskSplit, task_part
 from vrag_data.filters.difficulty import Difficulty, difficulty_keep
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
 from vrag_data.filters.registry import FILTERS, FilterChain, configure_filters, default_chain, make_filter
@@ -15,12 +16,15 @@ __all__ = [
     "FilterChain",
     "FilterContext",
     "RetrievalCompleteness",
+    "RlOrder",
     "Structure",
+    "TaskSplit",
     "apply_chain",
     "configure_filters",
     "default_chain",
     "difficulty_keep",
     "make_filter",
     "save_verdicts",
+    "task_part",
     "verdict",
 ]

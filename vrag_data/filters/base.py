@@ -13,8 +13,8 @@ from vrag_data.store.run import RunDir
 
 # judge(traj, task) -> score in [0, 1]; a model judge (vrag_data.teacher.judge) or the rule scorer.
 JudgeFn = Callable[[Trajectory, Task], float]
-# Student attempts per task id: (answer, correct) or (answer, correct, retrieved_all_gold).
-StudentAttempt = tuple[str, bool] | tuple[str, bool, bool | None]
+# Student attempts per task id: (answer, correct) or (answer, correct, retrieved_all_gold); correct None = unparseable.
+StudentAttempt = tuple[str, bool | None] | tuple[str, bool | None, bool | None]
 
 
 @dataclass
@@ -23,6 +23,8 @@ class FilterContext:
     judge: JudgeFn | None = None
     student_results: Mapping[str, Sequence[StudentAttempt]] = field(default_factory=dict)
     page_sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # page_id -> (width, height)
+    # traj_id -> the SFT chain's verdicts; the RL chain reads which trajectories the quality filters rejected
+    sft_verdicts: Mapping[str, Sequence[Verdict]] = field(default_factory=dict)
 
     def task(self, traj: Trajectory) -> Task:
         t = self.tasks.get(traj.task_id)

@@ -1,9 +1,11 @@
-"""Filter names -> classes, chains of configured filters, and run-config overrides of a recipe's chain.
+"""Filter names -> classes, chains of configured filters, and run-config overrides of a recipe's chains.
 
-A recipe holds its chain as configured filter instances (its thresholds live there). A run config may
-replace the chain by names (`filters.chains.<recipe>`) and set options per filter under the recipe
-(`filters.options.<recipe>.<filter>`); options are applied over the recipe's settings of that filter. An unknown
-filter, an unknown option, or an option for a filter that the recipe's chain does not run fails with one line.
+A recipe holds two chains as configured filter instances (its thresholds live there): `filters` decides the SFT
+data, `rl_filters` the RL data (empty: RL rows come from the SFT-kept trajectories). A run config may replace a chain
+by names (`filters.chains.<recipe>`, `filters.rl_chains.<recipe>`) and set options per filter under the recipe
+(`filters.options.<recipe>.<filter>`, `filters.rl_options.<recipe>.<filter>`); options are applied over the recipe's
+settings of that filter. An unknown filter, an unknown option, or an option for a filter that the chain does not
+run fails with one line; so do SFT and RL task splits that disagree (a task would land on both sides or neither).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vrag_data.errors import ConfigError
+from vrag_data.filters.curriculum import RlOrder, TaskSplit
 from vrag_data.filters.difficulty import Difficulty
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
 from vrag_data.filters.setlevel import Balance, Dedup
@@ -25,6 +28,8 @@ FILTERS: dict[str, type] = {
     "difficulty": Difficulty,
     "balance": Balance,
     "dedup": Dedup,
+    "split": TaskSplit,
+    "rl_order": RlOrder,
 }
 
 
@@ -63,26 +68,41 @@ class FilterChain:
 
 
 def configure_filters(recipe: str, filters: Sequence[Any], chain: Sequence[str] | None,
-                      options: Mapping[str, Mapping[str, Any]] | None) -> list[Any]:
+                      options: Mapping[str, Mapping[str, Any]] | None, stage: str = "") -> list[Any]:
     """The recipe's filter instances, or the filters named in `chain` (a listed filter the recipe has keeps the
-    recipe's settings), each with `options[filter]` applied. ConfigError names the config key and the fix."""
+    recipe's settings), each with `options[filter]` applied. `stage` "rl" names the RL chain's keys
+    (`filters.rl_chains`, `filters.rl_options`). ConfigError names the config key and the fix."""
+    ck, ok = ("filters.rl_chains", "filters.rl_options") if stage == "rl" else ("filters.chains", "filters.options")
     own = {f.name: f for f in filters}
     names = list(chain) if chain is not None else [f.name for f in filters]
     bad = [n for n in names if n not in own and n not in FILTERS]
     if bad:
-        raise ConfigError(f"filters.chains.{recipe}: unknown filter(s) {bad}; known filters: {', '.join(sorted(FILTERS))}")
+        raise ConfigError(f"{ck}.{recipe}: unknown filter(s) {bad}; known filters: {', '.join(sorted(FILTERS))}")
     opts = dict(options or {})
     for n in opts:
         if n not in names:  # an option that would do nothing: say which chain runs instead
-            raise ConfigError(f"filters.options.{recipe}.{n}: the {recipe} chain does not run {n} (chain: "
-                              f"{', '.join(names) or 'empty'}); add it to filters.chains.{recipe} or remove the option")
+            raise ConfigError(f"{ok}.{recipe}.{n}: the {recipe}{' RL' if stage == 'rl' else ''} chain does not run {n} (chain: "
+                              f"{', '.join(names) or 'empty'}); add it to {ck}.{recipe} or remove the option")
     out = []
     for n in names:
         try:
             out.append(_with_options(own[n] if n in own else make_filter(n), opts.get(n, {})))
         except ValueError as err:
-            raise ConfigError(f"filters.options.{recipe}.{n}: {err}") from None
+            raise ConfigError(f"{ok}.{recipe}.{n}: {err}") from None
     return out
+
+
+def check_split(recipe: str, sft: Sequence[Any], rl: Sequence[Any]) -> None:
+    """SFT and RL task splits must cut the tasks the same way (same share, same seed) and keep opposite sides."""
+    a = [f for f in sft if isinstance(f, TaskSplit)]
+    b = [f for f in rl if isinstance(f, TaskSplit)]
+    if not a or not b:
+        return
+    x, y = a[0], b[0]
+    if (x.rl_share, x.seed) != (y.rl_share, y.seed) or x.part != "sft" or y.part != "rl":
+        raise ConfigError(f"filters.options.{recipe}.split / filters.rl_options.{recipe}.split: the SFT chain's split "
+                          f"(part {x.part}, rl_share {x.rl_share}, seed {x.seed!r}) and the RL chain's (part {y.part}, "
+                          f"rl_share {y.rl_share}, seed {y.seed!r}) disagree; set the same rl_share and seed in both")
 
 
 def default_chain(recipe: Any, config: Any | None = None) -> FilterChain:
@@ -93,3 +113,10 @@ def default_chain(recipe: Any, config: Any | None = None) -> FilterChain:
     chain = None if config is None else config.chains.get(recipe.name)
     options = None if config is None else config.options.get(recipe.name)
     return FilterChain(configure_filters(recipe.name, recipe.filters, chain, options))
+
+
+def rl_chain(recipe: Any, config: Any | None = None) -> FilterChain:
+    """The RL-data chain of `recipe`, with `filters.rl_chains` / `filters.rl_options` of `config` applied."""
+    chain = None if config is None else config.rl_chains.get(recipe.name)
+    options = None if config is None else config.rl_options.get(recipe.name)
+    return FilterChain(configure_filters(recipe.name, recipe.rl_filters, chain, options, stage="rl"))

@@ -83,6 +83,36 @@ def question_tokens(q: str) -> frozenset[str]:
     return frozenset(normalize_answer(q).split())
 
 
+_SENTENCE_END = (".", "?", "!", ":", ";")
+# words a question or sentence opens with, capitalised for that reason alone (a name there still counts)
+_OPENERS = frozenset(
+    "what which who whom whose when where why how is are was were do does did can could would should will has have had "
+    "according in on for of the a an by from to as at if based given list name give find among between after before "
+    "during under with this that these those it there please compared compare calculate compute summarize describe "
+    "identify state provide consider".split())
+
+
+def key_terms(q: str) -> frozenset[str]:
+    """What a question is about beyond its wording: its numbers (years, quarters, amounts: every normalised token
+    with a digit) and its names (capitalised words, but for the usual words a sentence opens with; possessive
+    dropped), normalised."""
+    terms = {t for t in question_tokens(q) if any(c.isdigit() for c in t)}
+    words = q.split()
+    for i, w in enumerate(words):
+        core = re.sub(r"['’]s$", "", w.strip("\"'“”‘’()[]{},.?!:;"))
+        opens = i == 0 or words[i - 1].endswith(_SENTENCE_END)
+        if core[:1].isupper() and not (opens and core.lower() in _OPENERS):
+            terms.update(normalize_answer(core).split())
+    return frozenset(terms)
+
+
+def distinct_tasks(a_terms: frozenset[str], a_tokens: frozenset[str], b_terms: frozenset[str],
+                   b_tokens: frozenset[str]) -> bool:
+    """Two questions ask for different facts when one names a number or a name the other does not mention at all
+    ("revenue in 2018" vs "revenue in 2021"; "Acme's revenue" vs "Zephyra's revenue"), however alike the rest."""
+    return bool(a_terms - b_tokens) or bool(b_terms - a_tokens)
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
@@ -112,7 +142,8 @@ def _minhash(tokens: frozenset[str], n: int) -> list[int]:
 
 @dataclass
 class Dedup(KeepPassed):
-    """Near-duplicate questions: normalised-token Jaccard >= `threshold` with an earlier kept question.
+    """Near-duplicate questions: normalised-token Jaccard >= `threshold` with an earlier kept question that asks
+    about the same numbers and names (`distinct_tasks`: a question differing in a year or a company is another task).
 
     Items of the same task (several samples) are never duplicates of each other unless `one_per_task`.
     Above `minhash_above` items (the exact pairwise scan is quadratic), candidates come from MinHash LSH bands (`bands` x `rows`) and are then
@@ -131,11 +162,12 @@ class Dedup(KeepPassed):
             raise ValueError(f"dedup: bands * rows must be <= {len(_PERM_A)}")
 
     def score_all(self, items: Sequence[Trajectory], ctx: FilterContext) -> list[Verdict]:
-        toks = []
+        toks, terms = [], []
         for t in items:
             task = ctx.tasks.get(t.task_id)
-            q = task.question if task else (t.prompt[-1].text if t.prompt else "")
-            toks.append(question_tokens(re.sub(r"\s+", " ", q)))
+            q = re.sub(r"\s+", " ", task.question if task else (t.prompt[-1].text if t.prompt else ""))
+            toks.append(question_tokens(q))
+            terms.append(key_terms(q))
         use_lsh = len(items) > self.minhash_above
         buckets: dict[tuple[int, tuple[int, ...]], list[int]] = {}
         kept: list[int] = []
@@ -152,7 +184,8 @@ class Dedup(KeepPassed):
             else:
                 cands = kept
             dup = next(
-                (j for j in sorted(cands) if items[j].task_id != t.task_id and jaccard(toks[i], toks[j]) >= self.threshold),
+                (j for j in sorted(cands) if items[j].task_id != t.task_id and jaccard(toks[i], toks[j]) >= self.threshold
+                 and not distinct_tasks(terms[i], toks[i], terms[j], toks[j])),
                 None,
             )
             if dup is not None:

@@ -261,10 +261,10 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                                 whole = replace(job, pages=None)
                                 done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
                 except BaseException:
-                    # Ctrl-C, SIGTERM or a strict-mode stop: the running documents are dropped (a re-run redoes them;
-                    # nothing half-written is kept), not waited for
+                    # Ctrl-C, SIGTERM or a strict-mode stop: the running documents are dropped, not waited for
+                    # (a re-run redoes them: a document is written whole or not at all)
+                    terminate_pool(pool)  # first: shutdown() forgets the worker processes
                     pool.shutdown(wait=False, cancel_futures=True)
-                    terminate_pool(pool)
                     raise
     append_errors(ws, summary.errors)
     summary.seconds = round(time.perf_counter() - t0, 3)

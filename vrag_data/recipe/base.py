@@ -89,7 +89,9 @@ class Recipe:
     export: ExportHints
     context: Callable[[RecipeOptions], ContextPolicy] = append_only
     roles: tuple[RoleSpec, ...] = (RoleSpec("policy", "takes the actions of an episode"),)
-    filters: tuple[Any, ...] = ()  # configured filter instances, run in order
+    filters: tuple[Any, ...] = ()  # configured filter instances, run in order: the SFT data
+    # the RL data's chain (which tasks become RL rows, in which order); empty = RL rows from the SFT-kept trajectories
+    rl_filters: tuple[Any, ...] = ()
     augmentations: tuple[Augmentation, ...] = ()
     oracle: OracleSpec = field(default_factory=OracleSpec)
     options_model: type[RecipeOptions] = RecipeOptions  # the knobs this recipe understands (extra="forbid")
@@ -144,13 +146,19 @@ class Recipe:
             raise ConfigError(f"synth.recipe_options.{self.name}: {_errors(err)}") from None
         return dataclasses.replace(self, env=env, options=opts)
 
-    def with_filter_options(self, chain: Sequence[str] | None, options: Mapping[str, Mapping[str, Any]] | None) -> "Recipe":
+    def with_filter_options(self, chain: Sequence[str] | None, options: Mapping[str, Mapping[str, Any]] | None,
+                            rl_chain: Sequence[str] | None = None,
+                            rl_options: Mapping[str, Mapping[str, Any]] | None = None) -> "Recipe":
         """A copy whose filter chain is `chain` (filter names, `filters.chains.<recipe>`; None = the recipe's own)
-        with `options[filter]` (`filters.options.<recipe>`) applied over the recipe's settings. An unknown filter,
-        an unknown option or an option for a filter the chain does not run fails with one line."""
-        from vrag_data.filters.registry import configure_filters
+        with `options[filter]` (`filters.options.<recipe>`) applied over the recipe's settings, and the same for the
+        RL chain (`filters.rl_chains`, `filters.rl_options`). An unknown filter, an unknown option, an option for a
+        filter the chain does not run, or SFT/RL splits that disagree fail with one line."""
+        from vrag_data.filters.registry import check_split, configure_filters
 
-        return dataclasses.replace(self, filters=tuple(configure_filters(self.name, self.filters, chain, options)))
+        sft = tuple(configure_filters(self.name, self.filters, chain, options))
+        rl = tuple(configure_filters(self.name, self.rl_filters, rl_chain, rl_options, stage="rl"))
+        check_split(self.name, sft, rl)
+        return dataclasses.replace(self, filters=sft, rl_filters=rl)
 
     def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> "Recipe":
         """The recipe as the RL trainer rolls it out: pages at the model's pixel budget and boxes in the model
@@ -194,6 +202,8 @@ class Recipe:
             "roles": [dataclasses.asdict(r) for r in self.roles],
             "filters": [f.name for f in self.filters],
             "filter_settings": {f.name: _settings(f) for f in self.filters},
+            "rl_filters": [f.name for f in self.rl_filters],
+            "rl_filter_settings": {f.name: _settings(f) for f in self.rl_filters},
             "augmentations": [a.name for a in self.augmentations],
             "reward": self.reward.describe(), "export": self.export.describe(),
             "oracle": dataclasses.asdict(self.oracle),
@@ -204,7 +214,7 @@ class Recipe:
         """Hash of everything in the description that changes what synthesis produces (filters, augmentations
         and export hints act later and do not change the episodes)."""
         d = self.describe()
-        for k in ("filters", "filter_settings", "augmentations", "export", "paper"):
+        for k in ("filters", "filter_settings", "rl_filters", "rl_filter_settings", "augmentations", "export", "paper"):
             d.pop(k)
         return short_hash(d)
 

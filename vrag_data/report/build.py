@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from vrag_data.progress import stage_progress
+from vrag_data.report.answers import build_answers
 from vrag_data.report.html import write_html
 from vrag_data.report.tables import TABLE_DESCRIPTIONS, build_tables, step_count, table_counts
 from vrag_data.report.views import VIEWS, create_views
@@ -47,6 +48,7 @@ def populate(con: duckdb.DuckDBPyConnection, ws: Workspace, run: str | None = No
     for name, desc in TABLE_DESCRIPTIONS.items():
         con.execute(f"COMMENT ON TABLE {name} IS '" + desc.replace("'", "''") + "'")
     create_views(con)
+    build_answers(con)  # judge pass rate vs gold agreement: needs the rule scorers, so a table built in Python
     return [r.run_id for r in runs]
 
 

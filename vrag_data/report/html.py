@@ -15,6 +15,7 @@ from typing import Any
 
 import duckdb
 
+from vrag_data.report.answers import html_section as answers_section
 from vrag_data.report.charts import dense_bins, esc, fmt, hbars, stacked_shares, table, vbars
 from vrag_data.report.summary import stale_notes
 from vrag_data.report.viewer import VIEWER_JS, embed_json, viewer_data
@@ -149,6 +150,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         "<h2>Quality</h2>",
         _view_section(con, "retrieval_quality", ALL),
         _view_section(con, "judge_pass_rate", ALL),
+        answers_section(con),
         _view_section(con, "rejection_reasons", limit=40),
         "<h2>Cost</h2>",
         _view_section(con, "cost_per_kept", ALL),

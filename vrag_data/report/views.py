@@ -241,6 +241,9 @@ def describe() -> str:
     lines += [f"  {n}: {d}" for n, d in TABLE_DESCRIPTIONS.items()]
     lines.append("Views (dimension = all | benchmark | doc_type | evidence_source; recipe '(all)' = every recipe):")
     lines += [f"  {v.name}: {v.description}" for v in VIEWS]
+    from vrag_data.report.answers import DESCRIPTION, NAME
+
+    lines.append(f"  {NAME} (table): {DESCRIPTION}")
     return "\n".join(lines)
 
 

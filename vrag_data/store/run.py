@@ -9,7 +9,11 @@ Layout of `runs/<run_id>/`:
   reads the same whether or not a compaction finished (a killed compaction leaves duplicates, never a gap),
 - `trajectories/aug-<recipe>.parquet`: augmented trajectories written by `vrag-data filter`,
 - `verdicts/filters.parquet`: every filter verdict; `verdicts/fingerprint.json`: which episodes they judged,
-- `student/attempts.parquet`: the student's answers for the difficulty filters,
+- `verdicts/rl/filters.parquet`: the RL chain's verdicts (which tasks become RL rows, their order), written by the
+  same filter run before the fingerprint, so they are fresh exactly when `filters.parquet` is; absent = RL rows come
+  from the SFT-kept trajectories,
+- `student/attempts.parquet`, `student/rl-attempts.parquet`: the student's answers for the difficulty filters of
+  the SFT and the RL chain,
 - `requests.sqlite`: the teacher request cache, `requests/part-*.parquet`: its request log; `.lock`: one writer.
 
 Writers and readers (synth, filter, export, report, flows) ask this class for every path, so no other module
@@ -44,7 +48,10 @@ VERDICTS_DIR = "verdicts"
 VERDICTS_FILE = f"{VERDICTS_DIR}/filters.parquet"
 FINGERPRINT_FILE = f"{VERDICTS_DIR}/fingerprint.json"
 MANIFEST_FILE = "manifest.json"
+RL_VERDICTS_FILE = f"{VERDICTS_DIR}/rl/filters.parquet"
+RL_ORDER_FILTER = "rl_order"  # the RL verdict whose score is the row's rank (`vrag_data.filters.curriculum.RlOrder`)
 ATTEMPTS_FILE = "student/attempts.parquet"
+RL_ATTEMPTS_FILE = "student/rl-attempts.parquet"
 REQUEST_CACHE_FILE = "requests.sqlite"
 REQUEST_LOG_DIR = "requests"
 LOCK_FILE = ".lock"
@@ -84,6 +91,21 @@ class Verdicts:
                 if isinstance(src, str) and src in self.passed:
                     return self.passed[src]
         return False
+
+
+@dataclass
+class RlVerdicts:
+    """Which trajectories the RL chain kept (one per task becomes its RL row) and in which order: the rank an
+    `rl_order` verdict recorded (items without one keep their reading order, after the ranked ones)."""
+
+    passed: dict[str, bool] = field(default_factory=dict)
+    rank: dict[str, float] = field(default_factory=dict)
+
+    def keep(self, traj: Trajectory) -> bool:
+        return self.passed.get(traj.traj_id, False) and not traj.extra.get("augmentation")
+
+    def order_key(self, traj_id: str, seen: int) -> tuple[float, int]:
+        return self.rank.get(traj_id, float("inf")), seen
 
 
 def part_index(name: str) -> tuple[int, int]:
@@ -246,6 +268,14 @@ class RunDir:
     def student_attempts_path(self) -> str:
         return self._at(ATTEMPTS_FILE)
 
+    def student_attempts_file(self, stage: str = "sft") -> str:
+        """The student's attempts for the difficulty filters of the SFT ("sft") or the RL ("rl") chain."""
+        return self._at(RL_ATTEMPTS_FILE if stage == "rl" else ATTEMPTS_FILE)
+
+    @property
+    def rl_verdicts_path(self) -> str:
+        return self._at(RL_VERDICTS_FILE)
+
     @property
     def request_cache_path(self) -> str:
         return self._at(REQUEST_CACHE_FILE)
@@ -316,6 +346,29 @@ class RunDir:
         episodes = self.newest() if judged is None else judged
         self.write_fingerprint(fingerprint_of(episodes), len(episodes))
         return path
+
+    def write_rl_verdicts(self, verdicts: Iterable[Verdict] | None) -> str:
+        """Write the RL chain's verdicts (call before `write_verdicts`, whose fingerprint covers both); None (the
+        recipe has no RL chain) removes an earlier filter run's. Returns the path written, "" when none."""
+        path = self.rl_verdicts_path
+        if verdicts is not None:
+            write_records(path, list(verdicts), Verdict)
+            return path
+        if self.fs.isfile(f"{self._root}/{RL_VERDICTS_FILE}"):
+            self.fs.rm(f"{self._root}/{RL_VERDICTS_FILE}")
+        return ""
+
+    def rl_verdicts(self) -> RlVerdicts | None:
+        """The RL keep-set and order; None when the run's filter wrote no RL chain (RL rows = SFT-kept trajectories)."""
+        if not self.fs.isfile(f"{self._root}/{RL_VERDICTS_FILE}"):
+            return None
+        cols = self._read_columns(self.rl_verdicts_path, ["traj_id", "passed", "filter", "score"])
+        v = RlVerdicts()
+        for tid, ok, name, score in zip(cols["traj_id"], cols["passed"], cols["filter"], cols["score"], strict=True):
+            v.passed[tid] = v.passed.get(tid, True) and bool(ok)
+            if name == RL_ORDER_FILTER and score is not None:
+                v.rank[tid] = float(score)
+        return v
 
     def write_augmented(self, recipe: str, trajs: list[Trajectory]) -> str:
         """Replace the recipe's augmented trajectories; none removes an earlier filter run's (they no longer

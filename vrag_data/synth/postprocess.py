@@ -1,7 +1,10 @@
 """`judge_and_filter(ws, run_id, cfg)`: judge every trajectory of a run (cached), run the recipe's filter chain
 (or the config's), write `runs/<run>/verdicts/filters.parquet`, then apply the recipe's augmentations to the
 kept trajectories -> `runs/<run>/trajectories/aug-<recipe>.parquet`, each flagged with
-`extra["augmentation"]` and `extra["source_traj_id"]` (exports let it inherit its source's verdicts).
+`extra["augmentation"]` and `extra["source_traj_id"]` (exports let it inherit its source's verdicts). When the recipe has an RL chain
+(`Recipe.rl_filters`), it runs over every judged trajectory (not only the SFT-kept ones: a task can be RL data
+without being SFT data, and a quality-rejected task may be the RL data the recipe wants first), with the SFT
+chain's verdicts at hand, and its verdicts go to `runs/<run>/verdicts/rl/` (`RunDir.write_rl_verdicts`).
 
 The judge is the configured `roles.judge`: a model judge when it has an endpoint (its calls go through the run's
 request cache, so re-filtering pays nothing twice), the rule scorers for `kind: rules`, the policy's model for
@@ -59,15 +62,19 @@ class FilterResult(BaseModel):
     n_augmented: int = 0
     augmented_path: str = ""
     augment_skipped: list[str] = Field(default_factory=list)
+    rl_chain: list[str] = Field(default_factory=list)  # the RL chain's filters ([]: RL rows from the SFT-kept set)
+    n_rl_kept: int | None = None  # trajectories the RL chain kept (None without an RL chain)
+    rl_verdicts_path: str = ""
 
     @property
     def message(self) -> str:
         steps = ", ".join(f"{k} {v.get('passed', 0)}/{v.get('passed', 0) + v.get('failed', 0)}" for k, v in self.per_filter.items())
         aug = f"; {self.n_augmented} augmented trajectories -> {self.augmented_path}" if self.n_augmented else ""
         who = f"; student: {self.student}" if self.student else ""
+        rl = "" if self.n_rl_kept is None else f"; RL data: kept {self.n_rl_kept} ({', '.join(self.rl_chain)}) -> {self.rl_verdicts_path}"
         judge = self.judge_label or self.judge
         return (f"run {self.run_id} ({self.recipe}): kept {self.n_kept} of {self.n_trajectories} (judge: {judge}{who}; {steps})"
-                f" -> {self.verdicts_path}{aug}")
+                f" -> {self.verdicts_path}{aug}{rl}")
 
 
 def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any], recipe: Recipe) -> dict[str, RoleConfig]:
@@ -150,6 +157,9 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     tasks = {t.task_id: t for t in load_tasks(ws)}
     roles = _roles(cfg, manifest.config, recipe)
     chain = FilterChain(list(recipe.filters))
+    rl_chain = FilterChain(list(recipe.rl_filters))
+    rl_kept: list[Trajectory] | None = None
+    rl_verdicts: list[Verdict] = []
     pool = TeacherPool(roles, RequestCache(run_dir), run_id) if roles else None
     # one progress line for the whole stage (counted by judged trajectories): its "done" only when all of it is
     with stage_progress(f"filter {run_id} (judged)", len(trajs), enabled=progress) as tick:
@@ -161,12 +171,21 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
             scores, errors = await judge_trajectories(trajs, tasks, judge, on_done=tick)
             pages = page_index(ws)
             needed = [tasks[i] for i in dict.fromkeys(t.task_id for t in trajs) if i in tasks]
-            student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe.max_pixels,
-                                                           judge=judge)
+            student, student_label = await student_results(chain.filters, roles, pool, ws, run_dir, needed, pages, recipe, judge)
             ctx = FilterContext(tasks=tasks, judge=judge_lookup(scores, errors, judge.label), student_results=student,
                                 page_sizes={p: (pg.width, pg.height) for p, pg in pages.items()})
             known = [t for t in trajs if t.task_id in tasks]
             kept, verdicts = apply_chain(known, tasks, chain, ctx)
+            if rl_chain.filters:
+                rl_student, rl_label = await student_results(rl_chain.filters, roles, pool, ws, run_dir, needed, pages, recipe,
+                                                             judge, stage="rl")
+                student_label = student_label or rl_label
+                by_traj: dict[str, list[Verdict]] = {}
+                for v in verdicts:
+                    by_traj.setdefault(v.traj_id, []).append(v)
+                rl_ctx = FilterContext(tasks=tasks, judge=ctx.judge, student_results=rl_student, page_sizes=ctx.page_sizes,
+                                       sft_verdicts=by_traj)
+                rl_kept, rl_verdicts = apply_chain(known, tasks, rl_chain, rl_ctx)
             verdicts += [Verdict(run_id=t.run_id, traj_id=t.traj_id, task_id=t.task_id, filter="task", passed=False,
                                  reason=f"task {t.task_id} not found in {ws.tasks}") for t in trajs if t.task_id not in tasks]
             doc_pages: dict[str, list[str]] = {}
@@ -186,6 +205,8 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     for a in augmented:
         verdicts.append(Verdict(run_id=a.run_id, traj_id=a.traj_id, task_id=a.task_id, filter="augmentation", passed=True,
                                 reason=f"{a.extra.get('augmentation')} of {a.extra.get('source_traj_id')} by {a.extra.get('augmented_by', 'rules')}"))
+    # the RL verdicts first: the fingerprint written with the SFT verdicts covers both
+    rl_path = rd.write_rl_verdicts(rl_verdicts if rl_chain.filters else None)
     vpath = rd.write_verdicts(verdicts, judged=newest)  # with the fingerprint of the episodes judged
     per: dict[str, dict[str, int]] = {}
     for v in verdicts:
@@ -195,4 +216,5 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     return FilterResult(run_id=run_id, recipe=manifest.recipe, chain=chain.names, judge=kind, judge_label=judge.label,
                         student=student_label, n_trajectories=len(trajs),
                         n_kept=len(kept) - len(replaced), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
-                        n_augmented=len(augmented), augmented_path=apath, augment_skipped=skipped)
+                        n_augmented=len(augmented), augmented_path=apath, augment_skipped=skipped, rl_chain=rl_chain.names,
+                        n_rl_kept=None if rl_kept is None else len(rl_kept), rl_verdicts_path=rl_path)

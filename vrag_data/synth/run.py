@@ -2,9 +2,10 @@
 
 Everything that can fail for a configuration reason fails before any episode runs, with one line: an
 unknown recipe or recipe option, no policy role, a missing API-key variable, an unreachable endpoint or a
-model the endpoint does not serve, a workspace without tasks or pages. The search index is built when it is
-missing. Roles left unconfigured fall back to the policy's endpoint; with the oracle policy every role is
-the oracle except the judge, which uses the rule scorers. Re-running with the same run id resumes: finished
+model the endpoint does not serve, a workspace without tasks or pages, a role the recipe uses (its `roles`: the
+judge included, which `vrag-data filter` needs) that the config leaves out. The search index is built when it
+is missing. Nothing is filled in: a role plays another only when the config says `same_as: <role>`, and the run
+manifest records it (`roles` as configured, `role_substitutions`, `roles_played`). Re-running with the same run id resumes: finished
 (task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
 
 The recipe is a `Recipe` object resolved and configured by the caller (an entry point: the CLI, a flow, a
@@ -26,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.config import RoleConfig, RunConfig, dump_resolved
-from vrag_data.errors import VragError
+from vrag_data.errors import ConfigError, VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.build import build_index, load_index
 from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
@@ -40,7 +41,8 @@ from vrag_data.synth.runner import run_episodes
 from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.messages import workspace_image_loader
-from vrag_data.teacher.pool import TeacherPool, resolve_roles
+from vrag_data.teacher.pool import TeacherPool
+from vrag_data.teacher.roles import check_roles, describe_roles, substitutions
 from vrag_data.recipe.base import Recipe
 from vrag_data.version import code_version
 
@@ -65,12 +67,14 @@ class RunResult(BaseModel):
                 f"-> {RunDir(self.run_dir).trajectories_dir}")
 
 
-def resolved_roles(cfg: RunConfig) -> dict[str, RoleConfig]:
+def resolved_roles(cfg: RunConfig, recipe: Recipe) -> dict[str, RoleConfig]:
+    """The roles the run uses, `same_as` resolved; ConfigError (one line, exit 2) when the policy or another role
+    `recipe` uses is not configured."""
     if "policy" not in cfg.roles:
-        raise VragError("no policy role: pass --policy oracle, or --policy-url URL --policy-model NAME, or set roles.policy in the config")
-    if cfg.roles["policy"].kind not in ("openai", "oracle"):
-        raise VragError(f"roles.policy: kind {cfg.roles['policy'].kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle")
-    return resolve_roles(cfg.roles)
+        raise ConfigError("no policy role: pass --policy oracle, or --policy-url URL --policy-model NAME, or set roles.policy in the config")
+    if cfg.roles["policy"].kind not in ("openai", "oracle") or cfg.roles["policy"].same_as:
+        raise ConfigError(f"roles.policy: kind {cfg.roles['policy'].kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle")
+    return check_roles(recipe, cfg.roles)
 
 
 def policy_kind(roles: dict[str, RoleConfig]) -> str:
@@ -80,7 +84,7 @@ def policy_kind(roles: dict[str, RoleConfig]) -> str:
 def default_run_id(rec: Recipe, cfg: RunConfig) -> str:
     """Content-derived: the same recipe description (prompts, grammar, environment, options, roles) + configured
     models + seed give the same run (so it resumes); any change gives a new run. `rec` is the configured recipe."""
-    roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg).items())}
+    roles = {k: v.model_dump(mode="json") for k, v in sorted(resolved_roles(cfg, rec).items())}
     key = short_hash(rec.synth_key(), roles, cfg.synth.seed, n=10)
     return f"{rec.name}-{key}"
 
@@ -128,7 +132,7 @@ async def synth_async(
     if not isinstance(recipe, Recipe):
         raise TypeError(f"synth: pass a configured Recipe (resolve {recipe!r} at the entry point), not {type(recipe).__name__}")
     rec = recipe
-    roles = resolved_roles(cfg)
+    roles = resolved_roles(cfg, rec)
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples
     tasks = list(tasks) if tasks is not None else load_tasks(ws, limit if limit is not None else cfg.synth.limit)
@@ -162,8 +166,11 @@ async def synth_async(
         inner = workspace_image_loader(ws, max_pixels=rec.max_pixels, crop_min_pixels=rec.env.crop_min_pixels)
         oracle = OraclePolicy() if any(r.kind == "oracle" for r in roles.values()) else None
         responder = Responder(pool, oracle, labelled_loader(ws, inner, rec.max_pixels))
-        resolved = dump_resolved(cfg.model_copy(update={"roles": roles}))
+        # the roles as configured (a `same_as` stays a `same_as`), and what plays each: substitutions stay visible
+        resolved = dump_resolved(cfg)
         config_hash = short_hash(resolved, rec.describe())
+        resolved["role_substitutions"] = substitutions(roles)
+        resolved["roles_played"] = describe_roles(cfg.roles)
         models = {**pool.models(), **{r: "oracle" for r, c in roles.items() if c.kind == "oracle"}}
         prov = Provenance(recipe=rec.name, policy=kind, models=models, prompt_hash=rec.prompt_hash(), config_hash=config_hash,
                           seed=cfg.synth.seed, code_version=code_version())

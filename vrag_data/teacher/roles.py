@@ -7,7 +7,7 @@ role's work is recorded (`substitutions`: the run manifest, verdict reasons, the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from vrag_data.config import RoleConfig
@@ -49,6 +49,12 @@ def substitutions(roles: Mapping[str, RoleConfig]) -> dict[str, str]:
     return {name: rc.same_as for name, rc in sorted(roles.items()) if rc.same_as}
 
 
+class _JudgeSpec:
+    name = "judge"
+    purpose = "`vrag-data filter` judges every answer"
+    required = True
+
+
 def _fix(role: str) -> str:
     if role == "judge":
         return "configure an endpoint, `kind: rules`, or `same_as: policy`"
@@ -59,7 +65,9 @@ def role_problem(recipe: Any, roles: Mapping[str, RoleConfig]) -> str:
     """One line naming the first role `recipe` uses that `roles` (as configured, before resolving) leaves out or
     cannot play; "" when every role is there. The student is checked by the difficulty filters' own rule."""
     resolved = resolve_roles(roles)
-    specs: Iterable[Any] = getattr(recipe, "roles", ())
+    specs: list[Any] = list(getattr(recipe, "roles", ()))
+    if not any(s.name == "judge" for s in specs):  # the filter stage judges every recipe's answers
+        specs.append(_JudgeSpec())
     for spec in specs:
         if spec.name == "student":
             continue

@@ -1,17 +1,19 @@
 """Trainer settings: one YAML file (`configs/train/*.yaml`) validated with `extra="forbid"`.
 
 Kept apart from `RunConfig` because a training run is configured by the model and its GPUs, not by the
-data pipeline; the CLI flags `--data`, `--estimator`, `--max-steps` and `--output` override fields here.
+data pipeline; the CLI flags `--data`, `--estimator`, `--max-steps` and `--output` override fields here, and
+`--set key.sub=value` any other one (`--set model.path=out/sft/final` starts RL from an SFT output).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vrag_data.config import ConfigError, RoleConfig
+from vrag_data.config import ConfigError, RoleConfig, apply_overrides
 from vrag_data.yamlio import read_yaml_mapping
 
 Estimator = Literal["grpo", "rs_grpo", "spo"]
@@ -129,8 +131,12 @@ def parse_train_config(data: dict[str, Any], source: str = "<config>") -> TrainC
         raise ConfigError(f"{source}: invalid train config: " + "; ".join(parts)) from None
 
 
-def load_train_config(path: str | Path | None) -> TrainConfig:
-    if path is None:
+def load_train_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """The train config in `path` with `--set key=value` overrides (e.g. `model.path=out/sft/final`) applied before
+    validation."""
+    if path is None and not overrides:
         return TrainConfig()
-    data = read_yaml_mapping(path, "train config", "configs/train/tiny-sft.yaml")
-    return parse_train_config(data, str(path))
+    data = read_yaml_mapping(path, "train config", "configs/train/tiny-sft.yaml") if path is not None else {}
+    source = str(path) if path is not None else "<defaults>"
+    data = apply_overrides(data, overrides, source)
+    return parse_train_config(data, f"{source} with --set {' '.join(overrides)}" if overrides else source)

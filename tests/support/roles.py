@@ -1,0 +1,12 @@
+"""The roles an oracle-policy test config names: nothing is filled in, so every role a recipe uses is spelled out
+(the judge: the rule scorers; grounding, reader and planner: the oracle itself, `same_as: policy`)."""
+
+from __future__ import annotations
+
+ORACLE_ROLES: dict[str, dict] = {
+    "policy": {"kind": "oracle"},
+    "judge": {"kind": "rules"},
+    "grounding": {"same_as": "policy"},
+    "reader": {"same_as": "policy"},
+    "planner": {"same_as": "policy"},
+}

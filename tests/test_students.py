@@ -1,0 +1,111 @@
+"""Students where the papers put them: SFT vs RL chains, the 8:2 task split, simple -> complex order, quality-rejected
+tasks first, and an off-format student that never makes a task hard."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pyarrow.parquet as pq
+import yaml
+
+from tests.support.openai_server import OpenAIServer
+from tests.support.rewards_factory import make_task, make_traj
+from tests.support.synth_workspace import cli, sample_workspace
+from vrag_data.filters import FilterContext, RlOrder, TaskSplit, apply_chain, difficulty_keep
+from vrag_data.filters.registry import FilterChain
+from vrag_data.schema.records import Verdict
+from vrag_data.store.run import RunDir
+from vrag_data.store.workspace import Workspace
+from vrag_data.tasks.store import load_tasks
+
+
+def test_split_is_disjoint_and_cuts_by_the_task_id_hash():
+    ids = [f"t{i:02d}" for i in range(50)]
+    # hand-computed: sha256("|t00")[:16] / 2**64 = 0.727 -> SFT side; the RL side of the 50 ids under rl_share 0.2:
+    assert int(hashlib.sha256(b"|t00").hexdigest()[:16], 16) / 2**64 > 0.2
+    rl = {"t03", "t07", "t08", "t17", "t25", "t26", "t29", "t35", "t36", "t41", "t42", "t47", "t48", "t49"}
+    tasks = [make_task(question=f"q {i}?") .model_copy(update={"task_id": i}) for i in ids]
+    trajs = [make_traj(t, [("answer", "42")]) for t in tasks]
+    sft_kept, _ = apply_chain(trajs, tasks, FilterChain([TaskSplit(part="sft")]))
+    rl_kept, _ = apply_chain(trajs, tasks, FilterChain([TaskSplit(part="rl")]))
+    assert {t.task_id for t in rl_kept} == rl and len(sft_kept) == 36  # 36:14, the 8:2 cut of 50 hashed ids
+    assert not {t.task_id for t in sft_kept} & rl
+
+
+def test_unparseable_replies_never_make_a_task_hard():
+    bad = [("", None, True)] * 5  # every reply off format
+    for rule in ("all_wrong", "retrieved_but_wrong", "not_always_right"):
+        keep, why = difficulty_keep(rule, bad)
+        assert not keep and "5 unparseable" in why and "difficulty unknown" in why
+    # judged attempts decide; the unparseable ones count neither way
+    assert difficulty_keep("all_wrong", [("x", False, True), ("", None, True)])[0] is True
+    assert difficulty_keep("not_always_right", [("42", True, True), ("", None, True)])[0] is False
+    assert difficulty_keep("retrieved_but_wrong", [("x", False, False), ("y", False, True), ("", None, True)])[0] is True
+
+
+def test_rl_order_puts_quality_rejected_first_then_simple_first():
+    a, b, c = (make_task(question=f"question {k}?") for k in "abc")
+    ta, tb, tc = (make_traj(t, [("answer", "42")]) for t in (a, b, c))
+    # b failed the quality filter (correctness); student accuracy: a 1/4, b 2/4, c 3/4
+    sft = {tb.traj_id: [Verdict(run_id="r", traj_id=tb.traj_id, task_id=b.task_id, filter="correctness", passed=False)]}
+    acc = {a.task_id: [("x", True)] + [("x", False)] * 3, b.task_id: [("x", True)] * 2 + [("x", False)] * 2,
+           c.task_id: [("x", True)] * 3 + [("x", False), ("", None)]}
+    ctx = FilterContext(student_results=acc, sft_verdicts=sft)
+    _, vs = apply_chain([ta, tb, tc], [a, b, c], FilterChain([RlOrder(first="quality_rejected", order="simple_first")]), ctx)
+    rank = {v.task_id: v.score for v in vs}
+    assert rank == {b.task_id: 0.0, c.task_id: 1.0, a.task_id: 2.0}  # rejected b first, then c (0.75) before a (0.25)
+    _, vs = apply_chain([ta, tb, tc], [a, b, c], FilterChain([RlOrder(order="simple_first")]), FilterContext(student_results=acc))
+    assert [v.task_id for v in sorted(vs, key=lambda v: v.score)] == [c.task_id, b.task_id, a.task_id]
+
+
+def _answers(ws):  # noqa: ANN001, ANN202 - question -> gold answer, as the always-right student knows it
+    return {t.question.strip(): t for t in load_tasks(Workspace(str(ws)))}
+
+
+def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_path_factory, tmp_path):
+    ws = sample_workspace(tmp_path_factory.getbasetemp())
+    cli("synth", "-w", ws, "--recipe", "evisrag", "--policy", "oracle", "--run", "students-evis", "-q")
+    run = RunDir(str(ws / "runs" / "students-evis"))
+    tasks = _answers(ws)
+
+    def right(req):  # noqa: ANN001, ANN202 - the recipe's own format, the gold answer
+        text = str(req["messages"])
+        q = re.search(r"Question: (.*?)(?:\\n|'|\")", text).group(1).strip()
+        t = tasks[q]
+        return f"<observe>o</observe><evidence>[1]: e</evidence><think>t</think><answer>{t.answer}</answer>"
+
+    def judge(req):  # noqa: ANN001, ANN202 - a judge that compares the two strings
+        text = req["messages"][-1]["content"]
+        text = text if isinstance(text, str) else text[0]["text"]
+        ref = re.search(r"Reference answer: (.*)", text).group(1).strip().lower()
+        pred = re.search(r"Assistant's answer: (.*)", text).group(1).strip().lower()
+        return f"<judge>{ref == pred}</judge>"
+
+    cfg = tmp_path / "f.yaml"
+    with OpenAIServer(reply=right) as student, OpenAIServer(reply=judge) as jd:
+        cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": student.base_url, "model": "s"}]},
+                                                 "judge": {"endpoints": [{"base_url": jd.base_url, "model": "j"}]}}}))
+        cli("filter", "-w", ws, "--run", "students-evis", "--config", cfg)
+        asked = [r for r in student.requests if "<evidence>" in str(r.body)]
+    assert asked  # the student was given the recipe's own prompt
+    sft = run.verdicts()
+    rl = run.rl_verdicts()
+    assert rl is not None
+    episodes = list(run.episodes())
+    sft_tasks = {t.task_id for t in episodes if sft.keep(t)}
+    rl_side = {t.task_id for t in episodes if TaskSplit(part="rl").score(t, FilterContext()).passed}
+    assert sft_tasks and not sft_tasks & rl_side  # SFT data non-empty, and never from an RL task
+    assert not any(rl.keep(t) for t in episodes)  # the always-right student drops every RL task
+    att = pq.read_table(run.student_attempts_file("rl")).to_pylist()
+    assert att and {a["task_id"] for a in att} and all(a["outcome"] == "right" for a in att)
+    assert len(att) == 8 * len({t.task_id for t in episodes})
+
+    with OpenAIServer(reply="I think the answer is 42.") as student, OpenAIServer(reply=judge) as jd:
+        cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": student.base_url, "model": "off"}]},
+                                                 "judge": {"endpoints": [{"base_url": jd.base_url, "model": "j"}]}}}))
+        cli("filter", "-w", ws, "--run", "students-evis", "--config", cfg)
+    att = pq.read_table(run.student_attempts_file("rl")).to_pylist()
+    assert att and all(a["outcome"] == "unparseable" and a["correct"] is None for a in att)
+    rl = run.rl_verdicts()
+    assert rl is not None and not any(rl.keep(t) for t in run.episodes())  # off format is not "hard"

@@ -1,0 +1,79 @@
+"""Filters that shape the RL data rather than judge a trajectory: which tasks go to RL rather than SFT, and in which
+order the RL rows come.
+
+- `TaskSplit`: a task is in the SFT part or the RL part, by a hash of its id (and a seed): the same task lands on
+  the same side in every run, so a recipe that puts `TaskSplit(part="sft")` in its SFT chain and
+  `TaskSplit(part="rl")` (same share and seed) in its RL chain never trains on a task twice.
+- `RlOrder`: keeps every item and records its rank in the verdict's score (the export writes RL rows in that
+  order): tasks whose trajectories the quality filters all rejected first (`first="quality_rejected"`), and/or
+  simple before complex by the student's accuracy (`order="simple_first"`: most often right first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.difficulty import student_accuracy
+from vrag_data.schema.records import Trajectory, Verdict
+
+Part = Literal["sft", "rl"]
+
+
+def task_part(task_id: str, rl_share: float, seed: str = "") -> Part:
+    """"rl" when the first 8 bytes of sha256("<seed>|<task_id>"), read as a fraction of 2**64, fall below rl_share."""
+    u = int(hashlib.sha256(f"{seed}|{task_id}".encode()).hexdigest()[:16], 16) / 2**64
+    return "rl" if u < rl_share else "sft"
+
+
+@dataclass
+class TaskSplit(KeepPassed):
+    part: Part = "sft"  # the side this chain keeps
+    rl_share: float = 0.2  # share of tasks on the RL side (EVisRAG: 8:2 SFT:RL)
+    seed: str = ""
+    name: str = "split"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rl_share <= 1.0:
+            raise ValueError(f"rl_share {self.rl_share} is outside 0..1")
+
+    def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
+        side = task_part(item.task_id, self.rl_share, self.seed)
+        return verdict(item, self.name, side == self.part, f"task on the {side} side ({1 - self.rl_share:.0%}:{self.rl_share:.0%} split)")
+
+
+@dataclass
+class RlOrder(KeepPassed):
+    first: Literal["none", "quality_rejected"] = "none"
+    order: Literal["none", "simple_first"] = "none"
+    quality: tuple[str, ...] = ("structure", "correctness")  # the SFT chain's filters that count as quality
+    name: str = "rl_order"
+
+    def score_all(self, items: Sequence[Trajectory], ctx: FilterContext) -> list[Verdict]:
+        # a task is quality-rejected when none of its trajectories passed the SFT chain's quality filters
+        passed: dict[str, bool] = {}
+        for t in items:
+            bad = any(v.filter in self.quality and not v.passed for v in ctx.sft_verdicts.get(t.traj_id, ()))
+            passed[t.task_id] = passed.get(t.task_id, False) or not bad
+        rejected = {tid for tid, ok in passed.items() if not ok}
+
+        def key(t: Trajectory) -> tuple:
+            acc = student_accuracy(list(ctx.student_results.get(t.task_id, [])))
+            head = 0 if self.first == "quality_rejected" and t.task_id in rejected else 1
+            # simple first = the student's most often right first; unknown accuracy goes last
+            simple = (-acc if acc is not None else 1.0) if self.order == "simple_first" else 0.0
+            return head, simple, t.task_id, t.sample
+
+        out = []
+        for rank, t in enumerate(sorted(items, key=key)):
+            acc = student_accuracy(list(ctx.student_results.get(t.task_id, [])))
+            why = [f"rank {rank}"]
+            if self.first == "quality_rejected":
+                why.append("quality-rejected" if t.task_id in rejected else "quality-passed")
+            if self.order == "simple_first":
+                why.append("student accuracy " + ("unknown" if acc is None else f"{acc:.2f}"))
+            out.append(verdict(t, self.name, True, "; ".join(why), float(rank)))
+        return out
