@@ -23,6 +23,7 @@ from prefect import flow, get_run_logger
 from flows import stages
 from flows.artifacts import publish
 from flows.runner import describe_runner, make_task_runner, resolve_runner
+from flows.tasks import flush_logs, one_line
 from vrag_data.config import EndpointConfig, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
 from vrag_data.config_check import check_run_config
@@ -39,17 +40,13 @@ FLOW = "vrag-data"
 
 @contextmanager
 def _reason_logged() -> Iterator[None]:
-    """A failing flow says why in one line in its run logs (which `prefect deployment run --watch` and
-    `prefect flow-run logs` show) before Prefect's own traceback; said once, by the innermost flow that saw it."""
+    """A failing flow says why in one line in its run logs before Prefect's own traceback and its Failed state
+    (`prefect deployment run --watch` and `prefect flow-run logs` show one flow run's logs: each flow says it)."""
     try:
         yield
     except Exception as err:
-        if not getattr(err, "_vrag_reason_logged", False):
-            get_run_logger().error("failed: %s", " ".join(str(err).split())[:2000] or type(err).__name__)
-            try:
-                err._vrag_reason_logged = True  # type: ignore[attr-defined]
-            except AttributeError:
-                pass
+        get_run_logger().error("failed: %s", one_line(err))
+        flush_logs()
         raise
 
 

@@ -69,9 +69,21 @@ def reason_first(stage: str) -> Callable[[Callable[..., Any]], Callable[..., Any
                 return fn(*args, **kwargs)
             except Exception as err:
                 get_run_logger().error("failed: %s", one_line(err, stage))
+                flush_logs()
                 raise
         return run
     return wrap
+
+
+def flush_logs() -> None:
+    """Send the queued log lines now: Prefect ships logs in batches but state changes at once, so without this
+    `--watch` can show "Failed" before the line that says why."""
+    from prefect.logging.handlers import APILogWorker
+
+    try:
+        APILogWorker.drain_all(timeout=5)
+    except Exception:  # noqa: BLE001 - the reason is also in the state message; never mask the failure itself
+        pass
 
 
 def one_line(err: BaseException, stage: str | None = None) -> str:

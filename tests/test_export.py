@@ -67,7 +67,7 @@ def test_summary_counts_and_skips(exported):
     assert (s.n_trajectories, s.n_kept) == (7, 5)
     assert s.counts["hf"] == {"sft": 3, "rl": 4}
     assert s.counts["llamafactory"] == {"vrag_rl": 2, "evisrag": 1}
-    assert s.counts["verl"] == {"train": 4}
+    assert s.counts["verl"] == {"train": 3, "val": 1}  # one of the 4 tasks held out for validation (val_share 0.1)
     assert s.skipped == {"sft:missing_image": 1, "sft:alternation": 1, "rl:task_not_found": 1, "easyr1:missing_image": 1}
     rows = [json.loads(x) for x in (out / "skipped.jsonl").read_text().splitlines()]
     assert {r["id"] for r in rows} == {"tr4", "tr5", "t_missing:vrag_rl", "t4:vrag_rl"}
@@ -138,7 +138,7 @@ def test_crop_box_converted_to_qwen25_pixels(exported):
 
 def test_verl_parquet_as_rlhf_dataset_reads_it(exported):
     _, out, _ = exported
-    files = sorted(str(p) for p in (out / "verl").glob("train-*.parquet"))
+    files = sorted(str(p) for p in (out / "verl").glob("*-*.parquet"))  # train and the held-out val split
     ds = datasets.load_dataset("parquet", data_files=files, split="train")
     assert {"data_source", "prompt", "images", "ability", "reward_model", "extra_info", "file_name", "reference_page"} <= set(ds.column_names)
     rows = {r["extra_info"]["task_id"] + "/" + r["extra_info"]["recipe"]: r for r in ds}
@@ -159,7 +159,7 @@ def test_verl_parquet_as_rlhf_dataset_reads_it(exported):
 
 def test_easyr1_jsonl(exported):
     _, out, _ = exported
-    rows = [json.loads(x) for f in sorted((out / "easyr1" / "train").glob("*.jsonl")) for x in f.read_text().splitlines()]
+    rows = [json.loads(x) for f in sorted((out / "easyr1").glob("*/*.jsonl")) for x in f.read_text().splitlines()]
     ev = next(r for r in rows if r["recipe"] == "evisrag")
     assert ev["prompt"].count("<image>") == len(ev["image"]) == 3
     assert "[1]: the car is blue" in ev["answer"] and "[3]: no relevant information" in ev["answer"]
@@ -247,7 +247,7 @@ def test_smart_resize_hand_values(h, w, max_pixels, expected):
 def test_verl_row_is_scored_by_the_reward_entry_point(exported):
     rewards = pytest.importorskip("vrag_data.rewards.verl", reason="rewards module not present")
     _, out, _ = exported
-    ds = datasets.load_dataset("parquet", data_files=sorted(str(p) for p in (out / "verl").glob("train-*.parquet")), split="train")
+    ds = datasets.load_dataset("parquet", data_files=sorted(str(p) for p in (out / "verl").glob("*-*.parquet")), split="train")
     row = next(r for r in ds if r["extra_info"]["task_id"] == "t1")
     good = rewards.compute_score(row["data_source"], "<think>x</think><search>total</search><answer>42</answer>",
                                  row["reward_model"]["ground_truth"], row["extra_info"])

@@ -146,7 +146,7 @@ def test_a_format_announced_by_an_entry_point_is_one_module_and_one_line(tmp_pat
         unregister_format("toy_lines")
     # one RL row per (task, recipe) with a kept trajectory and a readable task: (t1, vrag_rl), (t2, vrag_rl),
     # (t2, evisrag), (t4, vrag_rl) -> 4, the same rows verl gets
-    assert s.counts["toy_lines"] == {"rl": 4} and s.counts["verl"] == {"train": 4}
+    assert s.counts["toy_lines"] == {"rl": 4} and s.counts["verl"] == {"train": 3, "val": 1}
     rows = [json.loads(line) for line in (tmp_path / "o" / "toy_lines" / "rl.jsonl").read_text().splitlines()]
     assert sorted(r["answer"] for r in rows) == ["42", "blue", "blue", "nine"]
     assert "- Toy lines: `toy_lines/rl.jsonl`" in (tmp_path / "o" / "README.md").read_text()

@@ -40,13 +40,35 @@ SMALL_PDFS = ("PEPSICO_2023_8K_dated-2023-05-05.pdf", "ULTABEAUTY_2023Q4_EARNING
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API_")}
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
-# the run config of the README's quick start (ingest settings only: the recipe, the documents, the workspace and
-# the endpoints are parameters of the command)
-RUN_YAML = {
-    "ingest": {"ocr": "off", "workers": 1, "max_pages": 3},
-    "tasks": {"generate": {"concurrency": 2, "max_attempts": 12, "min_share": 0.5}},
-    "runner": {"max_concurrency": 2, "retries": 0},
-}
+# the commands of README.md's headline section, as this test runs them (the endpoints' URL is the fake teacher's)
+README_LINES = (
+    "vrag-data up -w ws --port 4300",
+    "export PREFECT_API_URL=http://127.0.0.1:4300/api",
+    "prefect deployment run vrag-data/synth \\",
+    "--param config=run.yaml --param input=pdfs --param workspace=ws \\",
+    "--param recipe=visor --param questions=3 --param samples=1 \\",
+    "--watch",
+    "vrag-data down -w ws",
+)
+PARAMS = ("config=run.yaml", "input=pdfs", "workspace=ws", "recipe=visor", "questions=3", "samples=1")
+
+
+def readme_run_yaml() -> str:
+    """The run config the README shows (the block that starts with `# run.yaml`)."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```yaml\n(# run\.yaml.*?)```", text, re.S)
+    assert block, "README.md: the headline section's run.yaml block is missing"
+    return block.group(1)
+
+
+def test_the_readme_shows_the_commands_this_test_runs():
+    text = (REPO / "README.md").read_text()
+    for line in README_LINES:
+        assert line in text, f"README.md no longer shows {line!r}"
+    for role in ("policy", "question_writer", "judge"):
+        assert f'"{role}": {{"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}}' in text
+    cfg = parse_config(yaml.safe_load(readme_run_yaml()))  # a valid config
+    assert cfg.ingest.max_pages == 3
 
 
 def _free_port() -> int:
@@ -183,14 +205,14 @@ def test_headline_command_pdfs_to_data_through_prefects_cli(tmp_path):
     (tmp_path / "pdfs").mkdir()
     for name in SMALL_PDFS:
         shutil.copy(CORPUS / name, tmp_path / "pdfs" / name)
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump(RUN_YAML))
+    (tmp_path / "run.yaml").write_text(readme_run_yaml())
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
     vrag, prefect = str(BIN / "vrag-data"), str(BIN / "prefect")
-    env = {**CLEAN_ENV, "PREFECT_API_URL": api}
+    env = {**CLEAN_ENV, "PREFECT_API_URL": api, "COLUMNS": "300"}  # one log line = one line of output
 
     def deployment_run(*params: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess[str], str]:
-        # README: prefect deployment run vrag-data/synth --param config=run.yaml --param input=pdfs ... --watch
+        # README_LINES: prefect deployment run vrag-data/synth --param config=run.yaml --param input=pdfs ... --watch
         cmd = [prefect, "deployment", "run", "vrag-data/synth", *(x for p in params for x in ("--param", p)), "--watch"]
         res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
         return res, res.stdout + res.stderr
@@ -201,8 +223,7 @@ def test_headline_command_pdfs_to_data_through_prefects_cli(tmp_path):
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.strip() == api and f"export PREFECT_API_URL={api}" in " ".join(up.stderr.split())
         with OpenAIServer(reply=PdfTeacher()) as srv:
-            run, out = deployment_run("config=run.yaml", "input=pdfs", "workspace=ws", "recipe=visor", "questions=3",
-                                      "samples=1", f"endpoints={_endpoints(srv.base_url)}")
+            run, out = deployment_run(*PARAMS, f"endpoints={_endpoints(srv.base_url)}")
             assert run.returncode == 0, out[-4000:]
             writer_calls = [r for r in srv.requests if r.path.endswith("/chat/completions")]
         assert "Flow run finished successfully" in out and writer_calls
@@ -267,7 +288,7 @@ def _started(api: str, flow_run_id: str) -> str:
 def _reason_comes_first(out: str, reason: str) -> None:
     """The first line of `--watch` that speaks of a failure is the reason (not a traceback, not "Failed")."""
     lines = [" ".join(ln.split()) for ln in out.splitlines()]
-    failing = [i for i, ln in enumerate(lines) if re.search(r"Traceback|[Ee]rror|[Ff]ailed|[Ee]xception", ln)]
+    failing = [i for i, ln in enumerate(lines) if re.search(r"Traceback|Error\b|error:|[Ff]ailed|[Ee]xception", ln)]
     assert failing, out[-3000:]
     first = lines[failing[0]]
-    assert reason in first, f"first failure line: {first!r}\n{out[-3000:]}"
+    assert reason in first, f"first failure line: {first!r}\n" + "\n".join(ln[:200] for ln in lines[:60])

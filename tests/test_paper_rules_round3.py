@@ -27,6 +27,7 @@ from vrag_data.recipe import get_recipe
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import LayoutBlock, Trajectory
 from vrag_data.store import Workspace, read_records, read_table
+from vrag_data.store.run import RunDir
 from vrag_data.synth.ledger import read_trajectories
 from vrag_data.synth.postprocess import judge_and_filter
 from vrag_data.tasks.store import load_tasks
@@ -192,8 +193,9 @@ def test_evisrag_source_context_is_in_the_sft_data_once(ws, tmp_path):
     rows = sft_rows(export(ws, run, "qwen2.5-vl", tmp_path / "out"), "evisrag")
     contexts = Counter((r["messages"][0]["content"], tuple(r["images"])) for r in rows)
     assert rows and max(contexts.values()) == 1
-    assert sum(1 for r in rows if len(r["images"]) == 3) == sum(1 for t in src.values() if len(t.extra["shown_pages"]) == 3
-                                                               and t.status == "answered")
+    # every 3-page record is a kept source episode (no variant repeats one)
+    kept = RunDir(str(ws / "runs" / run)).verdicts()
+    assert sum(1 for r in rows if len(r["images"]) == 3) == sum(1 for t in src.values() if kept.keep(t)) > 0
 
 
 # --------------------------------------------------------------------------- UniDoc-RL candidates >= minimum crop

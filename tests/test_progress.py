@@ -11,18 +11,34 @@ from pathlib import Path
 from vrag_data.progress import LineProgress
 
 
-def test_line_progress_counts_rate_and_eta(caplog):
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_line_progress_counts_rate_and_eta():
     out = io.StringIO()
-    with caplog.at_level(logging.INFO, logger="vrag_data.progress"):
+    lines_seen = _Lines()  # on the progress logger itself: the Prefect layer turns its propagation off
+    plog = logging.getLogger("vrag_data.progress")
+    level, plog.level = plog.level, logging.INFO
+    plog.addHandler(lines_seen)
+    try:
         with LineProgress("ingest", every=0.0, stream=out) as p:
             t = p.add_task("ingest", total=4, pages=0)
             p.update(t, advance=1, pages=12)
             p.advance(t, 1)
+    finally:
+        plog.removeHandler(lines_seen)
+        plog.setLevel(level)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("ingest: 1/4 (25%)")  # no line before any progress
     assert any(x.startswith("ingest: 2/4 (50%)") and "/s" in x and "ETA" in x and "12" in x for x in lines)
     assert lines[-1].endswith("· done")
-    assert any("ingest: 2/4" in r.getMessage() for r in caplog.records)  # the same lines reach the logs
+    assert any("ingest: 2/4" in r.getMessage() for r in lines_seen.records)  # the same lines reach the logs
 
 
 def test_synth_prints_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
@@ -77,3 +93,24 @@ def test_a_failed_stage_prints_no_done_line(capsys):
         step()
         raise VragError("no weights")
     assert capsys.readouterr().err == ""  # the stage's one-line error is all the user sees
+
+
+def test_a_silent_stage_still_prints_a_line_on_time_and_no_done_when_interrupted():
+    """No item finishes (the first document of an ingest, a slow endpoint): the heartbeat still writes a line every
+    `every` seconds; Ctrl-C ends it with "stopped", not "done"."""
+    import time
+
+    import pytest
+
+    out = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with LineProgress("ingest", every=0.2, stream=out) as p:
+            p.add_task("ingest", total=3)
+            time.sleep(1.5)
+            try:
+                raise KeyboardInterrupt
+            finally:
+                p.stop()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and lines[0].startswith("ingest: 0/3 (0%)") and "elapsed" in lines[0]
+    assert lines[-1].endswith("· stopped") and not any(x.endswith("done") for x in lines)

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.support.openai_server import OpenAIServer
-from tests.support.scripted_teacher import ANSWER, teacher, text_of
+from tests.support.scripted_teacher import ANSWER, n_images, teacher, text_of
 from tests.support.synth_workspace import cli, sample_workspace
 from vrag_data.cli.main import app
 from vrag_data.schema.records import Trajectory, Verdict
@@ -107,6 +107,11 @@ def test_self_judging_policy_is_recorded_and_flagged_against_the_gold(ws, tmp_pa
     assert verdicts and all(not v.passed and v.reason.startswith("rules score 0.00 < 0.5") for v in verdicts)
 
 
+def _words(k: int) -> str:
+    """The answer in words, different per context size (so each variant's judge request is its own)."""
+    return f"six hundred and seventy-three, from {k} page(s)"
+
+
 def _judged(srv: OpenAIServer) -> list[tuple[str, str]]:
     """(reference, prediction) of every request the judge server got."""
     out = []
@@ -124,25 +129,34 @@ def test_every_correctness_decision_goes_to_the_configured_judge(ws, tmp_path):
     The judge here accepts everything, where the rule scorers would refuse: an insufficient context answered
     with a number, and a restatement in words."""
     def policy(req: dict) -> str:
-        if "You verify an answer" in text_of(req["messages"][0]):
+        first = req["messages"][0]
+        if "You verify an answer" in text_of(first):
             return "<think>The extra page confirms it.</think><answer>six hundred seventy-three</answer>"
+        if first["role"] == "user" and "four steps" in text_of(first):  # EVisRAG, the episode and each top-k variant
+            k = n_images(first)
+            lines = "\n".join(f"[{i}]: {'net income 673' if i == 1 else 'no relevant information'}" for i in range(1, k + 1))
+            return (f"<observe>Image 1 has the table.</observe>\n<evidence>\n{lines}\n</evidence>\n<think>Image 1 says it."
+                    f"</think>\n<answer>{_words(k)}</answer>")
         return teacher(req)
 
     with OpenAIServer(reply=policy) as pol, OpenAIServer(reply=lambda req: "<judge>True</judge>", models=["grader"]) as judge:
         cfg = write(tmp_path / "c.yaml", {"roles": {"policy": endpoint(pol.base_url), "judge": endpoint(judge.base_url, "grader"),
-                                                    "student": {"kind": "extractive"}}})
+                                                    "student": {"kind": "extractive"}},
+                                          # the scripted VISOR teacher misbehaves on purpose: judge it on its answer only
+                                          "filters": {"chains": {"visor": ["correctness"]}}})
         for recipe in ("evisrag", "visor"):
             cli("synth", "-w", ws, "--recipe", recipe, "--config", cfg, "--limit", 1, "--run", f"mj-{recipe}", "-q")
             cli("filter", "-w", ws, "--run", f"mj-{recipe}", "--config", cfg)
         assert not any(GRADER in text_of(r.body["messages"][0]) for r in pol.requests)  # the policy judged nothing
         judged = _judged(judge)
     assert all(r.body["model"] == "grader" for r in judge.requests)
-    # EVisRAG: a variant whose context lacks the gold page is judged against "insufficient to answer"
-    assert ("insufficient to answer", ANSWER) in judged
+    # EVisRAG: each top-k variant's answer (in words: the rules refuse it) was judged, and the judge kept it
     aug = read_records(str(next((ws / "runs" / "mj-evisrag" / "trajectories").glob("aug-*.parquet"))), Trajectory)
-    assert any(a.extra.get("sufficient") is False and a.final_answer == ANSWER for a in aug)
+    kept = {a.final_answer for a in aug}
+    assert len(kept) >= 2 and kept <= {_words(k) for k in range(1, 6)}
+    assert {(ANSWER, w) for w in kept} <= set(judged)
     # the student's answers were scored by the judge (all accepted, where the rules refuse some)
-    attempts = pq.read_table(ws / "runs" / "mj-evisrag" / "student" / "attempts.parquet").to_pylist()
+    attempts = pq.read_table(ws / "runs" / "mj-evisrag" / "student" / "rl-attempts.parquet").to_pylist()  # its RL chain
     assert attempts and all(a["correct"] for a in attempts if a["answer"])
     assert {a["answer"] for a in attempts if a["answer"]} <= {p for _, p in judged}
     # VISOR: the restated answer in words is checked against the trajectory's answer by the judge, and kept

@@ -36,9 +36,9 @@ def write_config(path, base_url, *, max_retries=4, extra=None, **role):
     policy = {"endpoints": [{"base_url": base_url, "model": "teacher", **role}], "backoff_s": 0.01, "backoff_max_s": 0.05,
               "max_retries": max_retries, "timeout_s": 10, "sampling": {"temperature": 0.0, "max_tokens": 512}}
     extra = dict(extra or {})
-    # every role the recipes use is named (nothing is filled in): the teacher plays grounding, reader and planner,
-    # the rule scorers judge; `extra["roles"]` replaces single roles
-    roles = {"policy": policy, "judge": {"kind": "rules"}, **{r: {"same_as": "policy"} for r in ("grounding", "reader", "planner")},
+    # every role the recipes use is named (nothing is filled in): the teacher plays the judge, grounding, reader and
+    # planner (`same_as: policy`, recorded in the run); `extra["roles"]` replaces single roles
+    roles = {"policy": policy, **{r: {"same_as": "policy"} for r in ("judge", "grounding", "reader", "planner")},
              **extra.pop("roles", {})}
     data = {"roles": roles, **extra}
     path.write_text(yaml.safe_dump(data))
@@ -89,7 +89,7 @@ def test_every_recipe_through_the_real_client_with_faults(ws, tmp_path, recipe):
         out = cli("synth", "-w", ws, "--recipe", recipe, "--config", cfg, "--limit", LIMIT, "--run", run, "-q")
         assert srv.requests == [] and f"0 episode(s) rolled out, {LIMIT} already done" in out
 
-        # the judge role falls back to the policy's endpoint; its verdicts are cached like any request; the
+        # the judge is the policy's endpoint (same_as: policy); its verdicts are cached like any request; the
         # student (difficulty filters) is its own role, here served by the same scripted server
         fcfg = tmp_path / "filter.yaml"
         fcfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
@@ -168,15 +168,22 @@ def test_request_cache_replays_finished_calls_when_shards_are_lost(ws, tmp_path)
         assert after[0].usage.cache_hits == after[0].usage.requests
 
 
-def test_policy_flags_and_unconfigured_roles_fall_back_to_the_policy(ws):
+def test_policy_flags_need_the_other_roles_named_and_same_as_plays_them(ws, tmp_path):
     with OpenAIServer(reply=teacher) as srv:
-        cli("synth", "-w", ws, "--recipe", "mmdoc_r1", "--policy-url", srv.base_url, "--policy-model", "teacher", "--limit", 1,
-            "--run", "flags", "-q")
+        flags = ["--policy-url", srv.base_url, "--policy-model", "teacher", "--limit", 1, "-q"]
+        res = invoke("synth", "-w", ws, "--recipe", "mmdoc_r1", *flags, "--run", "flags-bare")
+        assert res.exit_code == 2 and "roles.planner: recipe mmdoc_r1 uses it" in res.output, res.output
+        assert not (ws / "runs" / "flags-bare").exists() and srv.requests == []  # stopped before any work
+        cfg = tmp_path / "same.yaml"
+        cfg.write_text(yaml.safe_dump({"roles": {r: {"same_as": "policy"} for r in ("planner", "reader", "judge")}}))
+        cli("synth", "-w", ws, "--recipe", "mmdoc_r1", *flags, "--config", cfg, "--run", "flags")
         t = read_trajectories(ws / "runs" / "flags")[0]
         assert t.status == "answered"
         assert t.provenance.models["planner"] == "teacher" and t.provenance.models["reader"] == "teacher"
         systems = {str(r.body["messages"][0].get("content"))[:30] for r in srv.requests}
         assert any(s.startswith("You plan how") for s in systems) and any(s.startswith("You summarise") for s in systems)
+        m = read_manifest(ws / "runs" / "flags")
+        assert m.config["role_substitutions"] == {"judge": "policy", "planner": "policy", "reader": "policy"}
 
 
 def test_an_endpoint_that_keeps_failing_ends_episodes_with_error_not_the_run(ws, tmp_path):

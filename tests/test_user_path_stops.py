@@ -187,3 +187,93 @@ def test_an_endpoint_error_keeps_its_cause_and_url(synth_ws):
     out = " ".join(r.stderr.split())
     assert r.returncode != 0
     assert srv.base_url in out and "401" in out, out[-1500:]
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "300"})
+
+
+def _errors(r: subprocess.CompletedProcess[str]) -> list[str]:
+    return [x for x in r.stderr.splitlines() if x.startswith("error:")]
+
+
+@pytest.fixture(scope="module")
+def two_runs(synth_ws) -> tuple[Path, str, str]:
+    for run in ("user-a", "user-b"):
+        r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "3", "--run", run, "-q")
+        assert r.returncode == 0, r.stderr
+    return synth_ws, "user-a", "user-b"
+
+
+def test_a_second_run_exported_into_the_same_out_is_refused_unless_overwrite(two_runs, tmp_path):
+    ws, a, b = two_runs
+    out = tmp_path / "export"
+    assert _cli("export", "-w", ws, "--run", a, "--out", out).returncode == 0
+    assert (out / "verl").is_dir() and (out / "llamafactory").is_dir()
+    r = _cli("export", "-w", ws, "--run", b, "--out", out)
+    assert r.returncode == 2 and len(_errors(r)) == 1, r.stderr
+    assert f"run {a}" in r.stderr and "--overwrite" in r.stderr
+    assert _cli("export", "-w", ws, "--run", a, "--out", out).returncode == 0  # the same run again: fine
+    r = _cli("export", "-w", ws, "--run", b, "--out", out, "--format", "hf", "--overwrite")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    assert json.loads((out / "summary.json").read_text())["run_id"] == b
+    assert not (out / "verl").exists() and not (out / "llamafactory").exists()  # nothing of run A is left
+
+
+def test_rl_validation_rows_are_held_out_by_task(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from export_fixtures import build_workspace, run_recipes
+
+    from vrag_data.config import ExportConfig
+    from vrag_data.export import export_run
+
+    ws = build_workspace(tmp_path / "ws")
+    export_run(ws, "r1", formats=["verl", "easyr1"], out_dir=tmp_path / "o", config=ExportConfig(val_share=0.34),
+               recipes=run_recipes())
+    verl = {split: {r["task_id"] for p in (tmp_path / "o" / "verl").glob(f"{split}-*.parquet")
+                    for r in pq.read_table(p).column("extra_info").to_pylist()} for split in ("train", "val")}
+    easy = {split: {json.loads(x)["task_id"] for p in (tmp_path / "o" / "easyr1" / split).glob("*.jsonl")
+                    for x in p.read_text().splitlines()} for split in ("train", "val")}
+    for got in (verl, easy):
+        assert got["train"] and got["val"] and not got["train"] & got["val"]
+    assert verl["val"] == easy["val"]  # one held-out set for every RL format
+    import yaml
+
+    cfg = yaml.safe_load((tmp_path / "o" / "verl" / "config.yaml").read_text())["data"]
+    assert not set(cfg["train_files"]) & set(cfg["val_files"])
+    assert yaml.safe_load((tmp_path / "o" / "easyr1" / "data_config.yaml").read_text())["data"]["val_files"] == "easyr1/val"
+
+
+def test_the_filter_names_the_largest_drop_and_its_setting(synth_ws):
+    r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "4", "--samples", "2",
+             "--run", "user-balance", "-q")
+    assert r.returncode == 0, r.stderr
+    r = _cli("filter", "-w", synth_ws, "--run", "user-balance", "--set", "filters.options.vrag_rl.balance.max_per_bucket=1")
+    assert r.returncode == 0, r.stderr
+    drops = [x for x in r.stderr.splitlines() if x.startswith("dropped:")]
+    assert drops and drops[0].startswith("dropped: balance dropped"), r.stderr
+    assert "filters.options.vrag_rl.balance.max_per_bucket=1" in drops[0]
+
+
+def test_set_overrides_a_config_key_and_a_misspelled_key_fails_in_one_line(synth_ws, tmp_path):
+    r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "1", "--run", "user-set",
+             "--set", "synth.samples=2", "-q")
+    assert r.returncode == 0, r.stderr
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.read_metadata(p).num_rows for p in (synth_ws / "runs" / "user-set" / "trajectories").glob("*.parquet"))
+    assert rows == 2  # one task, two samples: the override took effect
+    r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "1", "--run", "user-set2",
+             "--set", "synth.sampels=2")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "synth.sampels" in r.stderr, r.stderr
+    r = _cli("train", "rl", "--config", "configs/train/tiny-rl.yaml", "--set", "rl.estimator=ppo", "-o", tmp_path / "t")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "rl.estimator" in r.stderr, r.stderr
+    r = _cli("train", "sft", "--config", "configs/train/tiny-sft.yaml", "--set", "sft.max_stepz=1", "-o", tmp_path / "t")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "sft.max_stepz" in r.stderr, r.stderr

@@ -124,6 +124,8 @@ def register(app: typer.Typer) -> None:
         rec = recipe_of_run(str(workspace), run, cfg)  # resolved once, here, from the run's manifest
         res = judge_and_filter(str(workspace), run, cfg, rec, progress=True)
         console.print(res.message, highlight=False, soft_wrap=True)
+        for line in res.drops:  # the largest drop causes and the config keys that control each (`--set` takes them)
+            console.print(f"[yellow]dropped:[/] {escape(line)}", highlight=False, soft_wrap=True)
         if res.judge_errors:
             console.print(f"[yellow]{res.judge_errors} trajectory(ies) could not be judged[/] (see the correctness verdicts)")
         for line in res.augment_skipped[:10]:

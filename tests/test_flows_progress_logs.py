@@ -1,0 +1,41 @@
+"""A progress line reaches the Prefect task run's logs exactly once (the library's stderr copy is not printed through
+`log_prints`, and the progress logger does not propagate to a second handler)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("prefect")
+
+from prefect import flow, task  # noqa: E402
+from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+
+import flows.tasks  # noqa: E402,F401 - installs the progress -> task-log handler, as every flow run does
+
+
+@task(name="progress-task")
+def _stage() -> None:
+    from vrag_data.progress import lines_only, stage_progress
+
+    with lines_only(), stage_progress("toy stage", 3, every=0.0) as step:
+        for _ in range(3):
+            step()
+
+
+@flow(name="progress-flow", log_prints=True)  # as the deployed flows are
+def _flow() -> None:
+    _stage()
+
+
+@pytest.mark.slow
+def test_each_progress_line_is_logged_once_in_the_task_run():
+    from prefect.client.orchestration import get_client
+    from prefect.logging.handlers import APILogHandler
+
+    with prefect_test_harness(server_startup_timeout=300):
+        _flow()
+        APILogHandler.flush()
+        with get_client(sync_client=True) as client:
+            logs = [x.message for x in client.read_logs() if x.message.startswith("toy stage: ")]
+    assert logs, "no progress line reached the task run's logs"
+    assert len(logs) == len(set(logs)) == 3, logs  # 1/3, 2/3, 3/3 ... done: each once
