@@ -5,6 +5,8 @@ and re-running synth with the same run id does nothing new."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.synth_workspace import cli, sample_workspace
@@ -14,6 +16,7 @@ RECIPES = tuple(recipe_names())
 from vrag_data.env import parse_action
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.rewards.format import recipe_format
+from vrag_data.store.run import RunDir
 from vrag_data.schema.records import Trajectory, Verdict
 from vrag_data.store import Workspace, read_records
 from vrag_data.store.corpus import page_index
@@ -81,7 +84,9 @@ def test_oracle_runs_every_recipe_end_to_end(ws, tasks, recipe, student_cfg):
     out = cli("filter", "-w", ws, "--run", run, "--config", student_cfg)
     assert "kept" in out
     verdicts = read_records(str(run_dir / "verdicts" / "filters.parquet"), Verdict)
-    difficulty = [v for v in verdicts if v.filter == "difficulty"]
+    rl_path = Path(RunDir(str(run_dir)).rl_verdicts_path)  # the RL-data chain (EVisRAG's curriculum, UniDoc's curation)
+    rl_verdicts = read_records(str(rl_path), Verdict) if rl_path.exists() else []
+    difficulty = [v for v in [*verdicts, *rl_verdicts] if v.filter == "difficulty"]
     if recipe in ("unidoc_rl", "evisrag"):  # the student answered: every verdict is a decision, not a skip
         assert difficulty and all("student" in v.reason and "not applied" not in v.reason for v in difficulty)
         assert "student: extractive" in out
