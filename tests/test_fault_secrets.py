@@ -21,6 +21,9 @@ from tests.support.scripted_teacher import teacher
 from tests.support.synth_workspace import sample_workspace
 from vrag_data.cli.main import app
 
+# every role the recipes use besides the policy is named: the teacher plays them (nothing is filled in)
+SAME = {r: {"same_as": "policy"} for r in ("judge", "grounding", "reader", "planner")}
+
 KEY = "sk-planted-7Qx2-DO-NOT-LEAK-90f1c3e8a4"
 KEY_ENV = "VRAG_FAULT_TEST_KEY"
 
@@ -75,7 +78,7 @@ def test_bad_config_fails_before_work_with_one_line(ws, tmp_path, name):
 def test_unset_key_variable_fails_before_work(ws, tmp_path):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": "http://127.0.0.1:9/v1", "model": "teacher",
-                                                                       "api_key_env": "VRAG_FAULT_UNSET_VAR"}]}}}))
+                                                                       "api_key_env": "VRAG_FAULT_UNSET_VAR"}]}, **SAME}}))
     os.environ.pop("VRAG_FAULT_UNSET_VAR", None)
     before = _files(ws)
     res, out = _invoke("synth", "-w", ws, "--recipe", "vrag_rl", "--config", cfg, "--run", "never-key")
@@ -149,11 +152,13 @@ def test_planted_api_key_is_used_but_never_written(ws, tmp_path):
         policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher", "api_key_env": KEY_ENV}], "max_retries": 2,
                   "backoff_s": 0.01, "timeout_s": 20, "sampling": {"temperature": 0.0}}
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy}}))
+        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy, **SAME}}))
+        same = tmp_path / "same.yaml"  # the roles the flags do not set, named
+        same.write_text(yaml.safe_dump({"roles": SAME}))
         steps = [
             ["synth", "-w", work, "--recipe", "vrag_rl", "--config", cfg, "--limit", 3, "--run", "keyed", "-q"],
             ["synth", "-w", work, "--recipe", "mmdoc_r1", "--limit", 2, "--run", "keyed-flags", "-q",
-             "--policy-url", srv.base_url, "--policy-model", "teacher", "--policy-api-key-env", KEY_ENV],
+             "--policy-url", srv.base_url, "--policy-model", "teacher", "--policy-api-key-env", KEY_ENV, "--config", same],
             ["filter", "-w", work, "--run", "keyed", "--config", cfg],
             ["export", "-w", work, "--run", "keyed"],
             ["report", "-w", work],
@@ -188,7 +193,7 @@ def test_planted_api_key_stays_out_of_a_prefect_run(tmp_path):
             "ingest": {"sample_corpus": 1, "layout": "off", "ocr": "off", "workers": 1},
             "tasks": {"format": "corpus", "limit": 3},
             "synth": {"recipes": ["vrag_rl"], "samples": 1},
-            "roles": {"policy": policy},
+            "roles": {"policy": policy, **SAME},
             "export": {"formats": ["hf", "llamafactory", "verl"]},
             "runner": {"kind": "local", "max_concurrency": 2, "retries": 0},
         }))

@@ -186,3 +186,27 @@ def test_synth_flow_on_a_local_ray_instance(harness, ws, tmp_path):
     import ray
 
     assert not ray.is_initialized()  # the flow's private Ray instance was shut down
+
+
+def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harness, tmp_path):
+    """The tasks stage generates questions with the offline writer when the config says so (and the flow's
+    parameters `recipe`, `questions`, `samples` replace the config's): each task and the manifest name it."""
+    ws = tmp_path / "ws"
+    cfg = tmp_path / "offline.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "workspace": str(ws), "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1},
+        "tasks": {"generate": {"writer": "offline", "min_share": 0.5}},
+        "synth": {"recipes": ["visor"]},
+        "roles": {"policy": {"kind": "oracle"}, "judge": {"kind": "rules"}, "student": {"kind": "extractive"}},
+        "runner": {"max_concurrency": 2, "retries": 0},
+    }))
+    summary = synth(str(cfg), recipe="evisrag", questions=2, samples=1)
+    from vrag_data.store import Workspace
+    from vrag_data.tasks import load_tasks
+
+    generated = [t for t in load_tasks(Workspace(str(ws))) if t.benchmark == "generated"]
+    assert generated and {t.extra["writer"] for t in generated} == {"oracle"}
+    manifest = json.loads((ws / "tasks" / "generate_manifest.json").read_text())
+    assert manifest["offline_writer"] is True and manifest["writer"] == "oracle"
+    assert summary["generated"]["writer"] == "oracle" and set(summary["runs"]) == {"evisrag"}
+    assert any(r["stage"] == "tasks" and r["label"] == "generate (oracle writer)" for r in shards(ws))

@@ -71,6 +71,8 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
 
     def right(req):  # noqa: ANN001, ANN202 - the recipe's own format, the gold answer
         text = str(req["messages"])
+        if not re.search(r"Question: (.*?)(?:\\n|'|\")", text) or re.search(r"Question: (.*?)(?:\\n|'|\")", text).group(1).strip() not in tasks:
+            import json as _j; open("/tmp/evis_bad.jsonl", "a").write(_j.dumps(req, default=str)[:6000] + "\n")
         q = re.search(r"Question: (.*?)(?:\\n|'|\")", text).group(1).strip()
         t = tasks[q]
         return f"<observe>o</observe><evidence>[1]: e</evidence><think>t</think><answer>{t.answer}</answer>"
@@ -83,7 +85,7 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
         return f"<judge>{ref == pred}</judge>"
 
     cfg = tmp_path / "f.yaml"
-    with OpenAIServer(reply=right) as student, OpenAIServer(reply=judge) as jd:
+    with OpenAIServer(reply=right, models=["s"]) as student, OpenAIServer(reply=judge, models=["j"]) as jd:
         cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": student.base_url, "model": "s"}]},
                                                  "judge": {"endpoints": [{"base_url": jd.base_url, "model": "j"}]}}}))
         cli("filter", "-w", ws, "--run", "students-evis", "--config", cfg)
@@ -101,7 +103,7 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
     assert att and {a["task_id"] for a in att} and all(a["outcome"] == "right" for a in att)
     assert len(att) == 8 * len({t.task_id for t in episodes})
 
-    with OpenAIServer(reply="I think the answer is 42.") as student, OpenAIServer(reply=judge) as jd:
+    with OpenAIServer(reply="I think the answer is 42.", models=["off"]) as student, OpenAIServer(reply=judge, models=["j"]) as jd:
         cfg.write_text(yaml.safe_dump({"roles": {"student": {"endpoints": [{"base_url": student.base_url, "model": "off"}]},
                                                  "judge": {"endpoints": [{"base_url": jd.base_url, "model": "j"}]}}}))
         cli("filter", "-w", ws, "--run", "students-evis", "--config", cfg)

@@ -277,3 +277,13 @@ def test_set_overrides_a_config_key_and_a_misspelled_key_fails_in_one_line(synth
     assert r.returncode == 2 and len(_errors(r)) == 1 and "rl.estimator" in r.stderr, r.stderr
     r = _cli("train", "sft", "--config", "configs/train/tiny-sft.yaml", "--set", "sft.max_stepz=1", "-o", tmp_path / "t")
     assert r.returncode == 2 and len(_errors(r)) == 1 and "sft.max_stepz" in r.stderr, r.stderr
+
+
+def test_make_setup_shows_what_it_installs_and_pip_progress():
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(["make", "-n", "-B", "setup"], cwd=root, capture_output=True, text=True, timeout=60)
+    install = [x for x in r.stdout.splitlines() if "pip install" in x]
+    assert install and "--quiet" not in install[0] and "--progress-bar on" in install[0], r.stdout
+    assert any(x.startswith("echo") and "takes minutes" in x for x in r.stdout.splitlines()), r.stdout
