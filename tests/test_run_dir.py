@@ -122,7 +122,8 @@ def _offences(path: Path) -> list[str]:
         if not isinstance(n, ast.Constant) or not isinstance(n.value, str) or id(n) in docstrings:
             continue
         v = n.value
-        hit = [f for f in RUN_FILES if f in v and not (f == "manifest.json" and (in_retrieve or id(n) in index_args))]
+        parts = re.split(r"[/\\]", v)  # whole path components: "generate_manifest.json" is another file
+        hit = [f for f in RUN_FILES if f in parts and not (f == "manifest.json" and (in_retrieve or id(n) in index_args))]
         if hit or v.startswith("aug-") or "/aug-" in v or (v in RUN_DIRS and id(n) in path_parts) \
                 or any(v.startswith(f"{d}/") for d in RUN_DIRS):
             out.append(f"{path.relative_to(REPO)}:{n.lineno}: {v!r}")
