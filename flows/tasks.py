@@ -39,8 +39,31 @@ class _ToTaskLogs(logging.Handler):
     logger does not propagate (the root console handler would show it a second time)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if TaskRunContext.get() is not None:
-            get_run_logger().info(record.getMessage())
+        ctx = TaskRunContext.get()
+        if ctx is None:
+            return
+        root = _root_flow_run(str(ctx.task_run.flow_run_id))
+        # filed under the flow run a user started (the deployment's), not the inner flow that picked the task runner:
+        # `prefect deployment run ... --watch` follows that run's logs only; the task run's own log view keeps them too
+        get_run_logger().info(record.getMessage(), extra={"flow_run_id": root} if root else {})
+
+
+@functools.lru_cache(maxsize=64)
+def _root_flow_run(flow_run_id: str) -> str | None:
+    """The outermost flow run above `flow_run_id` (walking parent task runs), asked of the API once per process."""
+    try:
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            run_id = flow_run_id
+            for _ in range(8):  # subflows nest one or two deep here
+                run = client.read_flow_run(run_id)
+                if run.parent_task_run_id is None:
+                    return str(run.id)
+                run_id = str(client.read_task_run(run.parent_task_run_id).flow_run_id)
+    except Exception:  # noqa: BLE001 - no API (a test without a server): the task run's own flow run keeps the line
+        return None
+    return None
 
 
 _PROGRESS_LOG = logging.getLogger("vrag_data.progress")

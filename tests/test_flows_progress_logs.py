@@ -1,5 +1,7 @@
 """A progress line reaches the Prefect task run's logs exactly once (the library's stderr copy is not printed through
-`log_prints`, and the progress logger does not propagate to a second handler)."""
+`log_prints`, and the progress logger does not propagate to a second handler), filed under the flow run the user
+started: the deployed flows run their shards in an inner flow (it picks the task runner), and `prefect deployment run
+--watch` follows only the outer run's logs."""
 
 from __future__ import annotations
 
@@ -22,9 +24,17 @@ def _stage() -> None:
             step()
 
 
-@flow(name="progress-flow", log_prints=True)  # as the deployed flows are
-def _flow() -> None:
+@flow(name="progress-shards")  # the inner flow, as flows.flows.synth_shards
+def _inner() -> None:
     _stage()
+
+
+@flow(name="progress-flow", log_prints=True)  # as the deployed flows are
+def _flow() -> str:
+    from prefect.runtime import flow_run
+
+    _inner()
+    return flow_run.id
 
 
 @pytest.mark.slow
@@ -33,9 +43,12 @@ def test_each_progress_line_is_logged_once_in_the_task_run():
     from prefect.logging.handlers import APILogHandler
 
     with prefect_test_harness(server_startup_timeout=300):
-        _flow()
+        outer = _flow()
         APILogHandler().flush()  # the log batches are sent in the background
         with get_client(sync_client=True) as client:
-            logs = [x.message for x in client.read_logs() if x.message.startswith("toy stage: ")]
+            found = [x for x in client.read_logs() if x.message.startswith("toy stage: ")]
+    logs = [x.message for x in found]
     assert logs, "no progress line reached the task run's logs"
     assert len(logs) == len(set(logs)) == 4, logs  # 1/3, 2/3, 3/3 and the "done" line: each once
+    assert {str(x.flow_run_id) for x in found} == {str(outer)}  # what --watch on the started run shows
+    assert all(x.task_run_id is not None for x in found)  # and still the task run's own lines
