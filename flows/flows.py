@@ -55,10 +55,11 @@ class ShardsFailed(VragError):
 
 
 def load(config: str | None, workspace: str | None = None, runner: str | None = None,
-         overrides: dict[str, Any] | None = None, endpoints: bool = False) -> tuple[RunConfig, Workspace]:
+         overrides: dict[str, Any] | None = None, endpoints: bool = False,
+         sets: list[str] | None = None) -> tuple[RunConfig, Workspace]:
     """The config with the flow's parameters applied, checked completely (recipes, roles, endpoint URLs, every
     stage's inputs), then every endpoint asked for its models: all before any work."""
-    cfg = load_config(config)
+    cfg = load_config(config, sets or ())  # `--set key=value` items, as on every command that takes a config
     over = dict(overrides or {})
     if workspace:
         over["workspace"] = workspace
@@ -212,7 +213,7 @@ def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dic
 @flow(name=FLOW, flow_run_name=_run_name("synth"), log_prints=True)
 def synth(config: str | None = None, input: str | None = None, recipe: str | list[str] | None = None,
           workspace: str | None = None, endpoints: dict[str, EndpointConfig] | None = None, samples: int | None = None,
-          questions: int | None = None, runner: str | None = None) -> dict[str, Any]:
+          questions: int | None = None, runner: str | None = None, sets: list[str] | None = None) -> dict[str, Any]:
     """The whole pipeline, PDFs to data: ingest -> index -> tasks (import a QA file, or generate questions with
     roles.question_writer) -> episodes per recipe and task shard -> judge, filters, augmentations -> exports -> report.
 
@@ -225,11 +226,13 @@ def synth(config: str | None = None, input: str | None = None, recipe: str | lis
         samples: Episodes per task and recipe (synth.samples).
         questions: Questions to generate from the documents (tasks.generate.n).
         runner: Where the shard tasks run: local (threads) or ray (default: the config's runner.kind).
+        sets: Config overrides as "key.sub=value" items (what `--set` does on the command line), e.g. ["synth.samples=4"].
     """
     with _reason_logged():
         config = resolve_path(config, "config")
         over = _overrides(input, recipe, endpoints, samples, questions)
-        cfg, ws = load(config, resolve_path(workspace, "workspace", must_exist=False), runner, over, endpoints=True)
+        cfg, ws = load(config, resolve_path(workspace, "workspace", must_exist=False), runner, over, endpoints=True,
+                       sets=sets)
         inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
         summary = inner(cfg)
         summary["config"] = config

@@ -273,6 +273,12 @@ def test_set_overrides_a_config_key_and_a_misspelled_key_fails_in_one_line(synth
     r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "1", "--run", "user-set2",
              "--set", "synth.sampels=2")
     assert r.returncode == 2 and len(_errors(r)) == 1 and "synth.sampels" in r.stderr, r.stderr
+    # `vrag-data run` (the flow) takes the same overrides, checked before any server starts or folder is made
+    ws = tmp_path / "run-ws"
+    r = _cli("run", "--config", "configs/demo.yaml", "-w", ws, "--set", "synth.recipes=[visor]", "--set", "synth.sampels=2")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "synth.sampels" in r.stderr and not ws.exists(), r.stderr
+    r = _cli("run", "--config", "configs/demo.yaml", "-w", ws, "--set", "synth.recipes=[visr]")
+    assert r.returncode == 2 and len(_errors(r)) == 1 and "visr" in r.stderr and not ws.exists(), r.stderr
     r = _cli("train", "rl", "--config", "configs/train/tiny-rl.yaml", "--set", "rl.estimator=ppo", "-o", tmp_path / "t")
     assert r.returncode == 2 and len(_errors(r)) == 1 and "rl.estimator" in r.stderr, r.stderr
     r = _cli("train", "sft", "--config", "configs/train/tiny-sft.yaml", "--set", "sft.max_stepz=1", "-o", tmp_path / "t")

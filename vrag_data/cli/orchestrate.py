@@ -16,16 +16,16 @@ from typing import Any
 
 import typer
 
-from vrag_data.cli.common import console, fail, friendly_errors
+from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.offline import OFFLINE_ENV
 
 OFFLINE = OFFLINE_ENV
 
 
-def _workspace(config: Path | None, workspace: Path | None) -> Path:
+def _workspace(config: Path | None, workspace: Path | None, sets: list[str] | None = None) -> Path:
     from vrag_data.config import load_config
 
-    root = str(workspace) if workspace is not None else load_config(config).workspace
+    root = str(workspace) if workspace is not None else load_config(config, sets or ()).workspace
     if "://" in root:
         fail(f"{root}: the local Prefect server keeps its state in a local workspace folder; pass -w with a local path")
     return Path(root).expanduser().resolve()
@@ -51,11 +51,11 @@ def print_outputs(summary: dict[str, Any]) -> None:
         console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
 
 
-def _check(config: Path, workspace: Path | None = None) -> None:
+def _check(config: Path, workspace: Path | None = None, sets: list[str] | None = None) -> None:
     from vrag_data.config import load_config
     from vrag_data.config_check import check_run_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, sets or ())
     if workspace is not None:  # the workspace the run will use (it may already hold the tasks)
         cfg = cfg.model_copy(update={"workspace": str(workspace)})
     check_run_config(cfg, str(config))
@@ -108,14 +108,15 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Option(..., "--config", help="Run config (YAML), e.g. configs/demo.yaml."),
         runner: str | None = typer.Option(None, "--runner", help="local | ray (default: the config's runner.kind)."),
         workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+        sets: list[str] | None = set_option(),
     ) -> None:
         """Run the synth flow (the whole pipeline) in this process; shards on threads or on Ray."""
         from flows.local import healthy, read_state
 
         if runner is not None and runner not in ("local", "ray"):
             fail(f"--runner {runner!r}: use local or ray")
-        ws = _workspace(config, workspace)
-        _check(config, ws)  # the whole config, before any server starts or any folder is created
+        ws = _workspace(config, workspace, sets)
+        _check(config, ws, sets)  # the whole config, before any server starts or any folder is created
         for k, v in OFFLINE.items():
             os.environ.setdefault(k, v)
         state = read_state(ws)
@@ -136,7 +137,7 @@ def register(app: typer.Typer) -> None:
         try:
             from flows.flows import synth
 
-            summary = synth(str(config.resolve()), workspace=str(ws), runner=runner)
+            summary = synth(str(config.resolve()), workspace=str(ws), runner=runner, sets=sets or None)
         finally:
             if temporary is not None:
                 temporary.stop()

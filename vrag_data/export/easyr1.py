@@ -50,7 +50,8 @@ class EasyR1Writer:
         task, rec = item.task, item.rec
         refs = item.refs or [ImageRef(page_id=p) for p in task.evidence_pages]
         try:
-            images = [self.store.materialise(ref, item.max_pixels) for ref in refs]
+            # the prompt's own images are the row's (materialised once, as the SFT records show them)
+            images = list(rec.images) if item.refs else [self.store.materialise(ref, item.max_pixels) for ref in refs]
         except (MissingImage, BadImage) as err:
             if self.skip is not None:
                 self.skip("easyr1", rec.id, "missing_image" if isinstance(err, MissingImage) else "bad_image", f"task {task.task_id}: {err}")

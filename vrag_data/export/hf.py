@@ -61,6 +61,7 @@ RL_FEATURES = datasets.Features(
             "index": datasets.Value("int64"),
             "split": datasets.Value("string"),
             "shown_pages": datasets.List(datasets.Value("string")),
+            "sufficient": datasets.Value("bool"),
         },
         "file_name": datasets.Value("string"),
         "reference_page": datasets.List(datasets.Value("int64")),

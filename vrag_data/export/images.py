@@ -74,6 +74,8 @@ class ImageStore:
     def materialise(self, ref: ImageRef, max_pixels: int, crop_min_pixels: int | None = None) -> str:
         """The image of `ref` for training: a page at the family's processor size; a crop at its own size within
         `max_pixels`, scaled up to `crop_min_pixels` when the recipe shows crops at a standard resolution."""
+        crop = ref.box is not None or bool(ref.stacked)
+        crop_min_pixels = crop_min_pixels if crop else None  # a whole page ignores it: one file per page and size
         parts: list = [self.page_sha(ref.page_id), ref.model_dump(mode="json"), self.family, max_pixels]
         if crop_min_pixels:
             parts.append(crop_min_pixels)
@@ -86,7 +88,7 @@ class ImageStore:
         if final.exists():
             self.reused += 1
         else:
-            if ref.box is None and not ref.stacked:
+            if not crop:
                 img = self._page_at_family_size(ref.page_id, max_pixels)
             else:
                 try:

@@ -43,7 +43,7 @@ def rl_items(sources: Mapping[tuple[str, str], RlSource], tasks: Mapping[str, Ta
             # exactly as the SFT records of the same export are
             prompt = [{**m, "content": reword_coords(m["content"], words, src.coord_space, family)} for m in prompt]
         try:
-            images = [store.materialise(ref, mp) for ref in refs]
+            images = [store.materialise(ref, mp, hints.crop_min_pixels(recipe)) for ref in refs]  # as the SFT records
         except (MissingImage, BadImage) as err:
             skip("rl", f"{task_id}:{recipe}", "missing_image" if isinstance(err, MissingImage) else "bad_image", f"task {task_id}: {err}")
             continue
@@ -63,5 +63,7 @@ def rl_items(sources: Mapping[tuple[str, str], RlSource], tasks: Mapping[str, Ta
             shown = [r.page_id for r in refs]
             rec.reward_model.ground_truth = evidence_ground_truth(task, shown, src.evidence)
             rec.extra_info["sufficient"] = bool(task.evidence_pages) and set(task.evidence_pages) <= set(shown)
+        elif src.sufficient is not None:
+            rec.extra_info["sufficient"] = bool(src.sufficient)  # the run's label: VISOR's honesty gate reads it
         index += 1
         yield RlItem(rec, task, prompt, refs, recipe, mp, src.evidence, src.sufficient, evidence_rows=bool(h.get("evidence_rows")))

@@ -91,7 +91,9 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     stats = RunStats()
     # formats that take SFT records open now; the others once the SFT pass has told whether RL prompts carry images
     writers: dict[str, FormatWriter] = {f.name: f.open(ctx) for f in selected if f.sft}
-    sources = _sft_pass(run, [f for f in selected if f.sft], writers, ctx, pages, stats, summary, skips, on_trajectory)
+    tasks = {t.task_id: t for t in read_records(ws.tasks, Task)}
+    sources = _sft_pass(run, [f for f in selected if f.sft], writers, ctx, pages, stats, summary, skips, on_trajectory,
+                        {tid: t.split or "train" for tid, t in tasks.items()})
     if summary.n_kept == 0:
         summary.warnings.append(f"run {summary.run_id}: no kept trajectories; the export has empty splits")
 
@@ -100,7 +102,6 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     recipes = sorted({r for _, r in sources})
     for f in selected:
         summary.warnings += f.warnings(ctx, recipes)
-    tasks = {t.task_id: t for t in read_records(ws.tasks, Task)}
     held_out = validation_tasks((tid for tid, _ in sources), tasks, ctx.cfg.val_share, ctx.cfg.val_seed)
     n_rl = 0
     for item in rl_items(sources, tasks, ws.tasks, ctx.hints, ctx.store, pages, skips.add, ctx.cfg.ability, ctx.family):
@@ -184,10 +185,12 @@ def validation_tasks(task_ids: Iterable[str], tasks: dict[str, Task], share: flo
 
 def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatWriter], ctx: FormatContext,
               pages: PageSizes, stats: RunStats, summary: ExportSummary, skips: Skips,
-              on_trajectory: Callable[[], None] | None) -> dict[tuple[str, str], RlSource]:
+              on_trajectory: Callable[[], None] | None, splits: dict[str, str]) -> dict[tuple[str, str], RlSource]:
     """Every trajectory counted, every kept one converted once and handed to each SFT format; returns the RL
     sources: one trajectory's prompt per (task, recipe), from the RL keep-set in its order when the run's filter
-    wrote one (`RunDir.rl_verdicts`: the recipe's RL chain), else from the SFT-kept trajectories."""
+    wrote one (`RunDir.rl_verdicts`: the recipe's RL chain), else from the SFT-kept trajectories. Each SFT record
+    carries its task's split (`metadata["split"]`, "train" for a task gone from the workspace): a format writes a
+    record of another split apart from its training files, never into them."""
     verdicts = run.verdicts()
     rl_verdicts = run.rl_verdicts()
     hints = ctx.hints
@@ -215,6 +218,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
             continue
         for conv, rec in sft_records(traj, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
                                      hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe)):
+            rec.metadata["split"] = splits.get(traj.task_id, "train")
             stats.record(conv, rec)
             for f in sft_formats:
                 writers[f.name].write_sft(rec, conv.system)

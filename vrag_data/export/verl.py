@@ -40,6 +40,7 @@ _EXTRA = pa.struct(
         ("index", pa.int64()),
         ("split", pa.string()),
         ("shown_pages", pa.list_(pa.string())),
+        ("sufficient", pa.bool_()),  # EVisRAG's label (null when the recipe has none): its rewards read it
     ]
 )
 

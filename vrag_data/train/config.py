@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vrag_data.config import ConfigError, RoleConfig, apply_overrides
 from vrag_data.yamlio import read_yaml_mapping
@@ -47,12 +47,22 @@ class ModelConfig(_Section):
     coord_space: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
     min_pixels: int = 56 * 56
     max_pixels: int = 112 * 112  # VRAG-RL trains at 401408, UniDoc-RL at 200704
+    # compute dtype: the frozen parts are stored in it and matmuls run in it under autocast; the trainable
+    # parameters and the optimizer state stay fp32 ("master weights"): a bf16 weight above ~0.003 cannot take an
+    # update of lr x ~1 at lr 1e-5, so a bf16-stored policy barely learns
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    pure_bf16: bool = False  # store the trainable weights and AdamW's states in bf16 too (less memory, lost updates)
     freeze_vision_tower: bool = True
     freeze_projector: bool = True
     freeze_language_model: bool = False
-    gradient_checkpointing: bool = False
-    attn_implementation: str | None = None  # e.g. "flash_attention_2" / "sdpa" on GPUs
+    gradient_checkpointing: bool = False  # language-model layers only: a frozen vision tower runs once, without grad
+    attn_implementation: str | None = None  # e.g. "flash_attention_2" / "sdpa" / "flex_attention" on GPUs
+
+    @model_validator(mode="after")
+    def _pure_needs_bf16(self) -> ModelConfig:
+        if self.pure_bf16 and self.dtype != "bfloat16":
+            raise ValueError(f"pure_bf16 needs dtype bfloat16 (got {self.dtype}); set model.dtype: bfloat16 or drop pure_bf16")
+        return self
 
 
 class DataConfig(_Section):
@@ -72,12 +82,29 @@ class SftConfig(_Section):
     warmup_ratio: float = 0.1
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    bf16: bool = False  # GPU only
+    bf16: bool = False  # bf16 autocast over fp32 weights; implied by model.dtype bfloat16
     logging_steps: int = 1
     save_steps: int = 500
     save_total_limit: int | None = 2
     seed: int = 0
     dataloader_workers: int = 0
+    # several records per row with attention kept inside each record (per-record position ids: varlen kernels
+    # under flash attention, a block-diagonal mask under sdpa/eager), as LLaMA-Factory's neat_packing
+    packing: bool = False
+    packing_len: int | None = None  # tokens per packed row; None = data.cutoff_len
+    group_by_length: bool = False  # unpacked batches of similar length (less padding)
+    peak_tflops: float | None = None  # the GPU's dense bf16 peak for the logged MFU; None = looked up by name
+
+
+class RolloutConfig(_Section):
+    # "hf": the policy's own `generate`; "vllm": a colocated vLLM engine with the weights synced after each update
+    # (needs `vllm` installed: a missing engine stops the run, it is never swapped for another)
+    engine: Literal["hf", "vllm"] = "hf"
+    # the episodes of a step (tasks x group) run together and each decoding round is one batched generate call;
+    # False = one episode and one sequence at a time (the reference the batched path is tested against)
+    concurrent: bool = True
+    max_batch_size: int = 64  # sequences per generate call (bounds the KV cache)
+    vllm_gpu_memory_utilization: float = 0.3  # vLLM's share of the GPU beside the trainer
 
 
 class RlConfig(_Section):
@@ -112,6 +139,7 @@ class RlConfig(_Section):
     judge: RoleConfig | Literal["rules"] | None = None
     seed: int = 0
     save_steps: int = 0  # 0 = only at the end
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
 
 
 class TrainConfig(_Section):

@@ -1,0 +1,273 @@
+"""Table structure from the words inside a table region: rows, columns, merged header rows, stacked tables, and
+tables of contents / indexes told apart from data.
+
+The layout model finds where a table is; its predicted cell grid, read back from its text lines, merges adjacent rows
+and columns and keeps multi-row headers as data (a 3-year table over a 2-year one becomes one grid, every value of the
+second shifted a column). Here the grid is rebuilt from word geometry, which PDFs keep exact:
+- a line = words whose vertical extents overlap; a segment = words of a line with no column-wide gap between them
+  ("$" and a trailing ")" or "%" stick to their number);
+- columns = x ranges covered by the value segments of enough data lines (a single long label does not bridge two);
+- header = the leading lines before the first data line that have no row label (or the first line, when it holds no
+  values); each header line names the columns under it, and the names of all header lines are joined top to bottom;
+- a header-like line (no label, no values, years or several segments) after data lines starts a new table;
+- a label-only line followed by a line whose label starts in lower case is one wrapped label.
+A table whose rows end in ascending page numbers (or with dot leaders, or titled contents / index) is a table of
+contents and never question material.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from statistics import median
+
+Rect = tuple[float, float, float, float]
+Word = tuple[Rect, str]
+
+_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*\(?\d[\d,.]*\)?\s*(%|pp|bps|x)?\)?%?", re.I)
+_YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
+_UNIT = re.compile(r"^\(?\s*(in\s+(thousands|millions|billions)|dollars in|amounts in|unaudited|except\b)", re.I)
+_STICK_RIGHT = re.compile(r"^[$\u20ac\u00a3]$")  # a currency sign stands left of its number
+_STICK_LEFT = re.compile(r"^[)%]+$|^\)%$")  # a closing bracket or percent sign printed apart from its number
+_PAGE_NO = re.compile(r"^(\d{1,4}|[ivxlc]{1,6})$", re.I)
+_TOC_WORDS = re.compile(r"\b(table of contents|contents|index)\b", re.I)
+GAP_EM = 0.8  # a horizontal gap wider than this many word heights separates two cells
+MIN_COVER = 0.25  # share of data lines that must cover an x position for it to belong to a column
+
+
+def is_value(text: str) -> bool:
+    """A number as printed in a cell ("$ 4,180,339", "(26)%", "1.5x"), not a year (a year names a column)."""
+    t = text.strip()
+    return bool(t) and bool(_NUMBER.fullmatch(t)) and not _YEAR.fullmatch(t) and any(c.isdigit() for c in t)
+
+
+@dataclass
+class Seg:
+    x0: float
+    x1: float
+    text: str
+
+
+@dataclass
+class Line:
+    y0: float
+    y1: float
+    segs: list[Seg]
+    label: str = ""  # the row label (left-most text segment), when the line has one
+    cells: list[Seg] = field(default_factory=list)  # the other segments
+
+    @property
+    def has_value(self) -> bool:
+        return any(is_value(s.text) for s in self.cells)
+
+
+@dataclass
+class Table:
+    header: list[str]  # [row-label column name, column names...]
+    rows: list[list[str]]  # [row label, values...]
+    rect: Rect
+    kind: str = "data"  # data | toc
+
+    def markdown(self) -> str:
+        esc = lambda s: " ".join(s.split()).replace("|", "\\|")  # noqa: E731
+        lines = ["| " + " | ".join(esc(h) for h in self.header) + " |",
+                 "| " + " | ".join("---" for _ in self.header) + " |"]
+        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in self.rows]
+        return "\n".join(lines)
+
+
+def _group_lines(words: list[Word]) -> list[list[Word]]:
+    ws = sorted(words, key=lambda w: ((w[0][1] + w[0][3]) / 2, w[0][0]))
+    lines: list[list[Word]] = []
+    band = (0.0, 0.0)
+    for r, t in ws:
+        h = max(r[3] - r[1], 0.1)
+        if lines:
+            ov = min(band[1], r[3]) - max(band[0], r[1])
+            if ov >= 0.5 * min(h, band[1] - band[0]):
+                lines[-1].append((r, t))
+                band = (min(band[0], r[1]), max(band[1], r[3]))
+                continue
+        lines.append([(r, t)])
+        band = (r[1], r[3])
+    return lines
+
+
+def _segments(line: list[Word], gap: float) -> list[Seg]:
+    segs: list[Seg] = []
+    for r, t in sorted(line, key=lambda w: w[0][0]):
+        if segs and (r[0] - segs[-1].x1 <= gap or _STICK_RIGHT.match(segs[-1].text) or _STICK_LEFT.match(t)):
+            segs[-1] = Seg(segs[-1].x0, max(segs[-1].x1, r[2]), f"{segs[-1].text} {t}")
+        else:
+            segs.append(Seg(r[0], r[2], t))
+    return segs
+
+
+def _bands(lines: list[Line], width: Rect) -> list[tuple[float, float]]:
+    """Column x ranges: positions covered by the cells of at least MIN_COVER of the data lines (all lines with
+    cells when no line holds a value: a table of text)."""
+    data = [ln for ln in lines if ln.has_value] or [ln for ln in lines if ln.cells]
+    if not data:
+        return []
+    x0, x1 = int(width[0]) - 1, int(width[2]) + 2
+    cover = [0] * (x1 - x0 + 1)
+    for ln in data:
+        for s in ln.cells:
+            for x in range(max(x0, int(s.x0)), min(x1, int(s.x1) + 1)):
+                cover[x - x0] += 1
+    need = max(1, MIN_COVER * len(data))
+    bands: list[tuple[float, float]] = []
+    start = None
+    for i, c in enumerate(cover + [0]):
+        if c >= need and start is None:
+            start = i
+        elif c < need and start is not None:
+            bands.append((float(start + x0), float(i - 1 + x0)))
+            start = None
+    return bands
+
+
+def _dist(s: Seg, b: tuple[float, float]) -> float:
+    return max(0.0, b[0] - s.x1, s.x0 - b[1])
+
+
+def _place(segs: list[Seg], bands: list[tuple[float, float]]) -> dict[int, str]:
+    """Body cells: each segment to the band it overlaps most (the nearest when none)."""
+    out: dict[int, str] = {}
+    for s in segs:
+        k = min(range(len(bands)), key=lambda i: (_dist(s, bands[i]), -(min(s.x1, bands[i][1]) - max(s.x0, bands[i][0]))))
+        out[k] = f"{out[k]} {s.text}" if k in out else s.text
+    return out
+
+
+def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple[str, list[str]]:
+    """Column names from the header lines. A line of several segments partitions the columns (each column takes
+    its nearest segment: group titles are centred over their columns); a lone segment names the columns it
+    overlaps; unit lines ("in millions") and a lone segment over every column (a title) name nothing."""
+    names = [""] * len(bands)
+    label_name = ""
+    for ln in header:
+        segs = [s for s in ln.cells if not _UNIT.match(s.text)]
+        if ln.label and not _UNIT.match(ln.label):
+            label_name = f"{label_name} {ln.label}".strip()
+        if not segs:
+            continue
+        if len(segs) == 1:
+            hit = [i for i, b in enumerate(bands) if min(segs[0].x1, b[1]) - max(segs[0].x0, b[0]) > 0]
+            if len(hit) == len(bands) and len(bands) > 1:
+                continue
+            picks = {i: segs[0].text for i in hit}
+        else:
+            picks = {i: min(segs, key=lambda s: (_dist(s, b), -(min(s.x1, b[1]) - max(s.x0, b[0])))).text
+                     for i, b in enumerate(bands)}
+        for i, text in picks.items():
+            if not names[i].endswith(text):
+                names[i] = f"{names[i]} {text}".strip()
+    return label_name, names
+
+
+def _split_label(segs: list[Seg], first_band: float | None) -> tuple[str, list[Seg]]:
+    if segs and not is_value(segs[0].text) and (first_band is None or segs[0].x0 < first_band - 1):
+        return segs[0].text, segs[1:]
+    return "", segs
+
+
+def _header_like(ln: Line) -> bool:
+    return not ln.label and bool(ln.cells) and not ln.has_value and (
+        len(ln.cells) >= 2 or any(_YEAR.search(s.text) for s in ln.cells))
+
+
+def _build(lines: list[Line], rect: Rect) -> Table | None:
+    bands = _bands(lines, rect)
+    if not bands:
+        return None
+    # re-split labels now that the first column's left edge is known: a label must start left of it
+    for ln in lines:
+        ln.label, ln.cells = _split_label(ln.segs, bands[0][0])
+    n_head = 0
+    for i, ln in enumerate(lines):
+        if ln.has_value or (ln.label and i > 0):
+            break
+        n_head = i + 1
+    head, body = lines[:n_head], lines[n_head:]
+    label_name, names = _header_names(head, bands)
+    rows: list[list[str]] = []
+    pending = ""  # a wrapped label's first line
+    for ln in body:
+        placed = _place(ln.cells, bands)
+        label = ln.label
+        if pending and (not label or label[:1].islower()):
+            label = f"{pending} {label}".strip()
+        elif pending:
+            rows.append([pending] + [""] * len(bands))
+        pending = ""
+        if label and not placed:
+            pending = label
+            continue
+        rows.append([label] + [placed.get(i, "") for i in range(len(bands))])
+    if pending:
+        rows.append([pending] + [""] * len(bands))
+    keep = [i for i in range(len(bands)) if any(r[i + 1] for r in rows)]
+    if not rows or not keep:
+        return None
+    y0 = min(ln.y0 for ln in lines)
+    y1 = max(ln.y1 for ln in lines)
+    return Table([label_name] + [names[i] for i in keep], [[r[0]] + [r[i + 1] for i in keep] for r in rows],
+                 (rect[0], y0, rect[2], y1))
+
+
+def _stacked(lines: list[Line]) -> list[list[Line]]:
+    """Split where a header-like line follows data lines and data lines follow it (two tables one above the other)."""
+    parts: list[list[Line]] = [[]]
+    seen_data = False
+    for i, ln in enumerate(lines):
+        if seen_data and _header_like(ln) and any(x.has_value for x in lines[i + 1:i + 4]):
+            parts.append([])
+            seen_data = False
+        parts[-1].append(ln)
+        seen_data = seen_data or ln.has_value
+    return [p for p in parts if p]
+
+
+def is_toc(table: Table, context: str = "") -> bool:
+    """Contents or index: rows end in page numbers that mostly ascend, or have dot leaders, or the table (or the
+    text just above it) says so."""
+    texts = [c for r in table.rows for c in r if c]
+    if any(re.search(r"\.{4,}|(\. ){3,}", t) for t in texts) and len(table.rows) >= 3:
+        return True
+    if any(h.strip().lower() in ("page", "pages", "page no.", "page number") for h in table.header):
+        return True
+    last = [next((c for c in reversed(r[1:]) if c), "") for r in table.rows]
+    nums = [int(x) for x in last if re.fullmatch(r"\d{1,4}", x)]
+    paged = sum(bool(_PAGE_NO.fullmatch(x)) for x in last)
+    if len(table.rows) >= 4 and paged >= 0.6 * len(table.rows) and len(nums) >= 3:
+        up = sum(b >= a for a, b in zip(nums, nums[1:]))
+        if up >= 0.8 * (len(nums) - 1) and all(not is_value(c) for r in table.rows for c in r[1:-1] if c):
+            return True
+    return bool(_TOC_WORDS.search(context)) and paged >= 0.5 * max(1, len(table.rows))
+
+
+def tables_in_region(words: list[Word], rect: Rect, context: str = "") -> list[Table]:
+    """The tables inside one table region (usually one; two stacked tables give two), each marked data or toc.
+    `words` are the page's words in page points; `context` is text near the region (a heading)."""
+    inside = [(r, t) for r, t in words
+              if rect[0] - 2 <= (r[0] + r[2]) / 2 <= rect[2] + 2 and rect[1] - 2 <= (r[1] + r[3]) / 2 <= rect[3] + 2]
+    if not inside:
+        return []
+    em = median(max(r[3] - r[1], 1.0) for r, _ in inside)
+    lines: list[Line] = []
+    for grp in _group_lines(inside):
+        segs = _segments(grp, GAP_EM * em)
+        label, cells = _split_label(segs, None)
+        lines.append(Line(min(r[1] for r, _ in grp), max(r[3] for r, _ in grp), segs, label, cells))
+    bands = _bands(lines, rect)
+    if bands:  # a label starts left of the first column: header lines of years or titles have none
+        for ln in lines:
+            ln.label, ln.cells = _split_label(ln.segs, bands[0][0])
+    out = []
+    for part in _stacked(lines):
+        t = _build(part, rect)
+        if t is not None:
+            t.kind = "toc" if is_toc(t, context) else "data"
+            out.append(t)
+    return out
