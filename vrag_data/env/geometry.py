@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import re
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
-from vrag_data.schema.geometry_types import Box
+if TYPE_CHECKING:  # a pydantic record: the box math the rewards use imports none of it (see `crop_box`)
+    from vrag_data.schema.geometry_types import Box
 
 CoordSpace = Literal["qwen2.5-vl", "qwen3-vl", "norm1000", "raw"]
 COORD_SPACES: tuple[str, ...] = ("qwen2.5-vl", "qwen3-vl", "norm1000", "raw")
@@ -239,6 +240,8 @@ def crop_box(
         )
     ex1, ey1, ex2, ey2 = _clamp((rx1 - margin, ry1 - margin, rx2 + margin, ry2 + margin), rw, rh)
     region = (math.floor(ex1), math.floor(ey1), math.ceil(ex2), math.ceil(ey2))
+    from vrag_data.schema.geometry_types import Box
+
     return CropResult(
         True,
         region=Box.from_raw(region, rw, rh),

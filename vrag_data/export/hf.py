@@ -94,26 +94,39 @@ def rl_row(rec: RlRecord) -> dict[str, Any]:
 
 
 SHARD_BYTES = 128 << 20  # image bytes per parquet shard
+CONFIGS = ("sft", "rl")
 
 
 class HfWriter:
+    """One shard writer per (record type, split): a task's own split (a benchmark's `test`) or the RL validation
+    split never lands in `train`. Images are referenced (`images/<hash>.jpg`, relative to the export folder: the
+    bytes stay in the shared `images/`, once) or, with `hf_images: embed`, embedded once per shard."""
+
     name = "hf"
 
-    def __init__(self, out_root: Path, shard_size: int) -> None:
-        self.out_root = out_root
+    def __init__(self, out_root: Path, shard_size: int, images: str = "reference") -> None:
+        self.out_root, self.shard_size, self.images = out_root, shard_size, images
         self.dir = out_root / "hf"
         shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
-        self.sft = self._writer("sft", shard_size, SFT_FEATURES)
-        self.rl = self._writer("rl", shard_size, RL_FEATURES)
+        self.writers: dict[tuple[str, str], ShardWriter] = {}
 
-    def _writer(self, split: str, shard_size: int, features: datasets.Features) -> ShardWriter:
-        bytes_of = _DistinctImageBytes(self.out_root)
-        return ShardWriter(self.out_root, self.dir / "data", split, "parquet", shard_size, features.arrow_schema,
-                           prepare=bytes_of.embed, weigh=bytes_of.weigh, max_bytes=SHARD_BYTES,
-                           dictionary=["images.list.element.bytes", "images.list.element.path"])
+    def _writer(self, config: str, split: str) -> ShardWriter:
+        w = self.writers.get((config, split))
+        if w is None:
+            features = SFT_FEATURES if config == "sft" else RL_FEATURES
+            if self.images == "embed":
+                bytes_of = _DistinctImageBytes(self.out_root)
+                w = ShardWriter(self.out_root, self.dir / "data", f"{config}-{split}", "parquet", self.shard_size,
+                                features.arrow_schema, prepare=bytes_of.embed, weigh=bytes_of.weigh,
+                                max_bytes=SHARD_BYTES, dictionary=["images.list.element.bytes", "images.list.element.path"])
+            else:
+                w = ShardWriter(self.out_root, self.dir / "data", f"{config}-{split}", "parquet", self.shard_size,
+                                features.arrow_schema, prepare=_image_paths)
+            self.writers[(config, split)] = w
+        return w
 
     def write_sft(self, rec: SftRecord, system: str) -> None:
-        self.sft.add(
+        self._writer("sft", str(rec.metadata.get("split") or "train")).add(
             {
                 "id": rec.id,
                 "recipe": rec.recipe,
@@ -128,32 +141,41 @@ class HfWriter:
         )
 
     def write_rl(self, item: RlItem) -> None:
-        self.rl.add(rl_row(item.rec))
+        self._writer("rl", str(item.rec.extra_info.get("split") or "train")).add(rl_row(item.rec))
 
     def close(self) -> Written:
-        # no zero-row shards (`datasets` cannot read them): the card declares only the configs that have rows
-        self.sft.close()
-        self.rl.close()
-        return Written({"sft": self.sft.rows, "rl": self.rl.rows}, self._name_by_content())
+        # no zero-row shards (`datasets` cannot read them): the card declares only the splits that have rows
+        splits: dict[str, dict[str, int]] = {}
+        for (config, split), w in sorted(self.writers.items()):
+            w.close()
+            splits.setdefault(config, {})[split] = w.rows
+        counts = {c: sum(splits.get(c, {}).values()) for c in CONFIGS}
+        return Written(counts, self._name_by_content(), splits)
 
     def _name_by_content(self) -> dict[str, list[str]]:
-        """Shards renamed `<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder
+        """Shards renamed `<type>-<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder
         name and the card's file patterns, so two exports (both `hf/`) with the same names would load each other's
-        cached rows. Returns the card's file list per split, relative to `hf/`."""
+        cached rows. Returns the card's file list per `<type>/<split>`, relative to `hf/`."""
         digest = hashlib.sha256()
-        for p in self.sft.paths + self.rl.paths:
-            digest.update(p.name.encode())
-            with p.open("rb") as f:
-                while block := f.read(1 << 20):
-                    digest.update(block)
+        for key in sorted(self.writers):
+            for p in self.writers[key].paths:
+                digest.update(p.name.encode())
+                with p.open("rb") as f:
+                    while block := f.read(1 << 20):
+                        digest.update(block)
         tag = digest.hexdigest()[:12]
         files: dict[str, list[str]] = {}
-        for split, writer in (("sft", self.sft), ("rl", self.rl)):
+        for (config, split), writer in sorted(self.writers.items()):
             for p in writer.paths:
-                new = p.with_name(f"{split}-{tag}-{p.stem.rsplit('-', 1)[-1]}.parquet")
+                new = p.with_name(f"{config}-{split}-{tag}-{p.stem.rsplit('-', 1)[-1]}.parquet")
                 os.replace(p, new)
-                files.setdefault(split, []).append(f"data/{new.name}")
+                files.setdefault(f"{config}/{split}", []).append(f"data/{new.name}")
         return files
+
+
+def _image_paths(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`Image` values that name the shared file (relative to the export folder) and embed nothing."""
+    return [{**r, "images": [{"bytes": None, "path": p} for p in r["images"]]} for r in rows]
 
 
 class HfFormat(FormatDefaults):
@@ -163,7 +185,7 @@ class HfFormat(FormatDefaults):
     name, label, entry, sft, rl = "hf", "HF dataset", "hf", True, True
 
     def open(self, ctx: FormatContext) -> HfWriter:
-        return HfWriter(ctx.out, ctx.shard_size)
+        return HfWriter(ctx.out, ctx.shard_size, ctx.cfg.hf_images)
 
     def card_section(self, written: Written) -> str:
         return ("- HF dataset (`hf/`): `datasets.load_dataset(\"<export>/hf\", \"sft\")` (or `\"rl\"`), "

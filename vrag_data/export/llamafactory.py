@@ -84,6 +84,8 @@ class LlamaFactoryWriter:
         self.writers: dict[str, ShardWriter] = {}
 
     def write_sft(self, rec: SftRecord, system: str) -> None:
+        if rec.metadata.get("split", "train") != "train":
+            return  # a test task never reaches a training file (the HF `sft` config holds it under its own split)
         w = self.writers.get(rec.recipe)
         if w is None:
             w = self.writers[rec.recipe] = ShardWriter(self.out_root, self.dir / rec.recipe, "part", "json", self.shard_size)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from vrag_data.ingest.geometry import Rect, area, center_in, covered
+from vrag_data.ingest.tables import tables_in_region
 from vrag_data.ingest.textlayer import to_page_rect
 from vrag_data.schema.records import LayoutClass
 
@@ -129,6 +130,32 @@ def _table_from_group(group: dict[str, Any], words: list[tuple[Rect, str]], m: A
     return grid_markdown(grid)
 
 
+def _add_tables(result: PageLayout, group: dict[str, Any], words: list[tuple[Rect, str]], m: Any, rect: Rect,
+                context: str) -> None:
+    """The region's tables rebuilt from word geometry (`tables.py`); the model's own grid only when that finds no
+    grid (a region of one column). A table of contents or an index turns the region's block into `other`: it is
+    navigation, never question material. The markdown blocks keep the "find_tables" source: downstream ranks the
+    structured table block by that name."""
+    try:
+        tables = tables_in_region(words, rect, context)
+    except Exception:  # noqa: BLE001 - a malformed region must not lose the page's other blocks
+        tables = []
+    if any(t.kind == "toc" for t in tables):
+        result.blocks[-1].cls, result.blocks[-1].model_cls = "other", "table-of-contents"
+    data = [t for t in tables if t.kind == "data"]
+    if not tables:
+        try:
+            md = _table_from_group(group, words, m)
+        except Exception:  # noqa: BLE001
+            md = ""
+        data_md = [(rect, md)] if md else []
+    else:
+        data_md = [(t.rect, t.markdown()) for t in data]
+    for r, md in data_md:
+        result.blocks.append(RawBlock(rect=r, cls="table", source="find_tables", text=md, model_cls="table"))
+        result.tables_md.append(md)
+
+
 def analyse_layout(page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
     """Run the layout model once (its table grids included), then vector charts, for one page."""
     m = page.rotation_matrix if page.rotation else None
@@ -138,6 +165,8 @@ def analyse_layout(page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
             page.get_layout(return_raw=True)  # groups with class, box, member lines and table cells
         groups = page.layout_information or []
     result = PageLayout()
+    context = " ".join(text_in_rect(words, to_page_rect(tuple(g["group_bbox"][:4]), m)) for g in groups
+                       if g.get("class_name") in ("title", "section-header", "page-header"))
     for group in groups:
         name = str(group.get("class_name", ""))
         rect = to_page_rect(tuple(group["group_bbox"][:4]), m)
@@ -145,14 +174,7 @@ def analyse_layout(page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
             RawBlock(rect=rect, cls=map_model_class(name), source="pymupdf", text=text_in_rect(words, rect), model_cls=name)
         )
         if name == "table":
-            try:
-                md = _table_from_group(group, words, m)
-            except Exception:  # noqa: BLE001 - a malformed grid must not lose the page's other blocks
-                md = ""
-            # kept as the "find_tables" source: downstream ranks the markdown table block by that name
-            result.blocks.append(RawBlock(rect=rect, cls="table", source="find_tables", text=md, model_cls="table"))
-            if md:
-                result.tables_md.append(md)
+            _add_tables(result, group, words, m, rect, context)
     drawings = [to_page_rect(tuple(r), m) for r in page.cluster_drawings(x_tolerance=15, y_tolerance=15)]
     if drawings:
         result.blocks.extend(find_charts(result.blocks, drawings, page.rect.width * page.rect.height))

@@ -5,10 +5,13 @@ two paths cannot drift apart."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vrag_data.rewards.format import evidence_map, parse_evidence, tag_contents
 from vrag_data.rewards.retrieval import dedup
-from vrag_data.schema.records import Task, Trajectory
+
+if TYPE_CHECKING:  # the records are pydantic: the reward entry points import none of it
+    from vrag_data.schema.records import Task, Trajectory
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from vrag_data.env.actions import parse_action
+from vrag_data.env.parse import action_kind
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER, REACT_SELECT_CROP
 
 _ACTION_RE = re.compile(r"<(search|select|bbox|crop|read|answer)>(.*?)</\1>", re.S)
@@ -49,8 +49,8 @@ def unidoc_rl_format(texts: Sequence[str]) -> float:
     with an answer."""
     if not texts:
         return 0.0
-    actions = [parse_action(t, REACT_SELECT_CROP) for t in texts]
-    return float(all(a.kind != "invalid" for a in actions) and actions[-1].kind == "answer")
+    kinds = [action_kind(t, REACT_SELECT_CROP) for t in texts]
+    return float(all(k != "invalid" for k in kinds) and kinds[-1] == "answer")
 
 
 def visor_format_invalid(texts: Sequence[str]) -> bool:
@@ -70,7 +70,7 @@ def visor_format_invalid(texts: Sequence[str]) -> bool:
 def evisrag_format(text: str) -> float:
     """EVisRAG format reward: <observe>, <evidence>, <think>, <answer> each exactly once, in this order, with
     numbered evidence lines (the evisrag action grammar)."""
-    return float(bool(text.strip()) and parse_action(text, OBSERVE_EVIDENCE_ANSWER).kind != "invalid")
+    return float(bool(text.strip()) and action_kind(text, OBSERVE_EVIDENCE_ANSWER) != "invalid")
 
 
 _EVIDENCE_LINE = re.compile(r"\[(\d+)\]\s*:\s*(.*?)(?=\n\s*\[\d+\]\s*:|\Z)", re.S)

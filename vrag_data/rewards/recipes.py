@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vrag_data.rewards.answer import INSUFFICIENT, answer_correct, is_unanswerable, normalize_answer, token_f1
 from vrag_data.rewards.crop import crop_reward
@@ -27,7 +27,9 @@ from vrag_data.rewards.retrieval import (
     selection_reward,
     visor_retrieval_reward,
 )
-from vrag_data.schema.records import Task, Trajectory
+
+if TYPE_CHECKING:  # the records are pydantic: the reward entry points import none of it
+    from vrag_data.schema.records import Task, Trajectory
 
 DEFAULT_WEIGHTS: dict[str, dict[str, float]] = {
     "vrag_rl": {"judge": 0.7, "format": 0.1, "ndcg": 0.2},

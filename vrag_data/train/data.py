@@ -263,6 +263,27 @@ def encode_example(
     return Encoded(input_ids=ids, labels=labels, pixel_values=pixel_values, image_grid_thw=grid, truncated=truncated)
 
 
+def _image_size(im: Path | bytes) -> tuple[int, int]:
+    with Image.open(io.BytesIO(im) if isinstance(im, bytes) else im) as f:  # reads the header, not the pixels
+        return f.size
+
+
+def record_length(ex: SftExample, tokenizer: Any, image_processor: Any, default_system: str | None = None) -> int:
+    """The token count `encode_example` gives `ex` before the cut, from the text and the image sizes alone
+    (length-grouped batches and packing need every length up front; decoding every image for it would not pay)."""
+    merge = getattr(image_processor, "merge_size", 2)
+    grids = []
+    for im in ex.images:
+        w, h = _image_size(im)
+        grids.append([1, 1, image_processor.get_number_of_image_patches(h, w)])
+    n, g = 0, 0
+    for text, _ in render_segments(ex.messages, default_system):
+        k = text.count(IMAGE_TAG)
+        n += len(tokenizer(expand_image_tags(text, grids[g : g + k], merge), add_special_tokens=False)["input_ids"])
+        g += k
+    return n
+
+
 class SftDataset(torch.utils.data.Dataset):
     """Encodes lazily so images are decoded only when a batch needs them."""
 
@@ -276,6 +297,9 @@ class SftDataset(torch.utils.data.Dataset):
 
     def __len__(self) -> int:
         return len(self.examples)
+
+    def lengths(self) -> list[int]:
+        return [record_length(ex, self.tokenizer, self.image_processor, self.default_system) for ex in self.examples]
 
     def __getitem__(self, i: int) -> Encoded:
         return encode_example(self.examples[i], self.tokenizer, self.image_processor, self.cutoff_len,

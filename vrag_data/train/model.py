@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +11,9 @@ import torch
 
 from vrag_data.errors import VragError
 from vrag_data.train.config import ModelConfig, TinyModelConfig
+from vrag_data.train.precision import DTYPES as _DTYPES
+from vrag_data.train.precision import Precision, apply_master_weights, resolve_precision
 from vrag_data.train.tiny import IMAGE_PAD, build_tiny_model, make_image_processor, train_tokenizer
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -21,6 +21,11 @@ class Policy:
     model: Any
     tokenizer: Any
     image_processor: Any
+    precision: Precision = field(default_factory=Precision)
+
+    def autocast(self) -> Any:
+        """The compute-dtype autocast for forwards and generation on the model's device."""
+        return self.precision.autocast(next(self.model.parameters()).device)
 
     @property
     def image_token_id(self) -> int:
@@ -37,15 +42,26 @@ class Policy:
         self.image_processor.save_pretrained(out)
 
 
-def load_policy(cfg: ModelConfig, texts: Iterable[str] = ()) -> Policy:
-    """`texts` only matter for the tiny model: its tokenizer is trained on them (plus built-in agent text)."""
+def load_policy(cfg: ModelConfig, texts: Iterable[str] = (), bf16_autocast: bool = False) -> Policy:
+    """`texts` only matter for the tiny model: its tokenizer is trained on them (plus built-in agent text).
+
+    The model is stored in `cfg.dtype`, then its trainable parameters are recast to fp32 master weights unless
+    `cfg.pure_bf16` (see `precision`); `bf16_autocast` = bf16 matmuls over an fp32 model (SFT's `sft.bf16`)."""
+    precision = resolve_precision(cfg, bf16_autocast)
     if cfg.path:
-        return _load_pretrained(cfg)
-    tiny = cfg.tiny or TinyModelConfig()
-    tokenizer = train_tokenizer(texts, vocab_size=tiny.vocab_size)
-    model = build_tiny_model(tiny, tokenizer).to(_DTYPES[cfg.dtype])
-    policy = Policy(model, tokenizer, make_image_processor(cfg.min_pixels, cfg.max_pixels))
+        policy = _load_pretrained(cfg)
+    else:
+        tiny = cfg.tiny or TinyModelConfig()
+        tokenizer = train_tokenizer(texts, vocab_size=tiny.vocab_size)
+        model = build_tiny_model(tiny, tokenizer).to(_DTYPES[cfg.dtype])
+        if cfg.attn_implementation:
+            model.set_attn_implementation(cfg.attn_implementation)
+        policy = Policy(model, tokenizer, make_image_processor(cfg.min_pixels, cfg.max_pixels))
     apply_freezing(policy.model, cfg)
+    if cfg.gradient_checkpointing:
+        enable_checkpointing(policy.model)
+    apply_master_weights(policy.model, precision)
+    policy.precision = precision
     return policy
 
 
@@ -67,9 +83,6 @@ def _load_pretrained(cfg: ModelConfig) -> Policy:
     # The PIL image processor reads the same preprocessor_config.json and needs no torchvision.
     image_processor = Qwen2VLImageProcessorPil.from_pretrained(path, min_pixels=cfg.min_pixels,
                                                                max_pixels=cfg.max_pixels)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    apply_freezing(model, cfg)
     return Policy(model, tokenizer, image_processor)
 
 
@@ -95,3 +108,53 @@ def apply_freezing(model: Any, cfg: ModelConfig) -> dict[str, int]:
                 p.requires_grad_(False)
                 frozen["language_model"] += p.numel()
     return frozen
+
+
+def _no_grad_on(module: Any, inputs: Any) -> None:
+    module._vrag_grad_was = torch.is_grad_enabled()
+    torch.set_grad_enabled(False)
+
+
+def _no_grad_off(module: Any, inputs: Any, output: Any) -> None:
+    torch.set_grad_enabled(getattr(module, "_vrag_grad_was", True))
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Activation checkpointing on the language-model layers only.
+
+    A frozen vision tower has nothing to train: its blocks are not checkpointed (checkpointing would recompute
+    them in the backward pass whenever anything upstream asks for input gradients, as
+    `enable_input_require_grads` does) and, when the projector is frozen too, the whole tower runs without
+    autograd, so it is run once per step and keeps no activations.
+    """
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    visual = _vision(model)
+    if visual is None or any(p.requires_grad for n, p in visual.named_parameters() if not n.startswith("merger.")):
+        return
+    for m in visual.modules():
+        if hasattr(m, "gradient_checkpointing"):
+            m.gradient_checkpointing = False
+    if not any(p.requires_grad for p in visual.parameters()):
+        # hooks rather than a wrapped forward: they survive the deepcopy that makes RL's reference model
+        visual.register_forward_pre_hook(_no_grad_on)
+        visual.register_forward_hook(_no_grad_off)
+
+
+def describe_attention(model: Any, packing: bool = False) -> str:
+    """One line naming the attention kernels that run (language model, vision tower, packed records)."""
+    text = getattr(getattr(model, "config", None), "get_text_config", lambda: None)()
+    impl = getattr(text, "_attn_implementation", None) or getattr(model.config, "_attn_implementation", "?")
+    visual = _vision(model)
+    vis_impl = getattr(getattr(visual, "config", None), "_attn_implementation", None) if visual is not None else None
+    parts = [f"attention: {impl} (language model)"]
+    if vis_impl:
+        parts.append(f"{vis_impl} (vision tower{', one call per window' if vis_impl in ('sdpa', 'eager') else ''})")
+    if impl == "sdpa" and torch.cuda.is_available():
+        b = torch.backends.cuda
+        allowed = [n for n, on in (("flash", b.flash_sdp_enabled()), ("mem_efficient", b.mem_efficient_sdp_enabled()),
+                                   ("math", b.math_sdp_enabled())) if on]
+        parts.append("sdpa backends allowed: " + "/".join(allowed))
+    if packing:
+        parts.append("packed records: " + ("varlen by position ids" if "flash" in str(impl)
+                                           else "block-diagonal causal mask from position ids"))
+    return "; ".join(parts)
