@@ -1,14 +1,21 @@
 """Retrieval benchmark: recall of gold evidence pages on the shared corpus's answerable questions.
 
     .venv/bin/python bench/bench_retrieval.py [--corpus ../shared/corpus] [--workspace DIR] [--json out.json]
+        [--dense-model DIR] [--force-index] [--bm25-ablation]
 
 Ingests the corpus PDFs into a scratch workspace with `vrag_data.ingest.ingest_paths` (kept and reused when
-`--workspace` is given), then builds in-memory BM25 indexes for several configurations and reports
-recall@1/5/10 (share of a question's gold pages in the top k, averaged over questions), hit@k (at least
-one gold page in the top k), per document (the question's own document, MMLongBench-Doc style) and
-corpus-wide, plus single-query latency p50/p99 and batched throughput.
-Anchor (MM-Doc-R1, Table 3, MMLongBench-Doc, 5 pages within the document): BM25 42.0%, BGE-M3 51.3%,
-ColQwen2.5 65.4%.
+`--workspace` is given), builds the workspace's BM25 and dense indexes (`vrag_data.retrieve.build_index`'s
+builders: the dense page embeddings are cached in the workspace, so a second run only searches) and reports,
+per document (the question's own PDF, MMLongBench-Doc style), recall@1/5/10 by document type for
+
+    retriever  in  bm25 | dense | hybrid (RRF of both)
+    queries    in  as given | normalised | normalised + financial vocabulary
+
+plus the BM25 index as it was before page-level fields ("bm25 before"), and the CPU-seconds per page each index
+took to build. Recall@k = share of a question's gold pages in the top k, averaged over questions.
+`--bm25-ablation` adds the older table of BM25 features (each row adds one to the row above), per document and
+corpus-wide. Anchor (MM-Doc-R1, Table 3, MMLongBench-Doc, 5 pages within the document): BM25 42.0%, BGE-M3
+51.3%, ColQwen2.5 65.4%.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -27,12 +33,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from vrag_data.retrieve.base import Searcher  # noqa: E402
 from vrag_data.retrieve.bm25 import BM25Index, Bm25Params  # noqa: E402
-from vrag_data.retrieve.build import index_pages  # noqa: E402
+from vrag_data.retrieve.build import _aliases, build_bm25, index_pages  # noqa: E402
+from vrag_data.retrieve.normalize import QueryOptions  # noqa: E402
+from vrag_data.retrieve.searchers import HybridSearcher, NormalizedSearcher  # noqa: E402
 from vrag_data.schema.records import Document, Page  # noqa: E402
 from vrag_data.store import Workspace, read_records  # noqa: E402
 
 KS = (1, 5, 10)
+FINANCIAL = "Financial (all)"  # "Financial report" (MMLongBench-Doc) + FinanceBench's "Financial filing (...)"
+REWRITES: dict[str, QueryOptions | None] = {
+    "as given": None,
+    "normalised": QueryOptions(finance_vocab=False),
+    "normalised + finance vocab": QueryOptions(),
+}
 
 
 def load_questions(corpus: Path) -> list[dict]:
@@ -43,58 +58,26 @@ def load_questions(corpus: Path) -> list[dict]:
             continue  # unanswerable: no gold page
         stem = Path(r["doc_id"]).stem
         out.append({"id": r["id"], "question": r["question"], "stem": stem, "benchmark": r["source_benchmark"],
+                    "type": r.get("doc_type") or "unknown",
                     "gold": {f"{stem}_{p}" for p in r["evidence_pages"]}})
     return out
 
 
-def evaluate(index: BM25Index, questions: list[dict], scope: str, query_key: str = "question") -> dict:
-    sums: dict[str, float] = defaultdict(float)
-    per_bench: dict[str, list[float]] = defaultdict(list)
+def recall_by_type(searcher: Searcher, questions: list[dict], scope: str = "doc") -> dict[str, dict]:
+    """{"all" | type | FINANCIAL: {"R@1", "R@5", "R@10", "hit@5", "n"}} in percent."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for q in questions:
-        hits = index.search([q[query_key]], top_k=max(KS), doc_stem=q["stem"] if scope == "doc" else None)[0]
+        hits = searcher.search([q["question"]], top_k=max(KS), doc_stem=q["stem"] if scope == "doc" else None)[0]
         ranked = [h.page_id for h in hits]
-        for k in KS:
-            found = len(q["gold"] & set(ranked[:k]))
-            sums[f"recall@{k}"] += found / len(q["gold"])
-            sums[f"hit@{k}"] += float(found > 0)
-        per_bench[q["benchmark"]].append(len(q["gold"] & set(ranked[:5])) / len(q["gold"]))
-    n = len(questions)
-    out = {k: round(100 * v / n, 1) for k, v in sums.items()}
-    out["recall@5_by_benchmark"] = {b: (round(100 * statistics.mean(v), 1), len(v)) for b, v in per_bench.items()}
-    return out
-
-
-def latency(index: BM25Index, questions: list[dict], scope: str, repeat: int = 3) -> dict:
-    """Wall-clock per single-query call (p50/p99) and, for one batched call, queries per second of wall
-    time and of process CPU time (the latter is what an unloaded core gives; the machine may be shared)."""
-    times = []
-    for _ in range(repeat):
-        for q in questions:
-            t = time.perf_counter()
-            index.search([q["question"]], top_k=10, doc_stem=q["stem"] if scope == "doc" else None)
-            times.append(time.perf_counter() - t)
-    times.sort()
-    batch = [q["question"] for q in questions] * 10
-    wall, cpu = time.perf_counter(), time.process_time()
-    index.search(batch, top_k=10)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"p50_ms": round(1000 * times[len(times) // 2], 3), "p99_ms": round(1000 * times[int(len(times) * 0.99)], 3),
-            "batched_qps_wall": round(len(batch) / wall), "batched_qps_cpu": round(len(batch) / cpu)}
-
-
-_PLAIN = dict(w_bigram=0.0, w_label=0.0, w_head=0.0)
-# Cumulative steps: each row adds one thing to the row above; the last full row is the shipped default.
-# "text layer only" rows drop the OCR text from the pages before indexing (no field may see it).
-VARIANTS: dict[str, tuple[Bm25Params, bool]] = {
-    "plain BM25, text layer only": (Bm25Params(w_tables=0.0, **_PLAIN), False),
-    "plain BM25, text + OCR": (Bm25Params(w_tables=0.0, **_PLAIN), True),
-    "plain BM25, text + OCR + tables": (Bm25Params(**_PLAIN), True),
-    "+ adjacent-term pairs (w 0.5)": (Bm25Params(w_label=0.0, w_head=0.0), True),
-    "+ page references (page N / printed N)": (Bm25Params(w_head=0.0), True),
-    "+ first lines boosted = default": (Bm25Params(), True),
-    "default, text layer only": (Bm25Params(), False),
-}
-DEFAULT = "+ first lines boosted = default"
+        groups = ["all", q["type"]] + ([FINANCIAL] if q["type"].startswith("Financial") else [])
+        for g in groups:
+            sums[g]["n"] += 1
+            for k in KS:
+                found = len(q["gold"] & set(ranked[:k]))
+                sums[g][f"R@{k}"] += found / len(q["gold"])
+            sums[g]["hit@5"] += float(bool(q["gold"] & set(ranked[:5])))
+    return {g: {**{k: round(100 * v / s["n"], 1) for k, v in s.items() if k != "n"}, "n": int(s["n"])}
+            for g, s in sums.items()}
 
 
 def ingest(corpus: Path, ws: Workspace, layout: str) -> None:
@@ -105,6 +88,54 @@ def ingest(corpus: Path, ws: Workspace, layout: str) -> None:
         print(f"ingest: {len(summary.errors)} errors, first: {summary.errors[0].reason}", file=sys.stderr)
 
 
+def build_retrievers(ws: Workspace, pages: list[Page], titles: dict[str, str], dense_model: str | None,
+                     force: bool) -> tuple[dict[str, Searcher], dict[str, dict]]:
+    """The searchers to compare and, per index, its build cost (CPU-seconds per page; wall seconds)."""
+    from vrag_data.retrieve.dense import DenseIndex, build_dense  # needs the `dense` extra
+
+    cost: dict[str, dict] = {}
+    t, c = time.perf_counter(), time.process_time()
+    before = index_pages(pages, titles, Bm25Params(w_section=0.0))
+    cost["bm25 before"] = {"cpu_s_per_page": round((time.process_time() - c) / len(pages), 4),
+                           "wall_s": round(time.perf_counter() - t, 1), "note": "in memory, no page-level fields"}
+    res = build_bm25(ws, force=force)
+    cost["bm25"] = {"cpu_s_per_page": round(res.cpu_seconds / max(res.n_pages, 1), 4), "wall_s": round(res.seconds, 1),
+                    "up_to_date": res.up_to_date}
+    res = build_dense(ws, dense_model, force=force)
+    manifest = json.loads(Path(ws.path("index", "dense", "manifest.json")).read_text())
+    cpu = res.cpu_seconds if not res.up_to_date else manifest.get("cpu_seconds", 0.0)  # cached: the original build
+    cost["dense"] = {"cpu_s_per_page": round(cpu / max(res.n_pages, 1), 4), "wall_s": round(res.seconds, 1),
+                     "model": manifest["model"], "windows": manifest.get("embedded_windows"),
+                     "up_to_date": res.up_to_date}
+    bm25 = BM25Index.load(ws.path("index", "bm25"))
+    dense = DenseIndex.load(ws.path("index", "dense"))
+    hybrid = HybridSearcher([("bm25", bm25, 1.0), ("dense", dense, 1.0)])
+    return {"bm25 before": before, "bm25": bm25, "dense": dense, "hybrid": hybrid}, cost
+
+
+def bm25_ablation(pages: list[Page], titles: dict[str, str], questions: list[dict]) -> dict:
+    """The BM25 feature table of the first retrieval round (raw queries), per document and corpus-wide."""
+    plain = dict(w_bigram=0.0, w_label=0.0, w_head=0.0, w_section=0.0)
+    rows = {
+        "plain BM25, text layer only": (Bm25Params(w_tables=0.0, **plain), False),
+        "plain BM25, text + OCR + tables": (Bm25Params(**plain), True),
+        "+ adjacent-term pairs (w 0.5)": (Bm25Params(w_label=0.0, w_head=0.0, w_section=0.0), True),
+        "+ page references": (Bm25Params(w_head=0.0, w_section=0.0), True),
+        "+ first lines boosted": (Bm25Params(w_section=0.0), True),
+    }
+    text_only = [p.model_copy(update={"ocr_text": ""}) for p in pages]
+    out = {}
+    print("\n| BM25 configuration (raw queries) | scope | R@1 | R@5 | R@10 |\n|---|---|---|---|---|")
+    for name, (params, use_ocr) in rows.items():
+        index = index_pages(pages if use_ocr else text_only, titles, params)
+        out[name] = {}
+        for scope in ("doc", "corpus"):
+            m = recall_by_type(index, questions, scope)["all"]
+            out[name][scope] = m
+            print(f"| {name} | {scope} | {m['R@1']} | {m['R@5']} | {m['R@10']} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
@@ -113,6 +144,9 @@ def main() -> None:
     ap.add_argument("--no-ingest", action="store_true", help="evaluate whatever the workspace already holds")
     ap.add_argument("--layout", default="pymupdf", choices=["pymupdf", "off"],
                     help="ingest layout analysis; `off` is much faster but yields no table markdown")
+    ap.add_argument("--dense-model", help="local sentence-transformers folder (default: the bundled MiniLM)")
+    ap.add_argument("--force-index", action="store_true", help="rebuild the indexes (to time them)")
+    ap.add_argument("--bm25-ablation", action="store_true", help="also the BM25 feature table")
     args = ap.parse_args()
 
     ws = Workspace(args.workspace or tempfile.mkdtemp(prefix="vrag-bench-retrieval-"))
@@ -128,31 +162,35 @@ def main() -> None:
     questions = [q for q in all_questions if q["stem"] in stems]  # documents that failed to ingest are left out
     if len(questions) < len(all_questions):
         print(f"note: {len(all_questions) - len(questions)} questions skipped: their document is not in the workspace")
-    print(f"{len(pages)} pages, {len({p.stem for p in pages})} documents, {len(questions)} answerable questions; "
-          f"{sum(1 for p in pages if p.ocr_text.strip())} pages with OCR text; "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(f"{len(pages)} pages, {len(stems)} documents, {len(questions)} answerable questions; "
+          f"{sum(1 for p in pages if p.tables_md)} pages with table markdown; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
 
-    report: dict = {"pages": len(pages), "questions": len(questions), "variants": {}}
-    header = "| configuration | scope | R@1 | R@5 | R@10 | hit@1 | hit@5 | hit@10 |"
-    print(header + "\n|---|---|---|---|---|---|---|---|")
-    text_only = [p.model_copy(update={"ocr_text": ""}) for p in pages]
-    for name, (params, use_ocr) in VARIANTS.items():
-        t = time.perf_counter()
-        index = index_pages(pages if use_ocr else text_only, titles, params)
-        build_s = time.perf_counter() - t
-        entry = {"params": params.model_dump(), "ocr": use_ocr, "build_s": round(build_s, 2)}
-        for scope in ("doc", "corpus"):
-            m = evaluate(index, questions, scope)
-            entry[scope] = m
-            print(f"| {name} | {'per document' if scope == 'doc' else 'corpus-wide'} | {m['recall@1']} | "
-                  f"{m['recall@5']} | {m['recall@10']} | {m['hit@1']} | {m['hit@5']} | {m['hit@10']} |")
-        report["variants"][name] = entry
-    default = index_pages(pages, titles, Bm25Params())
-    report["latency"] = {scope: latency(default, questions, scope) for scope in ("doc", "corpus")}
-    print("latency (default index, one query per call, top 10):", json.dumps(report["latency"]))
-    print(f"load average during the run: {os.getloadavg()}")
-    print("recall@5 per benchmark (default, per document):",
-          json.dumps(report["variants"][DEFAULT]["doc"]["recall@5_by_benchmark"]))
+    retrievers, cost = build_retrievers(ws, pages, titles, args.dense_model, args.force_index)
+    aliases = _aliases(ws)
+    report: dict = {"pages": len(pages), "questions": len(questions), "index_cost": cost, "aliases": aliases,
+                    "variants": {}}
+    types = sorted({q["type"] for q in questions})
+    cols = ["all", FINANCIAL, *types]
+    print("\nper-document recall (R@1 / R@5 / R@10), by document type; n = questions")
+    print("| retriever | queries | " + " | ".join(f"{c} (n={sum(1 for q in questions if c in ('all', q['type']) or (c == FINANCIAL and q['type'].startswith('Financial')))})"
+                                          for c in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for name, searcher in retrievers.items():
+        for rewrite, opts in REWRITES.items():
+            if name == "bm25 before" and opts is not None:
+                continue
+            s = searcher if opts is None else NormalizedSearcher(searcher, opts, aliases)
+            t = time.process_time()
+            m = recall_by_type(s, questions)
+            cpu = time.process_time() - t
+            report["variants"][f"{name} | {rewrite}"] = {"recall": m, "query_cpu_ms": round(1000 * cpu / len(questions), 2)}
+            cells = [f"{m[c]['R@1']} / **{m[c]['R@5']}** / {m[c]['R@10']}" if c in m else "-" for c in cols]
+            print(f"| {name} | {rewrite} | " + " | ".join(cells) + " |", flush=True)
+    print("\nindex build cost:", json.dumps(cost))
+    print(f"load average at the end: {os.getloadavg()}")
+    if args.bm25_ablation:
+        report["bm25_ablation"] = bm25_ablation(pages, titles, questions)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

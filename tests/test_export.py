@@ -78,10 +78,12 @@ def test_summary_counts_and_skips(exported):
     assert json.loads((out / "summary.json").read_text())["n_kept"] == 5
 
 
-def test_hf_load_dataset_by_config_and_parquet(exported):
+def test_hf_load_dataset_by_config_and_parquet(exported, monkeypatch):
     _, out, _ = exported
-    dd = {name: datasets.load_dataset(str(out / "hf"), name, split="train") for name in ("sft", "rl")}
-    assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 4
+    monkeypatch.chdir(out)  # images are the export's images/ files, named relative to the export folder
+    dd = {name: datasets.load_dataset("hf", name, split="train") for name in ("sft", "rl")}
+    assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 3  # one task held out: `val`
+    assert len(datasets.load_dataset("hf", "rl", split="val")) == 1
     assert isinstance(dd["sft"].features["images"].feature, datasets.Image)
     row = next(r for r in dd["sft"] if r["traj_id"] == "tr1")
     assert [im.size for im in row["images"]][0] == (532, 728)  # smart_resize(1400, 1000, 28, max 401408)

@@ -42,6 +42,7 @@ def _run(tmp_path: Path, runner: str) -> tuple[subprocess.CompletedProcess, Path
 
 def _check(run: subprocess.CompletedProcess, ws: Path) -> list[dict]:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "Error logging to API" not in run.stderr  # every log line reached the run's server before it stopped
     summary = json.loads((ws / "pipeline.json").read_text())
     assert list(summary["runs"]) == ["toy_crop"], summary["runs"]
     run_id = summary["runs"]["toy_crop"]

@@ -120,8 +120,13 @@ class TasksConfig(Section):
 
 
 class IndexConfig(Section):
-    retriever: Literal["bm25", "colpali"] = "bm25"
-    model_path: str | None = None
+    # hybrid = BM25 + dense (+ ColPali when model_path is set), fused by reciprocal rank fusion
+    retriever: Literal["bm25", "dense", "hybrid", "colpali"] = "bm25"
+    model_path: str | None = None  # local ColPali/ColQwen weights
+    dense_model: str | None = None  # local sentence-transformers folder; None = the bundled all-MiniLM-L6-v2
+    weights: dict[str, float] = Field(default_factory=dict)  # hybrid: component name -> RRF weight (default 1)
+    rrf_k: float = 60.0
+    normalize_queries: bool = True  # answer-format clauses out, FY2019 -> 2019, abbreviations, tickers, metrics
 
 
 # Every map keyed by recipe name (`synth.recipe_options`, `filters.chains`, `filters.options`, `export.max_pixels`)
@@ -182,7 +187,8 @@ class ExportConfig(Section):
     hub_repo: str | None = None
     hub_token_env: str = "HF_TOKEN"
     shard_size: int = Field(default=1000, ge=1)  # records per output shard
-    image_mode: Literal["path", "bytes"] = "path"  # verl `images` entries: absolute path or embedded bytes
+    # verl `images` entries: a path relative to the export folder, or embedded bytes (VRAG-RL's fork reads only bytes)
+    image_mode: Literal["path", "bytes"] = "path"
     data_source_map: dict[str, str] = Field(default_factory=dict)  # benchmark -> verl data_source (VRAG-RL names)
     data_source_default: str | None = None  # None: the recipe's export hint
     ability: str = "fact-reasoning"
@@ -191,6 +197,17 @@ class ExportConfig(Section):
     # seed, is held out of the training files (tasks whose own split is not "train" are validation already)
     val_share: float = Field(default=0.1, ge=0.0, lt=1.0)
     val_seed: int = 0
+    # HF `Image` values: `reference` names the shared images/ file (the bytes are stored once; `push_to_hub` embeds
+    # them in the uploaded copy), `embed` puts the bytes in hf/ as well (a self-contained hf/ folder, twice the bytes)
+    hf_images: Literal["reference", "embed"] = "reference"
+    # the pages an RL episode may retrieve: `copy` puts the index and the page images in search/ (serve them with
+    # `vrag-data serve-search -w search`), `recipe` writes only how to serve them from the workspace
+    search_pages: Literal["copy", "recipe"] = "copy"
+    # the card's licence (an SPDX id such as cc-by-4.0); `push_to_hub` refuses an export without one
+    license: str | None = None
+    # document stem or benchmark name -> its licence, for the card; a licence naming "research" is research-only
+    source_licenses: dict[str, str] = Field(default_factory=dict)
+    allow_research_only: bool = False  # `push_to_hub` publishes research-only or unknown-licence sources only then
 
 
 class RunnerConfig(Section):

@@ -41,6 +41,9 @@ def register(app: typer.Typer) -> None:
         shard_size: int | None = typer.Option(None, "--shard-size", min=1, help="Records per shard"),
         config: Path | None = typer.Option(None, "--config", help="Run config YAML (its `export` section)"),
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace an --out folder that holds another run's export (whole)."),
+        license: str | None = typer.Option(None, "--license", help="The export's licence (SPDX id, e.g. cc-by-4.0): the card's; publishing refuses an export without one."),
+        allow_research_only: bool = typer.Option(False, "--allow-research-only", help="Let push_to_hub publish sources whose licence is research-only or unknown."),
+        target: str | None = typer.Option(None, "--for", help="Tune the RL rows for one trainer: `vragrl` (VRAG-RL's verl fork reads only embedded image bytes)."),
         sets: list[str] = set_option(),
     ) -> None:
         """Export a run's kept trajectories (SFT) and their tasks (RL) for trainers."""
@@ -51,6 +54,13 @@ def register(app: typer.Typer) -> None:
 
         run_cfg = load_config(config, sets or ())
         cfg = run_cfg.export
+        if target not in (None, "vragrl"):
+            fail(f"--for {target}: the trainers with their own settings are: vragrl")
+        cfg = cfg.model_copy(update={
+            **({"license": license} if license else {}),
+            **({"allow_research_only": True} if allow_research_only else {}),
+            **({"image_mode": "bytes"} if target == "vragrl" else {}),
+        })
         chosen = check_format_names(formats or list(cfg.formats))  # before any work: one line naming the known ones
         ws = Workspace(str(workspace))
         if not ws.fs.exists(ws.run(run)):

@@ -140,7 +140,10 @@ def register(app: typer.Typer) -> None:
             summary = synth(str(config.resolve()), workspace=str(ws), runner=runner, sets=sets or None)
         finally:
             if temporary is not None:
-                temporary.stop()
+                from flows.tasks import flush_logs
+
+                flush_logs()  # the last batch of log lines (the flow's final state) goes out before its server stops,
+                temporary.stop()  # not to a closed port ("Error logging to API" after every run)
         print_outputs(summary)
 
     @app.command("demo")

@@ -63,7 +63,12 @@ def register(app: typer.Typer) -> None:
     def rl_cmd(config: Path = ConfigOpt, data: Optional[str] = DataOpt, workspace: Optional[str] = WsOpt,
                estimator: Optional[str] = typer.Option(None, "--estimator", help="grpo | rs_grpo | spo"),
                max_steps: Optional[int] = StepsOpt, output: Optional[str] = OutOpt, resume: bool = ResumeOpt,
-               sets: Optional[list[str]] = SetOpt) -> None:
+               sets: Optional[list[str]] = SetOpt,
+               engine: str = typer.Option("bundled", "--engine", help="bundled (this trainer) | verl (verl's Ray "
+                                          "trainer with this project's agent loop; writes OUTPUT/verl/vrag_ppo.yaml)"),
+               dry_run: bool = typer.Option(False, "--dry-run", help="--engine verl: write verl's config, start nothing."),
+               ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine verl: the Ray cluster "
+                                                          "(default: RAY_ADDRESS, a cluster on this machine, else a local one)")) -> None:
         """Multi-turn RL with rollouts in the environment and rewards from the recipe's reward spec."""
         from vrag_data.config import ConfigError
         from vrag_data.recipe.runs import recipe_to_train
@@ -78,6 +83,22 @@ def register(app: typer.Typer) -> None:
         if max_steps is not None:
             upd["max_steps"] = max_steps
         cfg.rl = cfg.rl.model_copy(update=upd)
+        if engine not in ("bundled", "verl"):
+            raise ConfigError(f"--engine {engine!r}: use bundled or verl")
+        if dry_run and engine != "verl":
+            raise ConfigError("--dry-run writes verl's config: add --engine verl")
+        if engine == "verl":
+            from vrag_data.train.verl_config import launch_verl, write_verl_config
+
+            recipe_to_train(cfg.rl.recipe)  # an unknown recipe stops here, not on the cluster
+            files = write_verl_config(cfg, data)
+            typer.echo(json.dumps({"engine": "verl", "config": str(files.trainer), "agent_loop": str(files.agent_loop),
+                                   "command": " ".join(files.command()) if dry_run else None}))
+            if not dry_run:
+                code = launch_verl(files, ray_address)
+                if code:
+                    raise typer.Exit(code)
+            return
         result = run_rl(cfg, recipe_to_train(cfg.rl.recipe), resume=resume, progress=True)
         last = result.logs[-1].__dict__ if result.logs else {}
         if os.environ.get("RANK", "0") != "0":

@@ -16,9 +16,11 @@ _TAGS = """tags:
 """
 
 
-def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = None) -> str:
-    """The card's YAML header: one config per record type that has rows (`sft` is the default when present), each
-    naming its shard files; `datasets` cannot read an empty parquet file, so an empty record type is not declared."""
+def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = None, license: str | None = None) -> str:
+    """The card's YAML header: the licence (`other` when unknown: the card's body says so), one config per record type
+    that has rows (`sft` is the default when present), each naming its shard files per split (`files` keyed
+    `<type>/<split>`, or `<type>` for one train split); `datasets` cannot read an empty parquet file, so an empty
+    record type or split is not declared."""
     files = files or {}
     names = [n for n in ("sft", "rl") if counts.get(n)]
     lines = ["---", "configs:"] if names else ["---"]
@@ -26,9 +28,85 @@ def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = No
         lines.append(f"- config_name: {name}")
         if i == 0:
             lines.append("  default: true")
-        lines += ["  data_files:", "  - split: train", "    path:"]
-        lines += [f"    - {f}" for f in files.get(name) or [f"data/{name}-*.parquet"]]
+        splits = {k.split("/", 1)[1]: v for k, v in files.items() if k.startswith(name + "/")}
+        splits = splits or {"train": files.get(name) or [f"data/{name}-*.parquet"]}
+        lines.append("  data_files:")
+        for split in sorted(splits, key=lambda x: (x != "train", x)):
+            lines += [f"  - split: {split}", "    path:"] + [f"    - {f}" for f in splits[split]]
+    lines.append(f"license: {license or 'other'}")
     return "\n".join(lines) + "\n" + _TAGS
+
+
+RESEARCH = "research"  # a source licence naming it (e.g. "research-only") may not be published without consent
+
+# what each column of the HF configs holds (the card's "Columns" section)
+COLUMNS = {
+    "sft": {
+        "id": "record id (`<traj_id>` or `<traj_id>:<agent>`)", "recipe": "recipe that produced the trajectory",
+        "task_id": "task the trajectory answers", "traj_id": "source trajectory", "system": "system prompt",
+        "messages": "user/assistant turns; observations are user turns; one `<image>` per image",
+        "images": "the turns' images in order", "augmentation": "augmentation that derived the record, if any",
+        "metadata": "JSON: status, sample, policy, model family, box conversions, split",
+    },
+    "rl": {
+        "id": "`<task_id>:<recipe>`", "data_source": "reward dispatch key (VRAG-RL's names where they apply)",
+        "prompt": "chat messages of the episode's start; one `<image>` per image", "images": "the prompt's images",
+        "ability": "task family", "reward_model": "`style` and `ground_truth` (gold answer, or EVisRAG's tagged target)",
+        "extra_info": "question, answer, answer_format, gold_pages, gold_boxes (JSON, 0-1000), recipe, reward, "
+                      "coord_space, max_pixels, page_sizes (JSON), task_id, index, split, shown_pages, sufficient",
+        "file_name": "gold document `<stem>.pdf` (VRAG-RL reads it)", "reference_page": "its 1-based gold pages",
+    },
+}
+
+
+def source_licenses(sources: dict[str, list[str]], known: dict[str, str]) -> dict[str, dict[str, str]]:
+    """kind ("documents", "benchmarks") -> name -> licence ("unknown" when the config names none)."""
+    return {kind: {n: known.get(n, "unknown") for n in names} for kind, names in sources.items()}
+
+
+def publish_problems(license: str | None, licenses: dict[str, dict[str, str]], allow_research_only: bool) -> list[str]:
+    """Why an export may not be published as it is (empty: it may)."""
+    out = [] if license else ["the export has no licence: set export.license (or --license)"]
+    if not allow_research_only:
+        for kind, named in sorted(licenses.items()):
+            bad = sorted(n for n, lic in named.items() if lic == "unknown" or RESEARCH in lic.lower())
+            if bad:
+                out.append(f"{kind} {bad[:5]} are research-only or of unknown licence: name them in "
+                           "export.source_licenses, or set export.allow_research_only (--allow-research-only)")
+    return out
+
+
+def _license_section(prov: dict[str, Any]) -> list[str]:
+    lic = prov.get("license")
+    lines = ["\n## Licence and sources\n",
+             f"- licence of this export: {lic or 'unknown (not fit to publish: set export.license)'}\n"]
+    for kind, named in sorted((prov.get("source_licenses") or {}).items()):
+        lines.append(f"\n### Source {kind}\n\n")
+        lines.append(_table(named, (kind.rstrip("s"), "licence")))
+    if prov.get("publish_problems"):
+        lines.append("\n> **Not fit to publish as is.** " + "; ".join(prov["publish_problems"]) + ".\n")
+    return lines
+
+
+def _splits_section(splits: dict[str, dict[str, dict[str, int]]]) -> list[str]:
+    if not splits:
+        return []
+    lines = ["\n## Splits\n\n",
+             "A task's own split (a benchmark's `test`) is kept apart: its records are never in a training file. "
+             "`val` holds train tasks held out for RL validation. LLaMA-Factory files hold train tasks only.\n\n",
+             "| format/type | split | records |\n|---|---|---|\n"]
+    for fmt, types in sorted(splits.items()):
+        for typ, per in sorted(types.items()):
+            lines += [f"| {fmt}/{typ} | {split} | {n} |\n" for split, n in sorted(per.items())]
+    return lines
+
+
+def _columns_section() -> list[str]:
+    lines = ["\n## Columns\n"]
+    for config, cols in COLUMNS.items():
+        lines.append(f"\n### `{config}`\n\n")
+        lines.append(_table(cols, ("column", "holds")))
+    return lines
 
 
 def _table(rows: dict[str, Any], head: tuple[str, str]) -> str:
@@ -129,6 +207,9 @@ def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
         f"- code version(s) of the run: {', '.join(prov.get('code_versions', [])) or 'n/a'}; exporter: {prov.get('exporter_version', '')}\n",
     ]
     parts += _roles_section(prov)
+    parts += _license_section(prov)
+    parts += _splits_section(st.get("splits") or {})
+    parts += _columns_section()
     if summary.get("warnings"):
         parts.append("\n## Warnings\n")
         parts += [f"- {w}\n" for w in summary["warnings"]]

@@ -57,6 +57,8 @@ class FormatContext:
     hints: Callable[[str], dict[str, Any]]  # recipe name -> its export hints (`hints.RecipeHints`)
     # RL prompts carry images: known after the SFT pass, so only formats that take no SFT records (opened then) see it
     rl_with_images: bool = False
+    # why the export may not be published as it is (licence unknown, research-only sources): a publish step refuses
+    publish_problems: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""HF `datasets` export in the Hub's layout: `hf/README.md` (the card, one config per record type: `sft`, `rl`) and
-`hf/data/{sft,rl}-NNNNN.parquet` with `Image` features. `datasets.load_dataset("<export>/hf", "sft")` reads it from
-any folder, and `push_to_hub` uploads the folder as it is.
+"""HF `datasets` export in the Hub's layout: `hf/README.md` (the card, one config per record type: `sft`, `rl`, each
+with its splits) and `hf/data/{sft,rl}-<split>-*.parquet` with `Image` features.
 
-Each distinct image is embedded once per shard: the image bytes column is dictionary-encoded, so the hundreds of
-records that show the same page share one copy (readers decode it back to one value per row). `datasets` cannot
-resolve relative image paths inside parquet, so the bytes are embedded rather than pointing at `images/`."""
+Images are stored once per export: an `Image` value names the shared `images/<hash>.jpg`, relative to the export
+folder, so `datasets.load_dataset("hf", "sft")` run from the export folder (where every trainer of the export runs)
+reads them; `push_to_hub` uploads a copy with the bytes embedded (the Hub has no `images/`). `hf_images: embed` writes
+the bytes into hf/ itself (each distinct image once per shard: the bytes column is dictionary-encoded)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow as pa
 
+from vrag_data.errors import VragError
 from vrag_data.export.card import front_matter
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
 from vrag_data.export.io import ShardWriter, write_text
@@ -192,9 +194,11 @@ class HfFormat(FormatDefaults):
                 "one config per record type that has rows\n")
 
     def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
-        write_text(ctx.out, ctx.out / "hf" / "README.md", front_matter(written.counts, written.files) + card)
+        write_text(ctx.out, ctx.out / "hf" / "README.md", front_matter(written.counts, written.files, ctx.cfg.license) + card)
         token = os.environ.get(ctx.cfg.hub_token_env or "")
         if ctx.cfg.hub_repo and token:
+            if ctx.publish_problems:  # checked before any upload: nothing leaves the machine
+                raise VragError(f"export.hub_repo {ctx.cfg.hub_repo}: not published: " + "; ".join(ctx.publish_problems))
             push_to_hub(ctx.out, ctx.cfg.hub_repo, token)
 
 
@@ -202,13 +206,36 @@ FORMAT = HfFormat()
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:
-    """Upload `hf/` as it is (card + parquet shards: the Hub layout) - network: only called when a token and a repo
-    are configured."""
+    """Upload `hf/` with its images embedded (`hub_copy`) - network: only called when a token and a repo are
+    configured and the card's licence check passed."""
+    import tempfile
+
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
-    api.create_repo(repo, repo_type="dataset", exist_ok=True)
-    api.upload_folder(folder_path=str(out_root / "hf"), repo_id=repo, repo_type="dataset")
+    with tempfile.TemporaryDirectory(prefix="vrag-hub-") as tmp:
+        folder = hub_copy(out_root, Path(tmp) / "hf")
+        api = HfApi(token=token)
+        api.create_repo(repo, repo_type="dataset", exist_ok=True)
+        api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset")
+
+
+def hub_copy(out_root: Path, dest: Path) -> Path:
+    """`hf/` copied to `dest` with every image that names a file of the export embedded (each distinct image once
+    per shard), so the copy loads from anywhere, the Hub included."""
+    import pyarrow.parquet as pq
+
+    shutil.copytree(out_root / "hf", dest)
+    for f in sorted((dest / "data").glob("*.parquet")):
+        table = pq.read_table(f)
+        rows = table.to_pylist()
+        if not any(im.get("bytes") is None for r in rows for im in r.get("images") or []):
+            continue
+        bytes_of = _DistinctImageBytes(out_root)
+        plain = [{**r, "images": [im["path"] for im in r["images"]]} for r in rows]
+        pq.write_table(pa.Table.from_pylist(bytes_of.embed(plain), schema=table.schema), f,
+                       compression="zstd", use_dictionary=["images.list.element.bytes", "images.list.element.path"],
+                       dictionary_pagesize_limit=1 << 30)
+    return dest
 
 
 class _DistinctImageBytes:

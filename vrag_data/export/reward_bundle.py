@@ -1,85 +1,126 @@
 """The reward entry points shipped inside an export (`<export>/reward/`), so a copied export scores rollouts in a
-trainer environment that has no vrag-data installed.
+trainer environment that has no vrag-data installed and nothing beyond the Python standard library.
 
-The folder holds the modules `vrag_data.rewards.verl` / `.easyr1` import (the rewards, the action grammar, the
-geometry and the record schema: their only requirement is pydantic), copied from this installation, and two
-files to point the trainers at:
+The folder holds a package `vrag_reward`, generated from this installation's reward code: the modules the entry
+points import (`REWARD_MODULES`: the rewards, the action grammar's parser, the box geometry, the judge client), copied
+with their `vrag_data` imports renamed to `vrag_reward` (so the bundle never mixes with an installed vrag-data), and
+one file per trainer:
 
-- verl / VRAG-RL's trainer: `custom_reward_function.path=reward/compute_score.py`, `.name=compute_score`;
-- EasyR1: `worker.reward.reward_function=reward/easyr1_reward.py:compute_score`.
+- verl >= 0.9: `reward.custom_reward_function.path=reward/compute_score.py`, `.name=compute_score` (a dict with
+  `score`; verl's older top-level `custom_reward_function.*` keys load the same file);
+- VRAG-RL's verl fork: `custom_reward_function.path=reward/vragrl_reward.py`, `.name=compute_score` (a float);
+- EasyR1: `worker.reward.reward_function=reward/easyr1_reward.py:compute_score` (its batch interface).
 
-`REWARD_MODULES` is the import closure of the two entry points; a test checks it against a fresh interpreter.
+The model judge is asked over HTTP with `urllib` (`vrag_data.rewards.judge_client`). `REWARD_MODULES` is the import
+closure of the entry points; tests check it against a fresh interpreter without site-packages (`python -I -S`).
 """
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
 from vrag_data.export.io import write_text
+from vrag_data.version import __version__
 
+PACKAGE = "vrag_reward"
+# the modules copied (package `__init__` files are written empty: the library's re-export everything)
 REWARD_MODULES = (
     "__init__",
-    "env/__init__", "env/actions", "env/geometry", "env/grammar", "env/render", "env/tags",
+    "env/__init__", "env/geometry", "env/grammar", "env/parse", "env/tags",
     "rewards/__init__", "rewards/answer", "rewards/crop", "rewards/easyr1", "rewards/episode", "rewards/format",
     "rewards/judge_client", "rewards/judge_prompts", "rewards/recipes", "rewards/retrieval", "rewards/verl",
-    "schema/__init__", "schema/geometry_types", "schema/records",
+    "rewards/vragrl",
     "secrets",
 )
-REQUIREMENTS = "pydantic>=2.7,<3\n"
+_EMPTY_INIT = {"__init__", "env/__init__"}
+_IMPORT = re.compile(r"^(\s*)(from|import) vrag_data(?=[.\s])", re.M)
 
-_SHIM = '''"""verl entry point of this export: custom_reward_function.path=reward/compute_score.py, .name=compute_score.
-Loads the reward modules shipped beside this file (requirement: pydantic). Judge settings: see README.md."""
-
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from vrag_data.rewards.verl import compute_score  # noqa: E402
-
-__all__ = ["compute_score"]
-'''
-
-_EASYR1_SHIM = '''"""EasyR1 entry point of this export: worker.reward.reward_function=reward/easyr1_reward.py:compute_score.
-Loads the reward modules shipped beside this file (requirement: pydantic). Judge settings: see README.md."""
+_ENTRY = '''"""{what}
+Standard library only: the `vrag_reward` package beside this file is the reward code of vrag-data {version}.
+Judge settings: README.md in this folder."""
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
-from vrag_data.rewards.easyr1 import REWARD_NAME, REWARD_TYPE, compute_score  # noqa: E402
+from vrag_reward.rewards.{module} import {names}  # noqa: E402
 
-__all__ = ["REWARD_NAME", "REWARD_TYPE", "compute_score"]
+__all__ = [{quoted}]
 '''
+ENTRY_POINTS = {
+    "compute_score.py": ("verl", ["compute_score"],
+                         "verl (>= 0.9) entry point of this export: reward.custom_reward_function.path=reward/compute_score.py,\n"
+                         "reward.custom_reward_function.name=compute_score. Returns a dict; verl rewards with its \"score\"."),
+    "vragrl_reward.py": ("vragrl", ["compute_score", "total_score"],
+                         "VRAG-RL's verl fork entry point of this export: custom_reward_function.path=reward/vragrl_reward.py,\n"
+                         "custom_reward_function.name=compute_score (reward_model.reward_manager=rm). Returns a float."),
+    "easyr1_reward.py": ("easyr1", ["REWARD_NAME", "REWARD_TYPE", "compute_score"],
+                         "EasyR1 entry point of this export: worker.reward.reward_function=reward/easyr1_reward.py:compute_score\n"
+                         "(a batch reward function: one dict with `overall` per input)."),
+}
 
 _README = """# Reward entry points
 
-These files score rollouts of this export in the trainer's own environment; nothing else from vrag-data is needed.
+These files score rollouts of this export in the trainer's own environment. They need nothing beyond the Python
+standard library (no pip install): `vrag_reward/` is the reward code of vrag-data {version}, generated for this export.
 
-    pip install -r reward/requirements.txt      # pydantic only
+| trainer | settings (paths relative to the export folder: start the trainer there, or give absolute paths) |
+|---|---|
+| verl >= 0.9 | `reward.custom_reward_function.path=reward/compute_score.py reward.custom_reward_function.name=compute_score` (in `verl/config.yaml`) |
+| VRAG-RL's verl fork | `custom_reward_function.path=reward/vragrl_reward.py custom_reward_function.name=compute_score reward_model.reward_manager=rm` |
+| EasyR1 | `worker.reward.reward_function=reward/easyr1_reward.py:compute_score` (in `easyr1/data_config.yaml`) |
 
-- verl and VRAG-RL's trainer: `custom_reward_function.path=reward/compute_score.py custom_reward_function.name=compute_score`
-- EasyR1: `worker.reward.reward_function=reward/easyr1_reward.py:compute_score`
+verl's `compute_score` returns a dict whose `score` is the reward (the other keys are the reward's components,
+logged by verl). VRAG-RL's fork needs a float: its reward manager adds 0.7 x its own judge + 0.2 x NDCG to what
+`vragrl_reward.compute_score` returns, which for VRAG-RL's reward is the format term (see `vrag_reward/rewards/vragrl.py`);
+`vragrl_reward.total_score` is the whole reward as a float.
 
-Paths are relative to the export folder: start the trainer from there (or give the absolute path).
-
-The answer term of the judged rewards (VRAG-RL, UniDoc-RL, VISOR, MM-Doc-R1) comes from a model judge: set
-`VRAG_JUDGE_URL` and `VRAG_JUDGE_MODEL` (an OpenAI-compatible server; `VRAG_JUDGE_API_KEY_ENV` names the variable holding its key), or score with
-the rule scorers by setting `VRAG_REWARD_JUDGE=rules` explicitly. Neither set: the reward stops with one line.
+The answer term of the judged rewards (VRAG-RL, UniDoc-RL, VISOR, MM-Doc-R1) comes from a model judge asked over
+HTTP (urllib): set `VRAG_JUDGE_URL` (an OpenAI-compatible base URL, e.g. `http://127.0.0.1:8001/v1`) and
+`VRAG_JUDGE_MODEL` (`VRAG_JUDGE_API_KEY_ENV` names the variable holding its key; `VRAG_JUDGE_CACHE` a sqlite file
+that keeps verdicts across workers), or score with the rule scorers by setting `VRAG_REWARD_JUDGE=rules` explicitly.
+Neither set: the reward stops with one line. Under VRAG-RL's fork the judge is the fork's own (`reward_model.rm_url`).
 """
 
 
-def write_reward_bundle(out_root: Path) -> Path:
-    """Write `<out_root>/reward/` (idempotent: the same files for the same installation)."""
-    dest = out_root / "reward"
+def _transform(text: str, source: str) -> str:
+    head = f"# Generated from vrag_data/{source} (vrag-data {__version__}) for this export's reward bundle; do not edit.\n"
+    return head + _IMPORT.sub(lambda m: f"{m.group(1)}{m.group(2)} {PACKAGE}", text)
+
+
+def bundle_files() -> dict[str, str]:
+    """Relative path under `reward/` -> text, for every file of the bundle."""
     src = resources.files("vrag_data")
+    files: dict[str, str] = {}
     for mod in REWARD_MODULES:
-        rel = f"vrag_data/{mod}.py"
-        write_text(out_root, dest / rel, src.joinpath(f"{mod}.py").read_text(encoding="utf-8"))
-    write_text(out_root, dest / "compute_score.py", _SHIM)
-    write_text(out_root, dest / "easyr1_reward.py", _EASYR1_SHIM)
-    write_text(out_root, dest / "requirements.txt", REQUIREMENTS)
-    write_text(out_root, dest / "README.md", _README)
+        rel = f"{mod}.py"
+        if mod in _EMPTY_INIT:
+            files[f"{PACKAGE}/{rel}"] = f'"""vrag-data {__version__}: the reward code an export ships (generated; do not edit)."""\n'
+        else:
+            files[f"{PACKAGE}/{rel}"] = _transform(src.joinpath(rel).read_text(encoding="utf-8"), rel)
+    for name, (module, names, what) in ENTRY_POINTS.items():
+        files[name] = _ENTRY.format(what=what, version=__version__, module=module, names=", ".join(names),
+                                    quoted=", ".join(f'"{n}"' for n in names))
+    files["README.md"] = _README.format(version=__version__)
+    return files
+
+
+def write_reward_bundle(out_root: Path) -> Path:
+    """Write `<out_root>/reward/` (idempotent: the same files for the same installation; files an older bundle left
+    there, such as its `requirements.txt`, are removed)."""
+    dest = out_root / "reward"
+    files = bundle_files()
+    for rel, text in files.items():
+        write_text(out_root, dest / rel, text)
+    for p in sorted(dest.rglob("*"), key=lambda q: len(q.parts), reverse=True):
+        rel = p.relative_to(dest).as_posix()
+        if p.is_file() and rel not in files:
+            p.unlink()
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
     return dest

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 from vrag_data.config import ExportConfig
 from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
-from vrag_data.export.card import card_body, front_matter, run_roles
+from vrag_data.export.card import card_body, front_matter, publish_problems, run_roles, source_licenses
 from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats
 from vrag_data.export.hints import RecipeHints
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
 from vrag_data.export.rl_items import RlSource, rl_items
+from vrag_data.export.search import write_search
 from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_records
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
 from vrag_data.schema.records import Task, Trajectory
@@ -104,8 +105,10 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
         summary.warnings += f.warnings(ctx, recipes)
     held_out = validation_tasks((tid for tid, _ in sources), tasks, ctx.cfg.val_share, ctx.cfg.val_seed)
     n_rl = 0
+    searched = False  # some RL row starts without its pages: the episode retrieves them (search/)
     for item in rl_items(sources, tasks, ws.tasks, ctx.hints, ctx.store, pages, skips.add, ctx.cfg.ability, ctx.family):
         n_rl += 1
+        searched = searched or not item.refs
         if item.task.task_id in held_out:  # every RL format (and the HF rl split) sees the same validation tasks
             item.rec.extra_info["split"] = VAL_SPLIT
             item.task = item.task.model_copy(update={"split": VAL_SPLIT})
@@ -115,16 +118,21 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
 
     written: dict[str, Written] = {}
     for f in selected:
-        written[f.name] = writers[f.name].close()
-        summary.counts[f.name] = written[f.name].counts
-        if written[f.name].files:
-            summary.stats.setdefault("files", {})[f.name] = written[f.name].files
+        written[f.name] = w = writers[f.name].close()
+        summary.counts[f.name] = w.counts
+        if w.files:
+            summary.stats.setdefault("files", {})[f.name] = w.files
+        if w.splits or (f.rl and not f.sft):  # an RL-only format counts its records per split
+            summary.stats.setdefault("splits", {})[f.name] = w.splits or {"rl": dict(w.counts)}
+    if searched and any(f.rl for f in selected):
+        summary.stats["search"] = write_search(ws, ctx.out, ctx.cfg.search_pages, summary.warnings.append)
     summary.skipped = dict(skips.counts)
     summary.stats.update(stats.stats(ctx.store.written + ctx.store.reused, ctx.store.written, n_rl))
     summary.provenance = stats.provenance(summary.run_id)
     summary.stats["validation"] = {"tasks": len(held_out), "share": ctx.cfg.val_share, "seed": ctx.cfg.val_seed}
     m = run.manifest()
     summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section
+    _sources(summary, ctx, tasks, {tid for tid, _ in sources} | stats.task_ids)
     _finish(selected, ctx, written, skips, summary)
 
 
@@ -227,13 +235,32 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
     return sources
 
 
+def _sources(summary: ExportSummary, ctx: FormatContext, tasks: dict[str, Task], task_ids: set[str]) -> None:
+    """The card's licence section: the export's licence, the documents and benchmarks of its tasks with theirs, and
+    why publishing is refused (the hf format's publish step reads `ctx.publish_problems`)."""
+    docs: set[str] = set()
+    benchmarks: set[str] = set()
+    for tid in task_ids:
+        t = tasks.get(tid)
+        if t is None:
+            continue
+        docs.update(t.doc_stems or [p.rsplit("_", 1)[0] for p in t.evidence_pages])
+        if t.benchmark:
+            benchmarks.add(t.benchmark)
+    named = {"documents": sorted(docs), **({"benchmarks": sorted(benchmarks)} if benchmarks else {})}
+    licenses = source_licenses(named, ctx.cfg.source_licenses)
+    ctx.publish_problems = publish_problems(ctx.cfg.license, licenses, ctx.cfg.allow_research_only)
+    summary.provenance.update({"license": ctx.cfg.license, "source_licenses": licenses,
+                               "publish_problems": ctx.publish_problems})
+
+
 def _finish(selected: list[Format], ctx: FormatContext, written: dict[str, Written], skips: Skips,
             summary: ExportSummary) -> None:
     """skipped.jsonl, the card (with each format's section), each format's publish step, then summary.json."""
     out = ctx.out
     write_text(out, out / "skipped.jsonl", skips.jsonl())
     card = card_body(summary.model_dump(), [f.card_section(written[f.name]) for f in selected])
-    write_text(out, out / "README.md", front_matter({}) + card)
+    write_text(out, out / "README.md", front_matter({}, license=ctx.cfg.license) + card)
     for f in selected:
         f.publish(ctx, written[f.name], card)
     write_json(out, out / "summary.json", summary.model_dump(mode="json"))

@@ -64,8 +64,10 @@ class RunStats:
         self.cfg_hashes: set[str] = set()
         self.versions: set[str] = set()
         self.oracle = False
+        self.task_ids: set[str] = set()  # the kept trajectories' tasks (the card's sources)
 
     def kept(self, traj: Trajectory) -> None:
+        self.task_ids.add(traj.task_id)
         prov = traj.provenance
         self.models.update(prov.models)
         self.oracle = self.oracle or prov.policy == "oracle"

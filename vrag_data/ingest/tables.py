@@ -26,7 +26,7 @@ Word = tuple[Rect, str]
 
 _NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*\(?\d[\d,.]*\)?\s*(%|pp|bps|x)?\)?%?", re.I)
 _YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
-_UNIT = re.compile(r"^\(?\s*(in\s+(thousands|millions|billions)|dollars in|amounts in|unaudited|except\b)", re.I)
+_UNIT = re.compile(r"^\(?\s*((in\s+|\$\s*)?(thousands|millions|billions)\b|dollars in|amounts in|unaudited|except\b)", re.I)
 _STICK_RIGHT = re.compile(r"^[$\u20ac\u00a3]$")  # a currency sign stands left of its number
 _STICK_LEFT = re.compile(r"^[)%]+$|^\)%$")  # a closing bracket or percent sign printed apart from its number
 _PAGE_NO = re.compile(r"^(\d{1,4}|[ivxlc]{1,6})$", re.I)
@@ -84,9 +84,8 @@ def _group_lines(words: list[Word]) -> list[list[Word]]:
         h = max(r[3] - r[1], 0.1)
         if lines:
             ov = min(band[1], r[3]) - max(band[0], r[1])
-            if ov >= 0.5 * min(h, band[1] - band[0]):
-                lines[-1].append((r, t))
-                band = (min(band[0], r[1]), max(band[1], r[3]))
+            if ov >= 0.5 * min(h, band[1] - band[0]):  # the band stays the line's first word's: a cell centred
+                lines[-1].append((r, t))  # between two header rows must not pull them into one line
                 continue
         lines.append([(r, t)])
         band = (r[1], r[3])
@@ -96,7 +95,8 @@ def _group_lines(words: list[Word]) -> list[list[Word]]:
 def _segments(line: list[Word], gap: float) -> list[Seg]:
     segs: list[Seg] = []
     for r, t in sorted(line, key=lambda w: w[0][0]):
-        if segs and (r[0] - segs[-1].x1 <= gap or _STICK_RIGHT.match(segs[-1].text) or _STICK_LEFT.match(t)):
+        joins = r[0] - segs[-1].x1 <= gap and not _STICK_RIGHT.match(t) if segs else False
+        if segs and (joins or _STICK_RIGHT.match(segs[-1].text) or _STICK_LEFT.match(t)):
             segs[-1] = Seg(segs[-1].x0, max(segs[-1].x1, r[2]), f"{segs[-1].text} {t}")
         else:
             segs.append(Seg(r[0], r[2], t))
@@ -143,7 +143,7 @@ def _place(segs: list[Seg], bands: list[tuple[float, float]]) -> dict[int, str]:
 def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple[str, list[str]]:
     """Column names from the header lines. A line of several segments partitions the columns (each column takes
     its nearest segment: group titles are centred over their columns); a lone segment names the columns it
-    overlaps; unit lines ("in millions") and a lone segment over every column (a title) name nothing."""
+    overlaps, or all of them when it is centred over them (a title); unit lines ("in millions") name nothing."""
     names = [""] * len(bands)
     label_name = ""
     for ln in header:
@@ -154,9 +154,10 @@ def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple
             continue
         if len(segs) == 1:
             hit = [i for i, b in enumerate(bands) if min(segs[0].x1, b[1]) - max(segs[0].x0, b[0]) > 0]
-            if len(hit) == len(bands) and len(bands) > 1:
-                continue
-            picks = {i: segs[0].text for i in hit}
+            mid, span = (bands[0][0] + bands[-1][1]) / 2, bands[-1][1] - bands[0][0]
+            centred = abs((segs[0].x0 + segs[0].x1) / 2 - mid) <= 0.1 * span
+            # a title centred over the columns names all of them ("13 Weeks Ended" over amounts and shares)
+            picks = {i: segs[0].text for i in (range(len(bands)) if centred else hit)}
         else:
             picks = {i: min(segs, key=lambda s: (_dist(s, b), -(min(s.x1, b[1]) - max(s.x0, b[0])))).text
                      for i, b in enumerate(bands)}
@@ -166,8 +167,10 @@ def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple
     return label_name, names
 
 
-def _split_label(segs: list[Seg], first_band: float | None) -> tuple[str, list[Seg]]:
-    if segs and not is_value(segs[0].text) and (first_band is None or segs[0].x0 < first_band - 1):
+def _split_label(segs: list[Seg], first_band: float | None, left: float = 0.0) -> tuple[str, list[Seg]]:
+    """The row label: the first segment when it is text that starts nearer the table's left edge than the first
+    value column (a header word right-aligned over that column is not a label)."""
+    if segs and not is_value(segs[0].text) and (first_band is None or segs[0].x0 < (left + first_band) / 2):
         return segs[0].text, segs[1:]
     return "", segs
 
@@ -177,18 +180,27 @@ def _header_like(ln: Line) -> bool:
         len(ln.cells) >= 2 or any(_YEAR.search(s.text) for s in ln.cells))
 
 
+def _header_rows(lines: list[Line], n_cols: int) -> int:
+    """How many leading lines are header. With numbers in the table: the lines before the first line holding one,
+    less label-only lines just above it (section rows: "Revenues"). A table of text: the lines before the first
+    that has a row label and at least half of its cells."""
+    if any(ln.has_value for ln in lines):
+        n = next(i for i, ln in enumerate(lines) if ln.has_value)
+        while n > 0 and lines[n - 1].label and not lines[n - 1].cells:
+            n -= 1
+        return n
+    return next((i for i, ln in enumerate(lines) if ln.label and len(ln.cells) >= max(1, n_cols / 2)), 0)
+
+
 def _build(lines: list[Line], rect: Rect) -> Table | None:
     bands = _bands(lines, rect)
     if not bands:
         return None
     # re-split labels now that the first column's left edge is known: a label must start left of it
+    left = min(ln.segs[0].x0 for ln in lines)
     for ln in lines:
-        ln.label, ln.cells = _split_label(ln.segs, bands[0][0])
-    n_head = 0
-    for i, ln in enumerate(lines):
-        if ln.has_value or (ln.label and i > 0):
-            break
-        n_head = i + 1
+        ln.label, ln.cells = _split_label(ln.segs, bands[0][0], left)
+    n_head = _header_rows(lines, len(bands))
     head, body = lines[:n_head], lines[n_head:]
     label_name, names = _header_names(head, bands)
     rows: list[list[str]] = []
@@ -210,10 +222,23 @@ def _build(lines: list[Line], rect: Rect) -> Table | None:
     keep = [i for i in range(len(bands)) if any(r[i + 1] for r in rows)]
     if not rows or not keep:
         return None
+    names = _distinct([names[i] for i in keep], [[r[i + 1] for r in rows] for i in keep])
     y0 = min(ln.y0 for ln in lines)
     y1 = max(ln.y1 for ln in lines)
-    return Table([label_name] + [names[i] for i in keep], [[r[0]] + [r[i + 1] for i in keep] for r in rows],
+    return Table([label_name] + names, [[r[0]] + [r[i + 1] for i in keep] for r in rows],
                  (rect[0], y0, rect[2], y1))
+
+
+def _distinct(names: list[str], columns: list[list[str]]) -> list[str]:
+    """Two columns under one name (an amount and its percentage under "Change 2015 vs. 2014"): the one holding
+    percentages is named so."""
+    out = list(names)
+    for i, n in enumerate(names):
+        if n and names.count(n) > 1:
+            vals = [v for v in columns[i] if v]
+            if vals and sum("%" in v for v in vals) >= 0.6 * len(vals):
+                out[i] = f"{n} (%)"
+    return out
 
 
 def _stacked(lines: list[Line]) -> list[list[Line]]:
@@ -240,11 +265,12 @@ def is_toc(table: Table, context: str = "") -> bool:
     last = [next((c for c in reversed(r[1:]) if c), "") for r in table.rows]
     nums = [int(x) for x in last if re.fullmatch(r"\d{1,4}", x)]
     paged = sum(bool(_PAGE_NO.fullmatch(x)) for x in last)
-    if len(table.rows) >= 4 and paged >= 0.6 * len(table.rows) and len(nums) >= 3:
-        up = sum(b >= a for a, b in zip(nums, nums[1:]))
-        if up >= 0.8 * (len(nums) - 1) and all(not is_value(c) for r in table.rows for c in r[1:-1] if c):
-            return True
-    return bool(_TOC_WORDS.search(context)) and paged >= 0.5 * max(1, len(table.rows))
+    if len(table.rows) < 4 or paged < 0.6 * len(table.rows) or len(nums) < 3:
+        return False
+    if sum(b >= a for a, b in zip(nums, nums[1:])) < 0.8 * (len(nums) - 1):
+        return False  # page numbers ascend
+    # no other numbers in the rows, or the page says what it is (10-K pages all link "Table of Contents": not enough alone)
+    return all(not is_value(c) for r in table.rows for c in r[1:-1] if c) or bool(_TOC_WORDS.search(context))
 
 
 def tables_in_region(words: list[Word], rect: Rect, context: str = "") -> list[Table]:
@@ -262,8 +288,9 @@ def tables_in_region(words: list[Word], rect: Rect, context: str = "") -> list[T
         lines.append(Line(min(r[1] for r, _ in grp), max(r[3] for r, _ in grp), segs, label, cells))
     bands = _bands(lines, rect)
     if bands:  # a label starts left of the first column: header lines of years or titles have none
+        left = min(ln.segs[0].x0 for ln in lines)
         for ln in lines:
-            ln.label, ln.cells = _split_label(ln.segs, bands[0][0])
+            ln.label, ln.cells = _split_label(ln.segs, bands[0][0], left)
     out = []
     for part in _stacked(lines):
         t = _build(part, rect)

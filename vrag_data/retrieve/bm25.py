@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict
 
 from vrag_data.errors import VragError
 from vrag_data.retrieve.base import SearchHit
-from vrag_data.retrieve.text import bigrams, page_refs, page_term, tokenize
+from vrag_data.retrieve.finance_vocab import statements_named
+from vrag_data.retrieve.text import bigrams, page_refs, page_term, statement_term, tokenize
 
-FIELDS = ("text", "ocr", "tables", "title", "head", "bigram", "label")
+FIELDS = ("text", "ocr", "tables", "title", "head", "bigram", "label", "section")
 
 
 class Bm25Params(BaseModel):
@@ -46,6 +47,9 @@ class Bm25Params(BaseModel):
     w_bigram: float = 0.5
     # Explicit page references ("on page 14"): pages whose PDF number or printed number matches.
     w_label: float = 3.0
+    # Page-level fields: outline headings covering the page, and the financial statement whose title opens it
+    # (its words plus a tag term that only a query naming that statement produces).
+    w_section: float = 1.0
 
 
 class UnknownDocument(VragError):
@@ -73,7 +77,7 @@ def weighted_tf(fields: Mapping[str, Mapping[str, int]], params: Bm25Params) -> 
     """Combine per-field term counts with the field weights."""
     weights = {"text": params.w_text, "ocr": params.w_ocr, "tables": params.w_tables,
                "title": params.w_title, "head": params.w_head, "bigram": params.w_bigram,
-               "label": params.w_label}
+               "label": params.w_label, "section": params.w_section}
     out: dict[str, float] = {}
     for name, counts in fields.items():
         w = weights.get(name, 0.0)
@@ -156,6 +160,8 @@ class BM25Index:
             terms += bigrams(terms)
         if self.params.w_label > 0:
             terms += [page_term(n) for n in page_refs(query)]
+        if self.params.w_section > 0:
+            terms += [statement_term(s) for s in statements_named(query)]
         ids = {self._term_id.get(t) for t in terms}
         ids.discard(None)
         return sorted(ids)  # type: ignore[arg-type]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import fsspec
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.errors import VragError
-from vrag_data.schema.records import Document, Page
+from vrag_data.retrieve.finance_vocab import statement_titles
+from vrag_data.schema.records import Document, Page, TocEntry
 from vrag_data.store import Workspace, read_records
 
 
@@ -24,14 +25,20 @@ class IndexBuildResult(BaseModel):
     reused_docs: int = 0  # documents whose cached term counts were reused
     empty_pages: int = 0  # pages with no indexable text (image-only pages without OCR)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # process CPU time of the build (what a page costs on an unloaded core)
+    parts: list[IndexBuildResult] = Field(default_factory=list)  # a hybrid index: one result per component
 
     @property
     def message(self) -> str:
+        if self.parts:
+            return "; ".join(p.message for p in self.parts)
         if self.up_to_date:
             return f"index up to date ({self.retriever}, {self.n_pages} pages, {self.n_docs} documents)"
-        return (f"built {self.retriever} index: {self.n_pages} pages, {self.n_docs} documents, {self.n_terms} "
-                f"terms; {self.changed_docs} documents analysed, {self.reused_docs} reused, "
-                f"{self.empty_pages} pages without text ({self.seconds:.1f}s)")
+        terms = f", {self.n_terms} terms" if self.n_terms else ""
+        per_page = f", {1000 * self.seconds / max(self.n_pages, 1):.1f} ms/page" if self.n_pages else ""
+        return (f"built {self.retriever} index: {self.n_pages} pages, {self.n_docs} documents{terms}; "
+                f"{self.changed_docs} documents analysed, {self.reused_docs} reused, "
+                f"{self.empty_pages} pages without text ({self.seconds:.1f}s{per_page})")
 
 
 def fs_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -68,3 +75,25 @@ def load_pages(ws: Workspace) -> tuple[list[Page], dict[str, str]]:
         seen.setdefault(p.page_id, p)  # a page ingested twice is indexed once
     titles = {d.stem: d.title for d in read_records(ws.corpus_table("documents"), Document)}
     return sorted(seen.values(), key=lambda p: (p.stem, p.page)), titles
+
+
+def page_sections(pages: list[Page], tocs: dict[str, list[TocEntry]]) -> dict[str, str]:
+    """Page-level fields by page id: the outline headings that cover the page (the last entry at or before it
+    on each level, outermost first) and the canonical names of the financial statements whose title opens it."""
+    out: dict[str, str] = {}
+    for p in pages:
+        chain: dict[int, str] = {}
+        for e in tocs.get(p.stem, []):
+            if e.page <= p.page:
+                chain[e.level] = e.title.strip()
+                for deeper in [lv for lv in chain if lv > e.level]:
+                    del chain[deeper]  # a new heading closes the sub-headings of the previous one
+        body = p.text if p.text.strip() else p.ocr_text
+        parts = [chain[lv] for lv in sorted(chain)] + statement_titles(body)
+        out[p.page_id] = " | ".join(x for x in parts if x)
+    return out
+
+
+def load_sections(ws: Workspace, pages: list[Page]) -> dict[str, str]:
+    tocs = {d.stem: d.toc for d in read_records(ws.corpus_table("documents"), Document)}
+    return page_sections(pages, tocs)

@@ -78,6 +78,11 @@ def page_term(n: int) -> str:
     return f"§page {n}"
 
 
+def statement_term(name: str) -> str:
+    """The index term for "this page is the <name> statement" (same trick as `page_term`)."""
+    return f"§statement {name}"
+
+
 def page_refs(query: str) -> list[int]:
     refs = [int(m) for m in _PAGE_REF.findall(query)]
     if _COVER.search(query):
@@ -104,4 +109,4 @@ def bigrams(tokens: list[str]) -> list[str]:
 
 def analyser_id() -> str:
     """Changes whenever the analyser would produce different terms; part of the index manifest."""
-    return f"v3|{STEMMER_NAME}|stop={len(STOPWORDS)}"
+    return f"v4|{STEMMER_NAME}|stop={len(STOPWORDS)}"

@@ -15,7 +15,8 @@ Contract with the exporter (vrag_data.export, verl parquet rows):
 - `extra_info` keys an agent loop may add at rollout time (all optional): `retrieved_pages` (order first
   shown), `search_results` (one list of page ids per search, rank order), `selections`
   ([{"candidates": [...], "selected": [...]}]), `crops` ([{"page_id": ..., "box": [0-1000 x4]}]),
-  `read_pages`, `judge_score` (a model judge's 0/1 computed upstream).
+  `read_pages`, `judge_score` (a model judge's 0/1 computed upstream), `assistant_turns` (the assistant messages in
+  order) and `final_answer` (null = none), which the decoded stream cannot tell apart from observation text.
 Without the rollout keys the retrieval and crop components fall back to what the text shows: page ids of
 gold documents mentioned in the rollout, and <bbox> boxes (read as 0-1000) on the last mentioned page. When
 neither tells which pages the agent saw, VISOR's honesty gate is not applied (the answer is judged against the
@@ -118,8 +119,10 @@ def _to_norm(box: list[float], page: str, extra: dict[str, Any]) -> list[float]:
 
 
 def episode_from_solution(solution_str: str, extra: dict[str, Any]) -> Episode:
-    texts = split_turns(solution_str)
-    ep = Episode(texts=texts, final_answer=last_tag(solution_str, "answer"))
+    turns = extra.get("assistant_turns")  # an agent loop's own record beats splitting the decoded stream
+    texts = [str(t) for t in _as_list(turns)] if turns is not None else split_turns(solution_str)
+    answer = extra["final_answer"] if "final_answer" in extra else last_tag(solution_str, "answer")
+    ep = Episode(texts=texts, final_answer=answer)
     gold_pages = [str(p) for p in _as_list(extra.get("gold_pages"))]
     if extra.get("search_results") is not None:
         ep.search_results = [[str(p) for p in _as_list(r)] for r in _as_list(extra["search_results"])]

@@ -142,11 +142,32 @@ class RlConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
 
 
+class VerlConfig(_Section):
+    """`vrag-data train rl --engine verl`: how verl lays the run out (read by `vrag_data.train.verl_config`)."""
+
+    nnodes: int = 1
+    n_gpus_per_node: int = 8
+    rollout_engine: Literal["vllm", "sglang"] = "vllm"
+    tensor_parallel: int = 1  # rollout engine's tensor parallel size per replica
+    gpu_memory_utilization: float = 0.6
+    prompt_length: int = 8192  # first context of an episode, images included (verl: data.max_prompt_length)
+    response_length: int = 8192  # every later token of an episode: replies + observations (data.max_response_length)
+    micro_batch_size_per_gpu: int = 1
+    param_offload: bool = False  # FSDP: parameters / optimizer state on the CPU between uses
+    optimizer_offload: bool = False
+    agent_workers: int = 8  # verl's agent loop workers (episodes run concurrently inside each)
+    # a context policy that rewrites the history (VISOR) is not one token stream: "error" stops, "last_segment"
+    # trains the turns after the last rewrite (see vrag_data/train/verl_episode.py)
+    on_rewrite: Literal["error", "last_segment"] = "error"
+    overrides: dict[str, Any] = Field(default_factory=dict)  # dotted verl keys set last, e.g. trainer.logger
+
+
 class TrainConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     sft: SftConfig = Field(default_factory=SftConfig)
     rl: RlConfig = Field(default_factory=RlConfig)
+    verl: VerlConfig = Field(default_factory=VerlConfig)
     output_dir: str = "train-out"
     workspace: str | None = None  # RL: the environment's corpus, tasks and index
 

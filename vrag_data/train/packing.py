@@ -3,8 +3,8 @@
 Records are binned first-fit-decreasing by their exact token length (computed from the text and the image sizes,
 without decoding pixels). A packed row carries per-record position ids: row 0 the text positions restarting at 0
 for every record, rows 1-3 Qwen2-VL's M-RoPE positions of each record computed as if it were alone. Transformers
-reads the restarts of row 0 as packed sequences: flash attention runs varlen, sdpa/eager get a block-diagonal
-causal mask. So a packed row gives every record the same logits as the record alone (LLaMA-Factory's
+reads the restarts of row 0 as packed sequences (only when the forward gets no attention mask and no KV cache:
+`use_cache=False`): flash attention runs varlen, sdpa/eager get a block-diagonal causal mask. So a packed row gives every record the same logits as the record alone (LLaMA-Factory's
 `neat_packing`); the label of each record's first token is ignored so no record is trained to follow another.
 """
 

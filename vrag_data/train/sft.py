@@ -7,6 +7,7 @@ checkpoints and resume) and runs unchanged under `accelerate launch` / `torchrun
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from vrag_data.errors import VragError
 from vrag_data.progress import as_lines, stage_progress
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
-from vrag_data.train.model import load_policy
+from vrag_data.train.model import describe_attention, load_policy
+from vrag_data.train.packing import PACKED_LENGTHS, PackedSftDataset, collate_packed, packed_position_ids
+from vrag_data.train.speed import language_model_params, mfu, note, peak_tflops
 
 
 @dataclass
@@ -29,6 +32,10 @@ class SftResult:
     skipped: list[str] = field(default_factory=list)
     resumed_from: str | None = None
     nothing_to_do: bool = False  # the output already holds this config's finished model; nothing was changed
+    precision: str = ""  # e.g. "fp32 master weights, bf16 autocast" or "pure bf16 (...)"
+    attention: str = ""  # the attention kernels that ran
+    tokens_per_s: float | None = None  # median over logging intervals after the first (warm-up) one
+    mfu: float | None = None
 
 
 DONE_FILE = "done.json"
@@ -79,10 +86,21 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
     # Resuming loads the weights with from_pretrained, which maps the saved key names back onto the model
     # (Trainer's own state-dict reload misses Qwen2-VL's renamed keys in transformers 5 and silently keeps
     # the fresh weights).
-    policy = load_policy(cfg.model.model_copy(update={"path": str(ckpt)}) if ckpt else cfg.model, texts)
-    dataset = SftDataset(examples, policy.tokenizer, policy.image_processor, cfg.data.cutoff_len,
-                         cfg.data.default_system)
     s = cfg.sft
+    policy = load_policy(cfg.model.model_copy(update={"path": str(ckpt)}) if ckpt else cfg.model, texts,
+                         bf16_autocast=s.bf16)
+    records = SftDataset(examples, policy.tokenizer, policy.image_processor, cfg.data.cutoff_len,
+                         cfg.data.default_system)
+    lengths = records.lengths() if s.packing or s.group_by_length else []
+    dataset: Any = PackedSftDataset(records, lengths, s.packing_len or cfg.data.cutoff_len) if s.packing else records
+    attention = describe_attention(policy.model, s.packing)
+    note(f"train sft: precision {policy.precision.describe()}; {attention}")
+    if s.packing:
+        note(f"train sft: {len(records)} records packed into {len(dataset)} rows of <= "
+             f"{s.packing_len or cfg.data.cutoff_len} tokens")
+    import torch
+
+    compute = policy.precision.compute
     lines = progress and as_lines()  # lines with rate and ETA instead of tqdm's bar (not a terminal, a flow's task)
     args = TrainingArguments(
         output_dir=str(out),
@@ -95,29 +113,75 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         warmup_steps=s.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
         weight_decay=s.weight_decay,
         max_grad_norm=s.max_grad_norm,
-        bf16=s.bf16,
+        bf16=compute == torch.bfloat16,  # autocast (accelerate's mixed precision) over the fp32 master weights
+        fp16=compute == torch.float16 and not policy.precision.pure,
         logging_steps=s.logging_steps,
         save_steps=s.save_steps,
         save_total_limit=s.save_total_limit,
         seed=s.seed,
         data_seed=s.seed,
         dataloader_num_workers=s.dataloader_workers,
+        dataloader_persistent_workers=s.dataloader_workers > 0,
+        dataloader_pin_memory=_has_accelerator(),
         remove_unused_columns=False,
         ddp_find_unused_parameters=False,
         report_to=[],
         disable_tqdm=not progress or lines,
         use_cpu=not _has_accelerator(),
     )
+    n_lm = language_model_params(policy.model)
+    peak = peak_tflops(s.peak_tflops)
+    pad_id = policy.pad_id
+
     class _Trainer(Trainer):
+        tokens = 0  # real (non-pad) tokens since the last log line
+        t_last: float | None = None
+        rates: list[float] = []
+
         def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
             if model is not None:  # FSDP / SageMaker: the wrapped model needs the Trainer's own loader
                 super()._load_from_checkpoint(resume_from_checkpoint, model)
+
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+            if s.group_by_length and not s.packing:
+                from transformers.trainer_pt_utils import LengthGroupedSampler
+
+                return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                            lengths=[min(n, cfg.data.cutoff_len) for n in lengths])
+            return super()._get_train_sampler(train_dataset)
+
+        def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            inputs = dict(inputs)
+            packed = inputs.pop(PACKED_LENGTHS, None)
+            if packed is not None:
+                inputs["position_ids"] = packed_position_ids(self.model, inputs["input_ids"],
+                                                             inputs["mm_token_type_ids"],
+                                                             inputs.get("image_grid_thw"), packed)
+                inputs["use_cache"] = False  # transformers reads packed position ids only without a KV cache
+            if model.training:
+                self.tokens += int((inputs["input_ids"] != pad_id).sum())
+                if self.t_last is None:
+                    self.t_last = time.perf_counter()
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+        def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+            if "loss" in logs and self.t_last is not None:
+                now = time.perf_counter()  # the logged loss was read off the device: the step has finished
+                rate = self.tokens / max(now - self.t_last, 1e-9)
+                self.rates.append(rate)
+                logs = {**logs, "tokens_per_s": round(rate, 1)}
+                m = mfu(rate, n_lm, peak)
+                if m is not None:
+                    logs["mfu"] = round(m, 4)
+                self.tokens, self.t_last = 0, now
+            super().log(logs, *args, **kwargs)
 
     trainer = _Trainer(
         model=policy.model,
         args=args,
         train_dataset=dataset,
-        data_collator=lambda batch: collate(batch, policy.pad_id, policy.image_token_id),
+        data_collator=(lambda rows: collate_packed(rows, pad_id, policy.image_token_id)) if s.packing
+        else (lambda batch: collate(batch, pad_id, policy.image_token_id)),
         processing_class=policy.tokenizer,
     )
     class _StepLines(TrainerCallback):
@@ -127,6 +191,8 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
             if logs and "loss" in logs:
                 self.loss = f"loss {float(logs['loss']):.4f}"
+                if "tokens_per_s" in logs:
+                    self.loss += f" {logs['tokens_per_s']:.0f} tok/s" + (f" MFU {logs['mfu']:.1%}" if "mfu" in logs else "")
 
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
             if state.is_world_process_zero:
@@ -151,8 +217,11 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         tmp = out / f".tmp-{DONE_FILE}"
         tmp.write_text(json.dumps({"config": _done_key(cfg), "global_step": int(trainer.state.global_step)}))
         tmp.replace(out / DONE_FILE)
+    steady = trainer.rates[1:] or trainer.rates
+    rate = sorted(steady)[len(steady) // 2] if steady else None
     return SftResult(out, int(trainer.state.global_step), seen.losses, len(examples), skipped,
-                     str(ckpt) if ckpt else None)
+                     str(ckpt) if ckpt else None, precision=policy.precision.describe(), attention=attention,
+                     tokens_per_s=rate, mfu=mfu(rate, n_lm, peak) if rate else None)
 
 
 def _has_accelerator() -> bool:
@@ -171,4 +240,7 @@ def describe(result: SftResult) -> dict[str, Any]:
         "last_loss": result.losses[-1][1] if result.losses else None,
         "resumed_from": result.resumed_from,
         "nothing_to_do": result.nothing_to_do,
+        "precision": result.precision,
+        "tokens_per_s": round(result.tokens_per_s, 1) if result.tokens_per_s else None,
+        "mfu": round(result.mfu, 4) if result.mfu is not None else None,
     }
