@@ -113,9 +113,9 @@ def test_bundle_is_generated_from_the_library(tmp_path):
 
 def test_every_entry_point_in_a_bare_interpreter(tmp_path):
     """No site-packages: only the standard library and the bundle. Each entry point's shape: verl a dict with `score`
-    (the same keys for right and wrong), the fork a float (VRAG-RL's format term for its own reward, the whole score
-    otherwise), EasyR1 one dict with `overall` per input. Right > wrong on every reward (the fork's VRAG-RL float is
-    the format gate: its manager adds the judge, see consumers/check_vragrl.py)."""
+    (the same keys for right and wrong), the fork a float (VRAG-RL's format term for the fork's data sources, the
+    whole score of the row's reward under another data source), EasyR1 one dict with `overall` per input. Right > wrong on every reward (the fork's float is the
+    format gate under its data sources: its manager adds the judge, see consumers/check_vragrl.py)."""
     got = bare(write_reward_bundle(tmp_path / "export"), tmp_path, {"judge": "rules"})
     assert got["third_party"] == [] and got["site"] is False and got["outside"] == []
     for reward, s in got["scores"].items():
@@ -126,10 +126,7 @@ def test_every_entry_point_in_a_bare_interpreter(tmp_path):
         assert right["easyr1"]["overall"] == pytest.approx(right["verl"]["score"]), reward
         assert isinstance(right["fork"], float) and right["fork_total"] > wrong["fork_total"], reward
         assert right["fork_total"] == pytest.approx(right["verl"]["score"]), reward
-        if reward == "vrag_rl":
-            assert right["fork"] == wrong["fork"] == right["verl"]["format"] == 1.0
-        else:
-            assert right["fork"] > wrong["fork"], reward
+        assert right["fork"] == wrong["fork"] == 1.0, reward  # data_source "rag": the format gate
 
 
 def test_bundle_scores_as_the_library(tmp_path, monkeypatch):
@@ -172,3 +169,24 @@ def test_bundle_without_a_judge_stops_with_one_line(tmp_path):
             "compute_score('rag', '<search>q</search><answer>1</answer>', '1', {'reward': 'vrag_rl'})\n")
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env={})
     assert proc.returncode != 0 and "VRAG_JUDGE_URL" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_fork_float_dispatches_on_the_data_source():
+    """VRAG-RL's fork: its four data sources get VRAG-RL's format term (0 without <search>), as the fork's own scorer;
+    another data source gets the row's own reward as a float; gold pages come from the fork's file_name/reference_page
+    (its training loop keeps only those, the question and the answer in extra_info)."""
+    import numpy as np
+
+    from vrag_data.rewards import vragrl
+
+    sol = "<think>a</think><search>q</search><think>b</think><answer>42</answer>"
+    fork_extra = {"file_name": "d.pdf", "reference_page": np.array([1]), "question": "q", "answer": "42"}
+    for source in vragrl.FORK_DATA_SOURCES:
+        assert vragrl.compute_score(source, sol, "42", fork_extra) == 1.0
+        assert vragrl.compute_score(source, "<think>a</think><answer>42</answer>", "42", fork_extra) == 0.0
+    assert vragrl.fork_extra(fork_extra)["gold_pages"] == ["d_1"]
+    extra = {**fork_extra, "reward": "mmdoc_r1", "read_pages": ["d_1"]}
+    assert vragrl.compute_score("mine", sol, "42", extra, judge="rules") == pytest.approx(2.0)
+    assert vragrl.compute_score("mine", sol.replace("42", "7"), "42", extra, judge="rules") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="slidevqa_test"):
+        vragrl.compute_score("mine", sol, "42", fork_extra)

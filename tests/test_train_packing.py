@@ -93,11 +93,12 @@ def test_checkpointing_runs_a_frozen_vision_tower_once(export):
     # what older transformers / PEFT do with reentrant checkpointing: ask every input embedding for gradients
     model.enable_input_require_grads()
     calls = {"vision": 0, "text": 0}
-    # hooks on a submodule: the checkpoint wraps the layer's forward, so only what runs inside it is recomputed
+    # pre-hooks on a submodule: the checkpoint wraps the layer's forward (its own hooks run once) and its
+    # recompute stops early, after the last saved tensor it needs (a post-hook on the mlp would not fire)
     for blk in model.model.visual.blocks:
-        blk.mlp.register_forward_hook(lambda *_: calls.__setitem__("vision", calls["vision"] + 1))
+        blk.mlp.register_forward_pre_hook(lambda *_: calls.__setitem__("vision", calls["vision"] + 1))
     for layer in model.model.language_model.layers:
-        layer.mlp.register_forward_hook(lambda *_: calls.__setitem__("text", calls["text"] + 1))
+        layer.mlp.register_forward_pre_hook(lambda *_: calls.__setitem__("text", calls["text"] + 1))
     enc = encode_example(ex[0], pol.tokenizer, pol.image_processor, cutoff_len=10_000)
     out = model(**collate([enc], pol.pad_id, pol.image_token_id))
     out.loss.backward()

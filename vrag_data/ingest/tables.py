@@ -247,7 +247,10 @@ def _stacked(lines: list[Line]) -> list[list[Line]]:
     seen_data = False
     for i, ln in enumerate(lines):
         if seen_data and _header_like(ln) and any(x.has_value for x in lines[i + 1:i + 4]):
-            parts.append([])
+            carried: list[Line] = []  # a title line just above ("December 31,") belongs to the new header
+            while parts[-1] and not parts[-1][-1].label and not parts[-1][-1].has_value:
+                carried.insert(0, parts[-1].pop())
+            parts.append(carried)
             seen_data = False
         parts[-1].append(ln)
         seen_data = seen_data or ln.has_value

@@ -8,13 +8,15 @@ judge (`reward_model.rm_url`) and re-scored 0.7*judge + 0.1*score + 0.2*NDCG (ND
 against `extra_info` `file_name` / `reference_page`); at validation its score becomes the judge's verdict. Before
 scoring, the fork's training loop replaces `extra_info` by {file_name, reference_page, question, answer}.
 
-So `compute_score` returns the term rm.py does not compute itself. For VRAG-RL's reward (rows naming it in
-`extra_info.reward`, and, as in the fork's own dispatch, every row whose `data_source` is `rag`, `slidevqa_test`,
-`mmlongdoc` or `vidoseek` when `extra_info` names no reward) that is the format term, 1.0 when the rollout holds a
-complete <search> and <answer>, else 0.0: the fork's total is then the paper's reward, judged by the fork. A row
-naming another reward gets that reward's whole score (`vrag_data.rewards.verl.compute_score`'s "score") as a float.
-`total_score` is the whole score of any row as a float, for a reward manager that uses the float as the reward.
-Gold pages missing from `extra_info` are read from the fork's `file_name` and `reference_page`.
+So `compute_score` returns the term rm.py does not compute itself, dispatching on `data_source` as the fork's own
+scorer does: for its data sources (`rag`, `slidevqa_test`, `mmlongdoc`, `vidoseek`) that is VRAG-RL's format term,
+1.0 when the rollout holds a complete <search> and <answer>, else 0.0 (the fork's default scorer returns the same
+term): the fork's total is then VRAG-RL's reward, judged by the fork, whatever recipe wrote the row (the fork's
+reward manager knows no other; training and validation score alike, though only validation rows keep their
+`extra_info`). A row with another `data_source` gets the whole score of the reward its `extra_info.reward` names
+(`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
+reward as a float, for a reward manager that uses the float as the reward. Gold pages missing from `extra_info` are
+read from the fork's `file_name` and `reference_page`.
 """
 
 from __future__ import annotations
@@ -56,10 +58,9 @@ def reward_of(data_source: str, extra: dict[str, Any]) -> str:
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kwargs: Any) -> float:
     """The float the fork's RMManager expects (see the module docstring)."""
-    extra = fork_extra(extra_info)
-    if reward_of(data_source, extra) == "vrag_rl":
+    if str(data_source) in FORK_DATA_SOURCES:
         return float(vrag_rl_format(split_turns(_USER_TURN.sub("", solution_str or ""))))
-    return total_score(data_source, solution_str, ground_truth, extra, **kwargs)
+    return total_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 
 def total_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kwargs: Any) -> float:

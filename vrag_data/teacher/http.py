@@ -122,8 +122,8 @@ async def post_chat(ep: Endpoint, body: bytes, rid: str, timeout_s: float,
     if not choices:
         raise Retryable("empty response (no choices)")
     choice = choices[0] or {}
-    text = (choice.get("message") or {}).get("content")
-    if not text:
-        raise Retryable("empty response (no content)")
+    # a choice with no text (the model stopped at once, or answered with a tool call) is the model's reply, not a
+    # transport fault: retrying would pay for the same reply again; the environment records it as an invalid action
+    text = (choice.get("message") or {}).get("content") or ""
     usage = data.get("usage") or {}
     return text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or "")
