@@ -3,6 +3,7 @@ to a new folder and delete the workspace: what the consumer checks read is a mov
 behind it.
 
     python consumers/build_exports.py <out>      ->  <out>/<recipe>/{llamafactory,verl,easyr1,hf,reward,...}
+                                                     <out>/_for_vragrl/<recipe>/verl (`--for vragrl`)
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from tests.support.synth_workspace import cli, sample_workspace  # noqa: E402
 from vrag_data.recipe import recipe_names  # noqa: E402
 
 
+VRAGRL = "_for_vragrl"  # <out>/_for_vragrl/<recipe>: `--for vragrl` exports
+
+
 def build(out: Path) -> list[str]:
     recipes = list(recipe_names())
     with tempfile.TemporaryDirectory(prefix="vrag-consumers-") as tmp:
@@ -33,6 +37,8 @@ def build(out: Path) -> list[str]:
             cli("filter", "-w", ws, "--run", run, "--config", student)
             cli("export", "-w", ws, "--run", run, "--out", staged / recipe,
                 "--format", "hf", "--format", "llamafactory", "--format", "verl", "--format", "easyr1")
+            # VRAG-RL's fork reads only embedded image bytes: the same run exported for it
+            cli("export", "-w", ws, "--run", run, "--out", staged / VRAGRL / recipe, "--format", "verl", "--for", "vragrl")
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(staged, out)  # the workspace and the staged exports go away with `tmp`

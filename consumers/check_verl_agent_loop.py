@@ -27,6 +27,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 import sys
@@ -125,19 +126,34 @@ def check_recipe(folder: Path, tokenizer, processor, policy: Policy) -> dict:
     stream = out.prompt_ids + out.response_ids
     trained = spans(out.response_mask)
     rewritten = out.extra_fields["segments"] > 1
-    kept = samples[-len(trained):] if trained else []
-    assert len(trained) == len(samples) if not rewritten else 0 < len(trained) <= len(samples), (len(trained), len(samples))
-    first = samples[-len(trained)] if rewritten else samples[0]
-    assert out.prompt_ids == first.context_ids, "prompt ids = the bundled trainer's context of the same turn"
+    # with a rewriting context policy the stream holds the turns after the last rewrite
+    kept = samples[len(samples) - len(trained):] if rewritten else samples
+    assert trained and (len(trained) <= len(samples) if rewritten else len(trained) == len(samples)), (len(trained), len(samples))
+    assert out.prompt_ids == kept[0].context_ids, "prompt ids = the bundled trainer's context of the same turn"
+    compared = 0
     for k, ((a, b), s) in enumerate(zip(trained, kept, strict=True)):
+        ctx = stream[: len(out.prompt_ids) + a]
+        if ctx != s.context_ids:
+            # the bundled trainer re-tokenizes earlier replies from their text; the stream keeps the generated ids.
+            # Where those differ (a non-canonical tokenization), the two contexts differ only inside masked-in spans,
+            # and from there on the two policies saw different tokens: nothing after it is compared.
+            ops = difflib.SequenceMatcher(a=ctx, b=s.context_ids, autojunk=False).get_opcodes()
+            for tag, i1, i2, _, _ in ops:
+                if tag != "equal":
+                    pos = range(i1 - len(out.prompt_ids), max(i2, i1 + 1) - len(out.prompt_ids))
+                    assert all(0 <= i < len(out.response_mask) and out.response_mask[i] for i in pos), \
+                        f"turn {k}: the contexts differ outside the generated tokens"
+            break
         assert out.response_ids[a:b] == s.response_ids, f"turn {k}: generated tokens differ"
+        assert set(out.response_mask[a:b]) == {1}
         if k + 1 < len(kept):
+            obs = out.response_ids[b: trained[k + 1][0]]
             nxt = kept[k + 1].context_ids
-            a2 = trained[k + 1][0]
-            obs = out.response_ids[b:a2]
             assert obs and nxt[-len(obs):] == obs, f"turn {k}: observation tokens are not the tail of the next context"
-            assert set(out.response_mask[b:a2]) == {0}
-    exact = all(stream[: len(out.prompt_ids) + trained[k][0]] == s.context_ids for k, s in enumerate(kept))
+            assert set(out.response_mask[b: trained[k + 1][0]]) == {0}
+        compared += 1
+    assert compared >= 1
+    exact = compared == len(kept)
     n_images = stream.count(tokenizer.convert_tokens_to_ids("<|vision_start|>"))
     assert n_images == len((out.multi_modal_data or {}).get("images") or []), "one image per <|vision_start|>"
 
@@ -149,10 +165,11 @@ def check_recipe(folder: Path, tokenizer, processor, policy: Policy) -> dict:
              "gold_boxes": {}, **out.extra_fields}
     got = reward_fn(data_source="vrag", solution_str=solution, ground_truth=task.answer, extra_info=extra)
     want = score_trajectory(bundled.trajectory, task, loop.recipe.reward.name).total
-    assert out.extra_fields["final_answer"] == bundled.trajectory.final_answer
-    assert abs(got["score"] - want) < 1e-6, (got, want)
+    if exact:  # the same episode on both sides: the same reward
+        assert out.extra_fields["final_answer"] == bundled.trajectory.final_answer
+        assert abs(got["score"] - want) < 1e-6, (got, want)
     return {"turns": len(samples), "trained_turns": len(trained), "segments": out.extra_fields["segments"],
-            "exact_stream": exact, "images": n_images, "server_calls": server.calls, "score": got["score"]}
+            "turns_compared": compared, "same_episode": exact, "images": n_images, "server_calls": server.calls, "score": got["score"]}
 
 
 def main(root: Path, tiny: Path) -> dict:

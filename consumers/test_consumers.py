@@ -74,17 +74,19 @@ def test_easyr1_dataset_and_reward(exports, tiny, recipe):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_datasets_load_each_config(exports, recipe):
-    """`datasets.load_dataset` on the moved folder, one config per record type, in a clean environment's sense:
-    the main environment's `datasets`, with the workspace gone."""
+def test_datasets_load_each_config(exports, recipe, monkeypatch):
+    """`datasets.load_dataset` on the moved folder, one config per record type and split, in a clean environment's
+    sense: the main environment's `datasets`, with the workspace gone, from the export folder (images are its files)."""
     import datasets
 
     root = exports / recipe
+    monkeypatch.chdir(root)
     summary = json.loads((root / "summary.json").read_text())
     for config in ("sft", "rl"):
-        n = summary["counts"]["hf"][config]
-        ds = datasets.load_dataset(str(root / "hf"), config, split="train")
-        assert len(ds) == n
+        splits = summary["stats"]["splits"]["hf"][config]
+        assert sum(splits.values()) == summary["counts"]["hf"][config]
+        ds = datasets.load_dataset("hf", config, split="train")
+        assert len(ds) == splits["train"]
         row = next((r for r in ds if r["images"]), None)
         if row is not None:
             assert all(im.size[0] > 0 for im in row["images"])
@@ -145,7 +147,7 @@ def test_verl_agent_loop(tiny, tmp_path):
         sets = ["model.path=" + str(tiny), "model.max_pixels=12544", "rl.judge=rules", "rl.max_turns=2",
                 "rl.max_new_tokens=12", "rl.group_size=2", "rl.tasks_per_step=1", "verl.n_gpus_per_node=1",
                 "verl.agent_workers=1", "verl.prompt_length=4096", "verl.response_length=4096"]
-        if recipe == "visor":  # its evidence window rewrites the history: trained as the last segment, asked for
+        if recipe in ("visor", "mmdoc_r1"):  # VISOR's evidence window and MM-Doc-R1's answer phase rewrite the history: last segment, asked for
             sets.append("verl.on_rewrite=last_segment")
         cli("train", "rl", "--config", HERE.parent / "configs" / "train" / "tiny-rl.yaml", "--engine", "verl",
             "--dry-run", "-w", ws, "--data", tmp_path / "exports" / recipe, "-o", root / recipe,
@@ -158,3 +160,130 @@ def test_verl_agent_loop(tiny, tmp_path):
     assert sorted(got) == sorted(RECIPES)
     for recipe, r in got.items():
         assert r["trained_turns"] >= 1 and r["server_calls"] >= r["turns"], (recipe, r)
+
+
+def image_bytes_ratio(root: Path) -> tuple[float, int]:
+    """(export bytes / distinct page-image bytes, image files whose bytes another image file holds too)."""
+    import hashlib
+
+    files = [p for p in root.rglob("*") if p.is_file()]
+    distinct: dict[str, int] = {}
+    images = [p for p in files if p.suffix == ".jpg"]
+    for p in images:
+        distinct.setdefault(hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_size)
+    return sum(p.stat().st_size for p in files) / sum(distinct.values()), len(images) - len(distinct)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_images_stored_once_within_twice_their_bytes(exports, recipe):
+    """One file per distinct image (a page shown whole by SFT and RL records alike is one file), the HF shards name the
+    shared files instead of embedding them again, and the whole export is at most twice its distinct image bytes."""
+    import pyarrow.parquet as pq
+
+    root = exports / recipe
+    ratio, duplicates = image_bytes_ratio(root)
+    print(f"{recipe}: {ratio:.2f}x distinct image bytes, {duplicates} duplicate image files")
+    assert duplicates == 0 and ratio <= 2.0
+    for f in (root / "hf" / "data").glob("*.parquet"):
+        assert all(im["bytes"] is None for r in pq.read_table(f, columns=["images"]).to_pylist() for im in r["images"])
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_vragrl_fork_reads_embedded_bytes(exports, recipe):
+    """VRAG-RL's fork reads its parquet with pandas and opens each `images` entry as `Image.open(BytesIO(image['bytes']))`
+    (its rl_dataset; the fork is not on the package registry, so that read is re-enacted): a `--for vragrl` export's
+    rows carry the bytes; the RL rows of the search recipes carry no images (pages come from search/)."""
+    import io
+
+    import pandas as pd
+    from PIL import Image
+
+    root = exports / "_for_vragrl" / recipe
+    n_images = 0
+    for f in sorted((root / "verl").glob("*.parquet")):
+        df = pd.read_parquet(f)
+        for images in df["images"] if "images" in df else []:
+            for image in images:
+                assert Image.open(io.BytesIO(image["bytes"])).size[0] > 0
+                n_images += 1
+    assert (n_images > 0) == (recipe == "evisrag")
+
+
+def test_easyr1_readme_command_is_one_merged_config(exports, tiny):
+    """README's EasyR1 command, parsed as EasyR1's `verl.trainer.main.main` does (`OmegaConf.from_cli`, pop the one
+    `config=`, merge the file, then the other arguments over it), in the verl environment's OmegaConf: the user's model
+    and batch size survive, and the data files named exist in the export."""
+    import re
+    import shlex
+
+    readme = (HERE.parent / "README.md").read_text()
+    block = re.search(r"```bash\ncd <export>\n(python3 -m verl\.trainer\.main .*?)```", readme, re.S)
+    assert block, "README: the EasyR1 command block is missing"
+    root = exports / "evisrag"
+    rows = sum(len(f.read_text().splitlines()) for f in (root / "easyr1" / "train").glob("*.jsonl"))
+    fill = {"<your model>": str(tiny), "<at most the rows of easyr1/train>": str(rows), "<gpus>": "1"}
+    args = shlex.split(re.sub(r"<[^>]+>", lambda m: fill[m.group(0)], block.group(1).replace("\\\n", " ")))[3:]
+    assert sum(a.startswith("config=") for a in args) == 1, "EasyR1 keeps only the last config="
+    code = (
+        "import json, sys\nfrom omegaconf import OmegaConf\n"
+        "cli = OmegaConf.from_cli(sys.argv[1:])\ncfg = OmegaConf.create()\n"
+        "if hasattr(cli, 'config'):\n    cfg = OmegaConf.merge(cfg, OmegaConf.load(cli.pop('config', None)))\n"
+        "cfg = OmegaConf.merge(cfg, cli)\nprint(json.dumps(OmegaConf.to_container(cfg)))\n"
+    )
+    proc = subprocess.run([str(ensure(ENVS, "verl")), "-c", code, *args], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert cfg["worker"]["actor"]["model"]["model_path"] == str(tiny)
+    assert cfg["data"]["rollout_batch_size"] == rows > 0
+    assert (root / cfg["data"]["train_files"]).is_dir() and cfg["worker"]["reward"]["reward_function"]
+
+
+def test_visor_retrieval_reward_gets_page_lists(exports, monkeypatch):
+    """VISOR's RL rows carry no page: the export's search/ folder, served by `vrag-data serve-search`'s app with the
+    workspace gone, answers the rollout's own <search> queries; the page ids of its hits, passed as
+    `extra_info.search_results`, give the shipped reward a retrieval term that tells a search that found the gold page
+    from one that did not."""
+    import importlib.util
+    import re
+
+    import pyarrow.parquet as pq
+    from fastapi.testclient import TestClient
+
+    from vrag_data.retrieve.server import create_app
+    from vrag_data.store import Workspace
+
+    root = exports / "visor"
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("VRAG_REWARD_JUDGE", "rules")
+    client = TestClient(create_app(Workspace(str(root / "search")), image_file="name"))
+    spec = importlib.util.spec_from_file_location("visor_reward", root / "reward" / "compute_score.py")
+    reward = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reward)
+    sft = {}
+    for f in sorted((root / "hf" / "data").glob("sft-*.parquet")):
+        for r in pq.read_table(f, columns=["task_id", "messages"]).to_pylist():
+            sft.setdefault(r["task_id"], "".join(m["content"] for m in r["messages"] if m["role"] == "assistant"))
+    checked = 0
+    for f in sorted((root / "verl").glob("*.parquet")):
+        for row in pq.read_table(f).to_pylist():
+            response = sft.get(row["extra_info"]["task_id"])
+            if not response:
+                continue
+            queries = re.findall(r"<search>(.*?)</search>", response, re.S)
+            found = [[h["image_file"].removesuffix(".jpg") for h in client.get("/search", params={"queries": q, "top_k": 3}).json()[0]]
+                     for q in queries]
+            gold = set(row["extra_info"]["gold_pages"])
+            if not gold or not gold <= {p for r in found for p in r}:
+                continue  # the rollout's own queries did not find every gold page: no hit to compare with a miss
+            extra = dict(row["extra_info"], search_results=found)
+            hit = reward.compute_score(row["data_source"], response, row["reward_model"]["ground_truth"], extra)
+            miss = reward.compute_score(row["data_source"], response, row["reward_model"]["ground_truth"],
+                                        dict(row["extra_info"], search_results=[["no_such_page_1"] for _ in found]))
+            assert _score(hit) > _score(miss), f"{row['id']}: {hit} vs {miss}"
+            checked += 1
+    assert checked > 0
+
+
+def _score(result: dict | float) -> float:
+    """verl's entry point returns a dict with `score`; the fork's a float."""
+    return float(result["score"]) if isinstance(result, dict) else float(result)

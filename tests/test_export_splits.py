@@ -14,7 +14,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from export_fixtures import build_workspace, run_recipes  # noqa: E402
 
-from vrag_data.config import ExportConfig  # noqa: E402
 from vrag_data.export import export_run  # noqa: E402
 from vrag_data.export.images import ImageStore  # noqa: E402
 from vrag_data.schema.geometry_types import Box  # noqa: E402

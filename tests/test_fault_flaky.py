@@ -35,7 +35,8 @@ def test_flaky_teacher_run_finishes_with_bounded_retries_and_the_report_breaks_e
                   "backoff_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 0.5,  # a 1 s spike is a client timeout
                   "sampling": {"temperature": 0.0, "max_tokens": 512}}
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy}, "synth": {"concurrent_episodes": 16}}))
+        roles = {"policy": policy, "grounding": {"same_as": "policy"}, "judge": {"kind": "rules"}}  # every role named
+        cfg.write_text(yaml.safe_dump({"roles": roles, "synth": {"concurrent_episodes": 16}}))
         out = cli("synth", "-w", ws, "--recipe", "vrag_rl", "--config", cfg, "--samples", SAMPLES, "--run", run, "-q")
         seen = srv.requests
 

@@ -111,3 +111,19 @@ def test_a_shortfall_is_reported_and_below_the_floor_fails(tmp_path: Path):
     assert f"{kept} tasks in" in err and 0 < kept < 16
     ok = CliRunner().invoke(app, ["tasks", "generate", "-w", ws.root, "--n", "20", "--config", str(cfg), "--min-share", "0"])
     assert ok.exit_code == 0 and "warning: short of --n 20" in " ".join(ok.output.split())
+
+
+def test_answers_are_read_again_from_their_cell():
+    from vrag_data.qgen.evidence import Evidence
+    from vrag_data.qgen.verify import reread_cells
+    from vrag_data.qgen.writer import Written
+
+    attempt = Attempt(0, Evidence("single", (_region(GOOD),)), "extraction")
+    right = Written("q", "21", "Str", "extraction", ("21",), "oracle", ((0, "70-74", "Smartphone", "21"),))
+    assert reread_cells(attempt, right) == ""
+    # the same number claimed under the neighbouring column (the wrong-column gold of a shifted table)
+    wrong = Written("q", "21", "Str", "extraction", ("21",), "oracle", ((0, "70-74", "Cell phone", "21"),))
+    assert reread_cells(attempt, wrong) == "cell ('70-74', 'Cell phone') holds '84', not '21'"
+    # a duplicated row label names no single cell
+    dup = Written("q", "80", "Str", "extraction", ("80",), "oracle", ((0, "Some college", "Cell phone", "80"),))
+    assert "holds None" in reread_cells(attempt, dup)

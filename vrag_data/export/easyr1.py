@@ -91,10 +91,17 @@ class EasyR1Writer:
         for split, w in sorted(self.writers.items()):
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
+        config = self.dir / "data_config.yaml"
+        config.unlink(missing_ok=True)
+        if not counts.get("train"):  # a config naming a missing folder makes EasyR1 fetch that name from the Hub
+            write_reward_bundle(self.out_root)
+            return Written(counts, warnings=[
+                f"easyr1: no training rows ({', '.join(f'{k}={v}' for k, v in counts.items())}); "
+                "easyr1/data_config.yaml is not written"])
         # paths relative to the export folder: run EasyR1 from there (the folder can be copied anywhere)
         data: dict = {"train_files": "easyr1/train", "val_files": "easyr1/train"}  # EasyR1 needs a validation set
         for split in sorted(self.writers):
-            if split != "train":
+            if split != "train" and counts[split]:  # a folder with rows: never a name EasyR1 would look up online
                 data["val_files"] = f"easyr1/{split}"
         # EasyR1's defaults would drop every row (max_prompt_length 512) and re-size the images (max_pixels 4M);
         # the reward is the one shipped in reward/. Use as `config=easyr1/data_config.yaml` from the export folder.
@@ -109,11 +116,31 @@ class EasyR1Writer:
                 # images are written at the model's processor size: EasyR1 must not re-size them either way
                 **({"max_pixels": self.budget.max_pixels, "min_pixels": None} if self.budget.max_pixels else {}),
             },
-            "worker": {"reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
+            "worker": {"actor": {"model": {"model_path": "???"}},
+                       "reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
         }
-        write_text(self.out_root, self.dir / "data_config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+        write_text(self.out_root, config, easyr1_config_head(counts["train"]) + yaml.safe_dump(cfg, sort_keys=False))
         write_reward_bundle(self.out_root)
         return Written(counts)
+
+
+EASYR1_USER_KEYS = ("worker.actor.model.model_path", "trainer.n_gpus_per_node", "trainer.nnodes",
+                    "data.rollout_batch_size", "worker.actor.global_batch_size", "worker.actor.fsdp")
+
+
+def easyr1_config_head(n_train: int) -> str:
+    return f"""# EasyR1 config of this export (data files, prompt length, image sizes, reward). From the export folder (every
+# path below is relative to it), one config= and the rest as overrides (EasyR1 keeps only the last config=):
+#   python3 -m verl.trainer.main config=easyr1/data_config.yaml worker.actor.model.model_path=<model> \\
+#       trainer.n_gpus_per_node=<GPUs per node> trainer.nnodes=<nodes> data.rollout_batch_size=<at most {n_train}> \\
+#       worker.actor.global_batch_size=<at most data.rollout_batch_size>
+# Set before training (this file cannot know them):
+#   worker.actor.model.model_path: the policy to train (left missing here: EasyR1 stops naming it until it is set)
+#   trainer.n_gpus_per_node, trainer.nnodes: your GPUs (EasyR1's defaults: 8 per node, 1 node)
+#   data.rollout_batch_size, worker.actor.global_batch_size: this export has {n_train} training rows (EasyR1's
+#     defaults, 512 and 256, leave no full batch of a small export)
+#   worker.actor.fsdp: EasyR1 shards with FSDP (no DeepSpeed file); its offload and sharding keys live there
+"""
 
 
 class EasyR1Format(FormatDefaults):

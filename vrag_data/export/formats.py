@@ -68,6 +68,7 @@ class Written:
     counts: dict[str, int]
     files: dict[str, list[str]] = field(default_factory=dict)  # relative to the format's folder
     splits: dict[str, dict[str, int]] = field(default_factory=dict)  # record type -> split -> records (the card's)
+    warnings: list[str] = field(default_factory=list)  # what the writer left out and why (an empty split's config)
 
 
 class FormatWriter(Protocol):

@@ -28,6 +28,45 @@ FAMILY_MODEL = {
 }
 
 
+DS_CONFIG = "ds_z3_config.json"
+# DeepSpeed ZeRO-3 with every size left to the Hugging Face trainer ("auto"), as LLaMA-Factory's own example
+DS_Z3 = {
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "zero_allow_untested_optimizer": True,
+    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16, "hysteresis": 2,
+             "min_loss_scale": 1},
+    "bf16": {"enabled": "auto"},
+    "zero_optimization": {
+        "stage": 3, "overlap_comm": False, "contiguous_gradients": True, "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": True,
+    },
+}
+# keys a user must set for a run (the export cannot know them); named in each yaml's header, checked by a test
+LF_USER_KEYS = ("model_name_or_path", "deepspeed", "NPROC_PER_NODE", "bf16", "output_dir")
+
+
+def yaml_head(recipe: str, yaml_name: str, family: str, hints: Mapping[str, Any]) -> str:
+    sft = hints.get("sft") or {}
+    source = (f"# {recipe}: SFT settings from {sft.get('source') or 'the recipe'}\n" if sft else
+              f"# {recipe}: the recipe names no SFT hyper-parameters; generic values below, tune them\n")
+    model = FAMILY_MODEL[family][0]
+    return source + f"""# From the export folder (every path below is relative to it):
+#   FORCE_TORCHRUN=1 NPROC_PER_NODE=<GPUs> llamafactory-cli train llamafactory/{yaml_name}
+# Set before training (this file cannot know them):
+#   model_name_or_path: {model} is a Hub name (downloaded on first use); give a local folder offline
+#   deepspeed: llamafactory/{DS_CONFIG} (ZeRO-3, shipped here) needs the deepspeed package and GPUs;
+#     delete the key to train without DeepSpeed (one GPU), or name another DeepSpeed file
+#   NPROC_PER_NODE (environment): GPUs per node; the global batch is per_device_train_batch_size x
+#     gradient_accumulation_steps x GPUs (the paper's figures assume 8)
+#   bf16: needs a GPU with bfloat16 (Ampere or newer); set fp16: true and bf16: false otherwise
+#   output_dir: where checkpoints go
+"""
+
+
 def dataset_name(recipe: str) -> str:
     return f"vragdata_{recipe}"
 
@@ -49,7 +88,7 @@ def sft_yaml(recipe: str, family: str, dataset_dir: Path, media_dir: Path, hints
         "freeze_language_model": False,
         # every assistant turn of a trajectory is a target; mask_history would train only the last one
         "mask_history": False,
-        "deepspeed": "examples/deepspeed/ds_z3_config.json",
+        "deepspeed": str(dataset_dir / DS_CONFIG),  # shipped beside the yaml: resolves from the export folder
         "dataset_dir": str(dataset_dir),
         "media_dir": str(media_dir),
         "dataset": dataset_name(recipe),
@@ -106,13 +145,13 @@ class LlamaFactoryWriter:
             hints = self.hints(recipe) if self.hints is not None else {}
             # relative to the export folder: run `llamafactory-cli train llamafactory/<this yaml>` from there
             cfg = sft_yaml(recipe, self.family, Path("llamafactory"), Path("."), hints)
-            sft = hints.get("sft") or {}
-            head = (f"# {recipe}: SFT settings from {sft.get('source') or 'the recipe'}\n" if sft else
-                    f"# {recipe}: the recipe names no SFT hyper-parameters; generic values below, tune them\n")
-            write_text(self.out_root, self.dir / f"sft_{recipe}_{self.family.replace('.', '_').replace('-', '')}.yaml",
-                       head + yaml.safe_dump(cfg, sort_keys=False))
+            name = f"sft_{recipe}_{self.family.replace('.', '_').replace('-', '')}.yaml"
+            write_text(self.out_root, self.dir / name, yaml_head(recipe, name, self.family, hints) + yaml.safe_dump(cfg, sort_keys=False))
         self.dir.mkdir(parents=True, exist_ok=True)
         write_json(self.out_root, self.dir / "dataset_info.json", info)
+        if not counts:  # no yaml either: nothing would point at a missing dataset
+            return Written(counts, warnings=["llamafactory: no training records; no SFT yaml is written"])
+        write_json(self.out_root, self.dir / DS_CONFIG, DS_Z3)
         return Written(counts)
 
 

@@ -34,7 +34,7 @@ from vrag_data.store.run import ExportLock, RunDir, stale_hint
 if TYPE_CHECKING:
     from vrag_data.recipe.base import Recipe
 
-__all__ = ["ExportSummary", "export_run"]
+__all__ = ["ExportSummary", "NothingToExport", "export_run"]
 
 
 def export_run(
@@ -70,6 +70,7 @@ def export_run(
         raise VragError(f"{ws.root}: exports are written to a local folder; pass --out")
     out = Path(out_dir) if out_dir is not None else Path(ws.exports) / run_id
     _check_out(out, run_id, overwrite)
+    fresh = not out.is_dir() or not any(p.name != ".export.lock" for p in out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
     if state == "missing":
@@ -81,9 +82,20 @@ def export_run(
         skips = Skips()
         ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
                             skips.add, RecipeHints(run, cfg, recipes))
-        _export(ws, run, selected, ctx, skips, summary, on_trajectory)
+        try:
+            _export(ws, run, selected, ctx, skips, summary, on_trajectory)
+        except NothingToExport:
+            _empty(out)  # what the export began (format folders, images): no half-written export stays behind
+            if fresh:
+                shutil.rmtree(out, ignore_errors=True)
+            raise
         register_export(ws, out)
     return summary
+
+
+class NothingToExport(VragError):
+    """No selected format would get a record: the export stops (one line, non-zero exit) instead of writing empty
+    splits whose configs send a trainer looking for data elsewhere."""
 
 
 def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatContext, skips: Skips, summary: ExportSummary,
@@ -116,9 +128,16 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
             if f.rl:
                 writers[f.name].write_rl(item)
 
+    n_sft = sum(stats.per_recipe.values())
+    if n_sft == 0 and not (n_rl and any(f.rl for f in selected)):
+        statuses = ", ".join(f"{k}={v}" for k, v in sorted(stats.per_status.items())) or "none"
+        raise NothingToExport(
+            f"run {summary.run_id}: nothing to export ({summary.n_kept} of {summary.n_trajectories} trajectories kept; "
+            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)}); no export written")
     written: dict[str, Written] = {}
     for f in selected:
         written[f.name] = w = writers[f.name].close()
+        summary.warnings += w.warnings
         summary.counts[f.name] = w.counts
         if w.files:
             summary.stats.setdefault("files", {})[f.name] = w.files

@@ -105,29 +105,98 @@ class VerlWriter:
         for split, w in sorted(self.writers.items()):
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
-        self._write_config(counts)
+        warnings = self._write_config(counts)
         write_reward_bundle(self.out_root)
-        return Written(counts)
+        return Written(counts, warnings=warnings)
 
-    def _write_config(self, counts: dict[str, int]) -> None:
-        """`verl/config.yaml`: the `data` and `custom_reward_function` keys this export needs, relative to the export
-        folder (start verl there, or make the paths absolute). Merge it into the trainer's config or pass the keys
-        as overrides (`data.max_prompt_length=...`)."""
+    def _write_config(self, counts: dict[str, int]) -> list[str]:
+        """`verl/config.yaml` (verl >= 0.9) and `verl/vragrl.yaml` (VRAG-RL's verl fork): Hydra configs that extend the
+        trainer's own `ppo_trainer` with this export's data files, prompt length and reward, relative to the export
+        folder (start the trainer there). Without training rows neither is written (a config naming no file, or a
+        missing one, would send the trainer elsewhere for data): the export says so instead."""
         files = {split: [f"verl/{p.name}" for p in w.paths] for split, w in sorted(self.writers.items())}
         train = files.get("train", [])
+        for name in ("config.yaml", "vragrl.yaml"):
+            (self.dir / name).unlink(missing_ok=True)
+        if not train:
+            return [f"verl: no training rows ({', '.join(f'{k}={v}' for k, v in counts.items())}); verl/config.yaml "
+                    "and verl/vragrl.yaml are not written"]
         val = next((v for k, v in files.items() if k != "train" and v), train)
-        cfg = {
-            "data": {
-                "train_files": train,
-                "val_files": list(val),
-                "prompt_key": "prompt",
-                **({"image_key": "images"} if self.with_images else {}),
-                "max_prompt_length": self.budget.length(),
-                "filter_overlong_prompts": True,
-            },
-            "custom_reward_function": {"path": "reward/compute_score.py", "name": "compute_score"},
+        data = {
+            "train_files": train,
+            "val_files": list(val),
+            "prompt_key": "prompt",
+            **({"image_key": "images"} if self.with_images else {}),
+            "max_prompt_length": self.budget.length(),
+            "filter_overlong_prompts": True,
         }
-        write_text(self.out_root, self.dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+        n_train = counts.get("train", 0)
+        write_text(self.out_root, self.dir / "config.yaml", verl_config_text(data, n_train))
+        fork_images = self.with_images and self.image_mode == "path"
+        write_text(self.out_root, self.dir / "vragrl.yaml", vragrl_config_text(data, n_train, fork_images))
+        return []
+
+
+MODEL_KEY = "actor_rollout_ref.model.path"
+# keys a user must set for a run (the export cannot know them); named in each config's header, checked by a test
+VERL_USER_KEYS = (MODEL_KEY, "trainer.n_gpus_per_node", "trainer.nnodes", "actor_rollout_ref.rollout.name",
+                  "data.train_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size",
+                  "actor_rollout_ref.actor.strategy")
+VRAGRL_USER_KEYS = (MODEL_KEY, "trainer.n_gpus_per_node", "trainer.nnodes", "data.train_batch_size",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size", "reward_model.rm_url", "reward_model.rm_key",
+                    "reward_model.rm_model_name", "actor_rollout_ref.actor.strategy")
+
+
+def verl_config_text(data: dict[str, Any], n_train: int) -> str:
+    head = f"""# verl (>= 0.9) config of this export: verl's own ppo_trainer plus this export's data and reward. From the export
+# folder (every path below is relative to it):
+#   python3 -m verl.trainer.main_ppo --config-dir=verl --config-name=config \\
+#       {MODEL_KEY}=<model folder or Hub name> trainer.n_gpus_per_node=<GPUs per node> trainer.nnodes=<nodes> \\
+#       actor_rollout_ref.rollout.name=<vllm | sglang> data.train_batch_size=<at most {n_train}> \\
+#       actor_rollout_ref.actor.ppo_mini_batch_size=<at most data.train_batch_size>
+# Set before training (this file cannot know them):
+#   {MODEL_KEY}: the policy to train (left missing here: verl stops naming it until it is set)
+#   trainer.n_gpus_per_node, trainer.nnodes: your GPUs (verl's defaults: 8 per node, 1 node)
+#   actor_rollout_ref.rollout.name: the rollout engine installed beside verl
+#   data.train_batch_size, actor_rollout_ref.actor.ppo_mini_batch_size: this export has {n_train} training rows
+#     (verl's defaults, 1024 and 256, leave no full batch of a small export)
+#   actor_rollout_ref.actor.strategy: fsdp by default, which needs no file (DeepSpeed is not a verl strategy);
+#     FSDP sharding and offload are keys under actor_rollout_ref.actor.fsdp_config
+# The multi-turn recipes search during the rollout: their tools need an agent loop (README.md, search/).
+defaults:
+  - ppo_trainer
+  - _self_
+"""
+    body = {"data": data, "actor_rollout_ref": {"model": {"path": "???"}},
+            "reward": {"custom_reward_function": {"path": "reward/compute_score.py", "name": "compute_score"}}}
+    return head + yaml.safe_dump(body, sort_keys=False)
+
+
+def vragrl_config_text(data: dict[str, Any], n_train: int, path_images: bool) -> str:
+    images = ("# These rows name their images by path; the fork reads embedded bytes only: export with --for vragrl.\n"
+              if path_images else "")
+    head = f"""# VRAG-RL's verl fork (0.2.0.dev) config of this export: the fork's ppo_trainer plus this export's data and
+# reward. From the export folder, with the fork installed (every path below is relative to the export folder):
+#   python3 -m verl.trainer.main_ppo --config-dir=verl --config-name=vragrl \\
+#       {MODEL_KEY}=<model> trainer.n_gpus_per_node=<GPUs per node> trainer.nnodes=<nodes> \\
+#       data.train_batch_size=<at most {n_train}> actor_rollout_ref.actor.ppo_mini_batch_size=<...> \\
+#       reward_model.rm_url=<judge URL> reward_model.rm_key=<key> reward_model.rm_model_name=<judge model>
+# Set before training (this file cannot know them):
+#   {MODEL_KEY}: the policy to train (left missing here: the trainer stops naming it until it is set)
+#   trainer.n_gpus_per_node, trainer.nnodes: your GPUs
+#   data.train_batch_size, actor_rollout_ref.actor.ppo_mini_batch_size: this export has {n_train} training rows
+#   reward_model.rm_url, reward_model.rm_key, reward_model.rm_model_name: the fork's answer judge (its reward
+#     manager `rm` adds 0.7 x judge + 0.2 x NDCG to reward/vragrl_reward.py's float)
+#   actor_rollout_ref.actor.strategy: fsdp by default (no file needed)
+#   the search server the fork's rollout calls (its search_url; README.md, search/)
+{images}defaults:
+  - ppo_trainer
+  - _self_
+"""
+    body = {"data": data, "actor_rollout_ref": {"model": {"path": "???"}},
+            "custom_reward_function": {"path": "reward/vragrl_reward.py", "name": "compute_score"},
+            "reward_model": {"reward_manager": "rm"}}
+    return head + yaml.safe_dump(body, sort_keys=False)
 
 
 class VerlFormat(FormatDefaults):
@@ -139,8 +208,9 @@ class VerlFormat(FormatDefaults):
         return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode)
 
     def card_section(self, written: Written) -> str:
-        return ("- verl (`verl/`): merge `verl/config.yaml` (data files, prompt length, `custom_reward_function` = "
-                "`reward/compute_score.py`) into the trainer's config and start it from the export folder\n")
+        return ("- verl (`verl/`): from the export folder, `python3 -m verl.trainer.main_ppo --config-dir=verl "
+                "--config-name=config` plus the keys its header names (model, GPUs, batch sizes); VRAG-RL's fork: "
+                "`--config-name=vragrl`; rewards in `reward/` (standard library only)\n")
 
 
 FORMAT = VerlFormat()

@@ -65,6 +65,8 @@ class IngestOptions(_Settings):
             keep["doc_time_budget_s"] = self.doc_time_budget_s
         if self.layout == "mineru":
             keep["mineru_tier"] = self.mineru.tier
+        if self.layout == "pymupdf":
+            keep["tables"] = 2  # table grids from word geometry (ingest/tables.py): older workspaces re-ingest
         return config_hash(keep)
 
 

@@ -192,6 +192,14 @@ def table_grid(text: str) -> Grid:
     return Grid(header, cells)
 
 
+def cell_at(text: str, row: str, col: str) -> str | None:
+    """The value at (row label, column name) of a markdown table, read again from the region's text; None when that
+    row or column is missing or not unique (then the pair names no single cell)."""
+    grid = table_grid(text)
+    hits = [v for r, c, v in grid.cells if r == row and c == col]
+    return hits[0] if len(hits) == 1 else None
+
+
 def _unit(value: str, label: str) -> str:
     """What a number counts, roughly: rows are compared only within one unit."""
     v, lab = value.lower(), label.lower()
@@ -223,7 +231,7 @@ def _table_cell(rng: random.Random, region: Region) -> Written | Rejected:
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     row, col, value = rng.choice(grid.cells)
-    return Written(_cell_question(grid, row, col), value, "Str", "extraction", (value,), NAME)
+    return Written(_cell_question(grid, row, col), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
 
 def _table_compare(rng: random.Random, region: Region) -> Written | Rejected:
@@ -245,7 +253,7 @@ def _table_compare(rng: random.Random, region: Region) -> Written | Rejected:
     while na == nb:
         (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
     q = f"In the table with the columns {grid.columns_phrase()}, which has the higher {col} value: {ra} or {rb}?"
-    return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME)
+    return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
 def _table_pair(rng: random.Random, a: Region, b: Region) -> Written | Rejected:
@@ -257,7 +265,8 @@ def _table_pair(rng: random.Random, a: Region, b: Region) -> Written | Rejected:
     (r1, c1, v1), (r2, c2, v2) = rng.choice(ga.cells), rng.choice(gb.cells)
     q = (f"In the table with the columns {ga.columns_phrase()}, what is the {c1} value of {r1}; and in the table with "
          f"the columns {gb.columns_phrase()}, what is the {c2} value of {r2}?")
-    return Written(q, json.dumps([v1, v2], ensure_ascii=False), "List", "extraction", (v1, v2), NAME)
+    return Written(q, json.dumps([v1, v2], ensure_ascii=False), "List", "extraction", (v1, v2), NAME,
+                   ((0, r1, c1, v1), (1, r2, c2, v2)))
 
 
 class OracleWriter:

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from vrag_data.filters.setlevel import jaccard, question_tokens
-from vrag_data.qgen.oracle_writer import visible
+from vrag_data.qgen.oracle_writer import cell_at, visible
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
 from vrag_data.rewards.answer import is_unanswerable, normalize_answer
@@ -84,6 +84,17 @@ def duplicate_score(question: str, known: list[frozenset[str]]) -> float:
     return max((jaccard(toks, t) for t in known if _numbers(t) == nums), default=0.0)
 
 
+def reread_cells(attempt: Attempt, w: Written) -> str:
+    """Each cell the answer rests on, read again at its (row label, column name) in its region's table: a value
+    that is not there (another column, a merged row, a label that names no single cell) is why, else ""."""
+    regions = attempt.evidence.regions
+    for idx, row, col, value in w.cells:
+        got = cell_at(regions[idx].text, row, col) if 0 <= idx < len(regions) else None
+        if got != value:
+            return f"cell ({row!r}, {col!r}) holds {got!r}, not {value!r}"
+    return ""
+
+
 @dataclass
 class VerifyReport:
     mode: str  # model | rules
@@ -108,6 +119,11 @@ class Verifier:
 
     async def verify(self, attempt: Attempt, w: Written) -> VerifyReport | Rejected:
         rep = VerifyReport(self.mode)
+        moved = reread_cells(attempt, w)
+        if moved:
+            return Rejected("verify", "cell_mismatch", moved, w.question, w.answer)
+        if w.cells:
+            rep.checks["cells"] = f"{len(w.cells)} cell(s) re-read at (row, column)"
         if self.answerer is None:
             bad = self._rules(attempt, w, rep)
         else:

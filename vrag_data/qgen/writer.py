@@ -35,6 +35,9 @@ class Written:
     reasoning_type: str
     visible: tuple[str, ...] = ()
     writer: str = "oracle"
+    # table cells the answer was read from: (evidence region index, row label, column name, value); re-read after
+    # writing, so a value from the wrong column or a merged row never becomes a gold answer
+    cells: tuple[tuple[int, str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,12 @@ def _load_model(model_path: str, model_cls: str, proc_cls: str) -> tuple[Any, An
 
 
 def build_colpali(ws: Any, model_path: str | None, progress: Any = None, force: bool = False) -> Any:
+    model_dir, model_cls, proc_cls = check_colpali(model_path)  # before importing torch: a missing part fails fast
     from PIL import Image
     import torch
 
     from vrag_data.retrieve.store import IndexBuildResult, load_pages, read_json, write_json
 
-    model_dir, model_cls, proc_cls = check_colpali(model_path)
     t0 = time.perf_counter()
     root = ws.path("index", "colpali")
     pages, _ = load_pages(ws)

@@ -13,7 +13,9 @@ scorer does: for its data sources (`rag`, `slidevqa_test`, `mmlongdoc`, `vidosee
 1.0 when the rollout holds a complete <search> and <answer>, else 0.0 (the fork's default scorer returns the same
 term): the fork's total is then VRAG-RL's reward, judged by the fork, whatever recipe wrote the row (the fork's
 reward manager knows no other; training and validation score alike, though only validation rows keep their
-`extra_info`). A row with another `data_source` gets the whole score of the reward its `extra_info.reward` names
+`extra_info`). One exception, told by the row itself: a ground truth in EVisRAG's tagged form (`<evidence>[i]: ...
+</evidence><answer>...</answer>`: a one-turn answer over given pages, which never searches and so would never pass
+that gate) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its `extra_info.reward` names
 (`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
 reward as a float, for a reward manager that uses the float as the reward. Gold pages missing from `extra_info` are
 read from the fork's `file_name` and `reference_page`.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vrag_data.rewards.format import vrag_rl_format
+from vrag_data.rewards.format import last_tag, vrag_rl_format
 from vrag_data.rewards.verl import DATA_SOURCE_RECIPE, split_turns
 from vrag_data.rewards.verl import compute_score as _verl_score
 
@@ -59,6 +61,10 @@ def reward_of(data_source: str, extra: dict[str, Any]) -> str:
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Any = None, **kwargs: Any) -> float:
     """The float the fork's RMManager expects (see the module docstring)."""
     if str(data_source) in FORK_DATA_SOURCES:
+        gt = str(ground_truth)
+        if "<evidence>" in gt and last_tag(gt, "answer") is not None:  # EVisRAG's one-turn target
+            extra = {**fork_extra(extra_info), "reward": "evisrag"}
+            return float(_verl_score(data_source, solution_str, gt, extra, **kwargs)["score"])
         return float(vrag_rl_format(split_turns(_USER_TURN.sub("", solution_str or ""))))
     return total_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
 

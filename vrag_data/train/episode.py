@@ -26,12 +26,17 @@ class Episode:
 
 
 class PolicyResponder(Responder):
-    """Answers roles with the policy model; generations of `train_roles` are kept for the loss."""
+    """Answers roles with the policy model; generations of `train_roles` are kept for the loss.
 
-    def __init__(self, sampler: PolicySampler, train_roles: Sequence[str] = ("policy",)) -> None:
+    `concurrent`: requests go through the sampler's round batcher (episodes run together, one generate call per
+    decoding round); otherwise each request is generated on its own as it comes."""
+
+    def __init__(self, sampler: PolicySampler, train_roles: Sequence[str] = ("policy",),
+                 concurrent: bool = False) -> None:
         super().__init__(None, None, None)
         self.sampler = sampler
         self.train_roles = set(train_roles)
+        self.concurrent = concurrent
         self.samples: dict[tuple[str, int], list[TurnSample]] = {}
 
     def kind(self, role: str) -> str:
@@ -39,7 +44,10 @@ class PolicyResponder(Responder):
 
     async def ask(self, role: str, messages: list[Message], ep: Any, phase: str) -> Reply:
         try:
-            sample = self.sampler.sample(messages)
+            if self.concurrent:
+                sample = await self.sampler.sample_async(messages)
+            else:
+                sample = self.sampler.sample(messages)
         except ContextTooLong as err:  # ends the episode with status "error", like a failing endpoint
             raise TeacherError(str(err)) from None
         if role in self.train_roles:
@@ -58,12 +66,31 @@ def make_deps(env: Any, recipe: Any, responder: PolicyResponder, run_id: str) ->
 
 def rollout_group(deps: EpisodeDeps, responder: PolicyResponder, task: Task, group_size: int,
                   first_sample: int = 0) -> list[Episode]:
-    """`group_size` episodes of one task, one after the other (the tiny CPU model generates sequentially)."""
-    out = []
-    for g in range(first_sample, first_sample + group_size):
-        traj = asyncio.run(run_episode(deps, task, g))
-        out.append(Episode(traj, responder.samples.pop((task.task_id, g), [])))
-    return out
+    """`group_size` episodes of one task (see `rollout_step`)."""
+    return rollout_step(deps, responder, [(task, first_sample)], group_size)
+
+
+def rollout_step(deps: EpisodeDeps, responder: PolicyResponder, jobs: Sequence[tuple[Task, int]],
+                 group_size: int) -> list[Episode]:
+    """Every episode of a step: for each (task, first sample number) `group_size` episodes, returned task by task
+    in sample order. With a concurrent responder they all run at once through the async episode loop and each
+    decoding round is one batched generate call; otherwise one after the other (the same episodes, token for
+    token at temperature 0)."""
+    runs = [(task, g) for task, first in jobs for g in range(first, first + group_size)]
+    if responder.concurrent:
+        batcher = responder.sampler.batcher
+
+        async def one(task: Task, g: int) -> Trajectory:
+            async with batcher.episode():
+                return await run_episode(deps, task, g)
+
+        async def every() -> list[Trajectory]:
+            return list(await asyncio.gather(*(one(t, g) for t, g in runs)))
+
+        trajs = asyncio.run(every())
+    else:
+        trajs = [asyncio.run(run_episode(deps, task, g)) for task, g in runs]
+    return [Episode(traj, responder.samples.pop((task.task_id, g), [])) for (task, g), traj in zip(runs, trajs, strict=True)]
 
 
 def trajectory_text(traj: Trajectory) -> str:

@@ -9,8 +9,10 @@ context policy does to the history (append-only or VISOR's sliding window).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ from PIL import Image
 
 from vrag_data.schema.records import ImageRef, Message
 from vrag_data.train.data import IMAGE_TAG, expand_image_tags, generation_prompt, image_inputs
+from vrag_data.train.engines import Engine, GenRequest, HfEngine
 
 ImageLoader = Callable[[ImageRef], Image.Image]
 
@@ -48,10 +51,12 @@ def messages_to_chat(messages: Sequence[Message]) -> tuple[list[tuple[str, str]]
 
 
 class PolicySampler:
-    """Samples assistant turns from the policy model (HF `generate`; one sequence at a time on CPU)."""
+    """Samples assistant turns from the policy through a generation engine (`engines`): `sample` one at a time,
+    `sample_async` through a `RoundBatcher` that turns the concurrent episodes' requests into one call."""
 
     def __init__(self, policy: Any, load_image: ImageLoader, max_new_tokens: int, temperature: float,
-                 top_p: float, default_system: str | None = None, max_context: int = 8192) -> None:
+                 top_p: float, default_system: str | None = None, max_context: int = 8192,
+                 engine: Engine | None = None) -> None:
         self.policy = policy
         self.load_image = load_image
         self.max_new_tokens = max_new_tokens
@@ -59,52 +64,99 @@ class PolicySampler:
         self.top_p = top_p
         self.default_system = default_system
         self.max_context = max_context
+        self.engine: Engine = engine or HfEngine(policy, max_new_tokens, temperature, top_p)
+        self.batcher = RoundBatcher(self.engine.generate)
 
     def encode_context(self, messages: Sequence[Message]) -> tuple[list[int], torch.Tensor | None, torch.Tensor | None]:
+        ids, pixel_values, grid, _ = self._encode(messages)
+        return ids, pixel_values, grid
+
+    def _encode(self, messages: Sequence[Message]) -> tuple[list[int], torch.Tensor | None, torch.Tensor | None, list[Any]]:
         chat, refs = messages_to_chat(messages)
         pixel_values = grid = None
         grids: list[list[int]] = []
+        images = [self.load_image(r) for r in refs]
         if refs:
-            pixel_values, grid = image_inputs([self.load_image(r) for r in refs], self.policy.image_processor)
+            pixel_values, grid = image_inputs(images, self.policy.image_processor)
             grids = grid.tolist()
         text = expand_image_tags(generation_prompt(chat, self.default_system), grids,
                                  getattr(self.policy.image_processor, "merge_size", 2))
         ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids, pixel_values, grid
+        return ids, pixel_values, grid, images
 
-    @torch.no_grad()
-    def sample(self, messages: Sequence[Message]) -> TurnSample:
-        ids, pixel_values, grid = self.encode_context(messages)
+    def request(self, messages: Sequence[Message]) -> GenRequest:
+        ids, pixel_values, grid, images = self._encode(messages)
         if len(ids) > self.max_context:
             raise ContextTooLong(f"context of {len(ids)} tokens exceeds {self.max_context}")
-        model = self.policy.model
-        input_ids = torch.tensor([ids], device=model.device)
-        kwargs: dict[str, Any] = {
-            "input_ids": input_ids,
-            "attention_mask": torch.ones_like(input_ids),
-            "max_new_tokens": self.max_new_tokens,
-            "do_sample": self.temperature > 0,
-            "pad_token_id": self.policy.pad_id,
-            "eos_token_id": self.policy.tokenizer.eos_token_id,
-        }
-        if self.temperature > 0:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=0)
-        if pixel_values is not None:
-            kwargs.update(
-                pixel_values=pixel_values.to(model.device, model.dtype),
-                image_grid_thw=grid.to(model.device),
-                mm_token_type_ids=(input_ids == self.policy.image_token_id).long(),
-            )
-        was_training = model.training
-        model.eval()
-        out = model.generate(**kwargs)
-        model.train(was_training)
-        response = out[0, len(ids):].tolist()
-        eos = self.policy.tokenizer.eos_token_id
-        if eos in response:  # keep the closing <|im_end|>: the policy must learn to stop
-            response = response[: response.index(eos) + 1]
+        return GenRequest(ids, pixel_values, grid, images)
+
+    def _turn(self, req: GenRequest, response: list[int]) -> TurnSample:
         text = self.policy.tokenizer.decode(response, skip_special_tokens=True)
-        return TurnSample(ids, response, text, pixel_values, grid)
+        return TurnSample(req.prompt_ids, response, text, req.pixel_values, req.image_grid_thw)
+
+    def sample(self, messages: Sequence[Message]) -> TurnSample:
+        req = self.request(messages)
+        return self._turn(req, self.engine.generate([req])[0])
+
+    async def sample_async(self, messages: Sequence[Message]) -> TurnSample:
+        req = self.request(messages)
+        return self._turn(req, await self.batcher.submit(req))
+
+
+class RoundBatcher:
+    """Collects the generation requests of concurrently running episodes into one engine call per round.
+
+    A round is flushed as soon as every live episode is waiting on it (the usual case: the episodes of an RL step
+    only wait on the policy), or `max_wait_s` after its first request, so an episode that waits on something else
+    (a tool, a server) never holds the others back for long. The engine call blocks the event loop on purpose:
+    everything else is waiting for it anyway.
+    """
+
+    def __init__(self, generate: Callable[[list[GenRequest]], list[list[int]]], max_wait_s: float = 0.05) -> None:
+        self.generate = generate
+        self.max_wait_s = max_wait_s
+        self.live = 0
+        self.rounds: list[int] = []  # requests per engine call, in order
+        self._pending: list[tuple[GenRequest, asyncio.Future[list[int]]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    @contextlib.asynccontextmanager
+    async def episode(self) -> AsyncIterator[None]:
+        self.live += 1
+        try:
+            yield
+        finally:
+            self.live -= 1
+            if self._pending and len(self._pending) >= self.live:
+                self._flush()
+
+    async def submit(self, req: GenRequest) -> list[int]:
+        fut: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._pending.append((req, fut))
+        if len(self._pending) >= max(self.live, 1):
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._flush)
+        return await fut
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        self.rounds.append(len(batch))
+        try:
+            outs = self.generate([r for r, _ in batch])
+        except Exception as err:  # every waiting episode sees the failure
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(err)
+            return
+        for (_, fut), out in zip(batch, outs, strict=True):
+            if not fut.done():
+                fut.set_result(out)
 
 
 class ContextTooLong(Exception):

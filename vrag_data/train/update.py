@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -50,6 +51,7 @@ def _batch(rows: list[dict[str, Any]], policy: Policy, device: Any) -> dict[str,
 
 
 def _logp(model: Any, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Run under the policy's autocast (`Policy.autocast`); the log-softmax itself is taken in fp32."""
     kwargs = {k: b[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw") if k in b}
     if "pixel_values" in kwargs:
         kwargs["pixel_values"] = kwargs["pixel_values"].to(next(model.parameters()).dtype)
@@ -62,6 +64,9 @@ def update_policy(policy: Any, ref: Any, optimizer: Any, params: list[torch.nn.P
                   rows: list[dict[str, Any]], rl: Any, world: int = 1) -> dict[str, float]:
     """pi_old (and pi_ref) log-probs once, then `rl.updates_per_step` passes of clipped-loss gradient steps.
 
+    Forwards run under the policy's autocast; the parameters (fp32 master weights unless pure bf16) take the
+    optimizer step in their own dtype.
+
     Micro-batches accumulate gradients; the loss is normalised by the token count of the whole batch, so the
     result does not depend on the micro-batch size. With several processes, gradients are averaged over ranks
     every pass (a rank without rows contributes zeros rather than skipping the collective).
@@ -71,7 +76,8 @@ def update_policy(policy: Any, ref: Any, optimizer: Any, params: list[torch.nn.P
     n_tokens = sum(sum(r["mask"]) for r in rows)
     mb = max(1, rl.micro_batch_size)
     acc = {"loss": 0.0, "kl": 0.0, "clip": 0.0, "tokens": float(n_tokens)}
-    with torch.no_grad():
+    autocast = getattr(policy, "autocast", contextlib.nullcontext)
+    with torch.no_grad(), autocast():
         for i in range(0, len(rows), mb):
             chunk = rows[i : i + mb]
             b = _batch(chunk, policy, device)
@@ -92,8 +98,9 @@ def update_policy(policy: Any, ref: Any, optimizer: Any, params: list[torch.nn.P
                 old[j, : len(r["ids"])] = r["old"]
                 if refp is not None:
                     refp[j, : len(r["ids"])] = r["ref"]
-            loss, st = policy_loss(_logp(model, b), old, b["adv"], b["mask"], rl.clip_low, rl.clip_high, refp,
-                                   rl.kl_coef, n_tokens)
+            with autocast():
+                logp = _logp(model, b)
+            loss, st = policy_loss(logp, old, b["adv"], b["mask"], rl.clip_low, rl.clip_high, refp, rl.kl_coef, n_tokens)
             loss.backward()
             acc["loss"] += st.loss / passes
             acc["kl"] += st.kl / passes

@@ -144,9 +144,10 @@ class StreamResponder(Responder):
         else:
             delta = self._delta(enc)
             if delta is None and self.on_rewrite == "error":
-                raise VragError(f"recipe {ep.recipe.name}: its context policy rewrites the history, which verl cannot "
-                                "train as one token stream; set verl.on_rewrite: last_segment (loss on the turns after "
-                                "the last rewrite) or train this recipe with the bundled trainer")
+                raise VragError(f"recipe {ep.recipe.name}: the context of its {phase} call rewrites the history (a context "
+                                "policy or a phase with its own prompt), which verl cannot train as one token stream; set "
+                                "verl.on_rewrite: last_segment (loss on the turns after the last rewrite) or train this "
+                                "recipe with the bundled trainer")
             if delta is None:
                 self._fit_prompt(enc)
                 s.restart(enc)
