@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing vrag-data and its dependencies into $(VENV) (PyMuPDF, onnxruntime, Prefect, Ray, torch, ...):"
 	@echo "the first time this downloads several GB (torch alone is large) and takes minutes; pip shows each package"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev,train,scale]'
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev,train,scale,dense]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup

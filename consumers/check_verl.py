@@ -1,17 +1,22 @@
-"""Run verl's own dataset and reward loading on an export (run inside verl's environment, from the export root).
+"""Run verl's own config loader, dataset and reward loading on an export (inside verl's environment, from the export
+root).
 
     python check_verl.py <export root> <tiny model dir>
 
-- `verl.utils.dataset.rl_dataset.RLHFDataset` with the shipped `verl/config.yaml` (`data` keys as written; only
-  `cache_dir` and the worker count name this machine): every row survives the length filter, each item builds its
-  chat with one image part per image entry, and the images open from the export folder.
-- `verl.trainer.ppo.reward.get_custom_reward_fn` loads the shipped `custom_reward_function` (reward/compute_score.py;
-  vrag-data is not installed here). Rollouts are the export's own SFT trajectories for the same task (assistant turns
-  and observations as one response string); the same rollout with a wrong final answer must score lower, and every
-  score dict of an export has the same keys (verl requires it). The rule scorers are asked for explicitly.
-- VRAG-RL's fork (not on the package registry) reads rows with pandas and then `file_name`, `reference_page`,
-  `extra_info['question']`, `extra_info['answer']` and `data_source` (its ray_trainer.py and reward_manager/rm.py):
-  those reads are done the same way and must name the gold pages.
+- Config: verl's own CLI entry (`python -m verl.trainer.main_ppo --config-dir=verl --config-name=config`, Hydra)
+  composes the shipped `verl/config.yaml` with verl's `ppo_trainer`, with only the keys its header says a user must
+  set given on the command line (the header must name each); `--cfg job` prints the composed config and stops
+  before training. Every file the composed config names (data files, the reward) exists under the export folder.
+- `verl.utils.dataset.rl_dataset.RLHFDataset` with the composed `data` config (only `cache_dir` names this machine):
+  every row survives the length filter, each item builds its chat with one image part per image entry, and the
+  images open from the export folder.
+- `verl.trainer.ppo.reward.get_custom_reward_fn` on the composed config loads `reward.custom_reward_function`
+  (reward/compute_score.py; vrag-data is not installed here). For every row, a right rollout (rollouts.py) must
+  outscore the same rollout with a wrong final answer, and every score dict of an export has the same keys (verl
+  requires it). The rule scorers are asked for explicitly (no model judge here).
+- VRAG-RL's fork reads rows with pandas and then `file_name`, `reference_page`, `extra_info['question']`,
+  `extra_info['answer']` and `data_source`: those reads are done the same way and must name the gold pages (its
+  reward manager itself runs in check_vragrl.py).
 Prints one JSON line of counts.
 """
 
@@ -20,45 +25,64 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-import yaml
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from transformers import AutoProcessor, AutoTokenizer
 
+from rollouts import right_and_wrong, sft_rollouts
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 VRAG_RL_SOURCES = {"rag", "slidevqa_test", "mmlongdoc", "vidoseek"}  # the data sources VRAG-RL's reward dispatches on
+MODEL_KEY = "actor_rollout_ref.model.path"
 
 
-def rollouts(root: Path) -> dict[str, str]:
-    """task id -> one response string from the export's SFT records (the first record of each task)."""
-    out: dict[str, str] = {}
-    for f in sorted((root / "hf" / "data").glob("sft-*.parquet")):
-        for row in pq.read_table(f, columns=["task_id", "messages"]).to_pylist():
-            msgs = row["messages"]
-            first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
-            text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs[first:])
-            out.setdefault(row["task_id"], text)
-    return out
+def hydra_config(name: str, keys: list[str], module: str = "verl.trainer.main_ppo", env: dict | None = None):
+    """The config the trainer's own CLI composes from `verl/<name>.yaml` plus `keys` (`--cfg job`: print, no run)."""
+    proc = subprocess.run([sys.executable, "-m", module, "--config-dir=verl", f"--config-name={name}", *keys,
+                           "--cfg", "job"], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, f"{module} --config-name={name}: {proc.stderr[-3000:]}"
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"[a-z_][a-z0-9_]*:( |$)", line))  # past any log line
+    return OmegaConf.create("\n".join(lines[start:]))
+
+
+def config_resolves(root: Path, model_dir: Path):
+    bare = hydra_config("config", [])
+    head = (root / "verl" / "config.yaml").read_text().split("\ndefaults:")[0]
+    for key in (MODEL_KEY, "trainer.n_gpus_per_node", "trainer.nnodes", "data.train_batch_size",
+                "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.strategy"):
+        assert key in head, f"verl/config.yaml does not name {key} in its header"
+    n_train = sum(pq.ParquetFile(f).metadata.num_rows for f in bare.data.train_files)
+    cfg = hydra_config("config", [f"{MODEL_KEY}={model_dir}", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+                                  "actor_rollout_ref.rollout.name=vllm", f"data.train_batch_size={n_train}",
+                                  f"actor_rollout_ref.actor.ppo_mini_batch_size={n_train}"])
+    assert cfg.actor_rollout_ref.model.path == str(model_dir)
+    named = [*cfg.data.train_files, *cfg.data.val_files, cfg.reward.custom_reward_function.path]
+    missing = [p for p in named if not (root / p).is_file()]
+    assert not missing, f"the composed config names files the export lacks: {missing}"
+    return cfg
 
 
 def check(root: Path, model_dir: Path) -> dict:
     os.chdir(root)
     os.environ["VRAG_REWARD_JUDGE"] = "rules"  # no model judge on this machine: the rule scorers, asked for explicitly
-    cfg = yaml.safe_load((root / "verl" / "config.yaml").read_text())
-    data = dict(cfg["data"], cache_dir=tempfile.mkdtemp(prefix="verl-cache-"), filter_overlong_prompts_workers=1)
+    cfg = config_resolves(root, model_dir)
+    data = cfg.data
+    with open_dict(data):
+        data.cache_dir = tempfile.mkdtemp(prefix="verl-cache-")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     processor = AutoProcessor.from_pretrained(model_dir)
-    files = list(data["train_files"])
+    files = [*data.train_files, *(f for f in data.val_files if f not in data.train_files)]
     n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    ds = RLHFDataset(data_files=files, tokenizer=tokenizer, config=OmegaConf.create(data), processor=processor)
-    assert len(ds) == n_rows, f"verl kept {len(ds)} of {n_rows} rows (max_prompt_length {data['max_prompt_length']})"
+    ds = RLHFDataset(data_files=list(files), tokenizer=tokenizer, config=data, processor=processor)
+    assert len(ds) == n_rows, f"verl kept {len(ds)} of {n_rows} rows (max_prompt_length {data.max_prompt_length})"
     n_images = 0
     for i in range(len(ds)):
         row = ds.dataframe[i]
@@ -71,26 +95,21 @@ def check(root: Path, model_dir: Path) -> dict:
             assert len(images) == expected
         n_images += expected
 
-    reward = get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": cfg["custom_reward_function"]}}))
-    assert reward is not None
-    sft = rollouts(root)
-    scored, keys = 0, set()
+    reward = get_custom_reward_fn(cfg)  # verl's loader, on the composed config: reward.custom_reward_function
+    assert reward is not None, "the composed config names no custom reward function"
+    sft = sft_rollouts(root)
+    scored, keys, how = 0, set(), {}
     for f in files:
         for row in pq.read_table(f).to_pylist():
-            response = sft.get(row["extra_info"]["task_id"])
-            if response is None:
-                continue
             gt = row["reward_model"]["ground_truth"]
-            answers = re.findall(r"<answer>(.*?)</answer>", response, re.S)
-            if not answers:
-                continue
-            wrong_response = response[: response.rindex("<answer>")] + "<answer>zzz no such value</answer>" + response[response.rindex("</answer>") + 9 :]
-            right = reward(data_source=row["data_source"], solution_str=response, ground_truth=gt, extra_info=row["extra_info"])
-            wrong = reward(data_source=row["data_source"], solution_str=wrong_response, ground_truth=gt, extra_info=row["extra_info"])
+            right_s, wrong_s, src = right_and_wrong(row["extra_info"]["task_id"], gt, sft)
+            right = reward(data_source=row["data_source"], solution_str=right_s, ground_truth=gt, extra_info=row["extra_info"])
+            wrong = reward(data_source=row["data_source"], solution_str=wrong_s, ground_truth=gt, extra_info=row["extra_info"])
             assert right["score"] > wrong["score"], f"{row['id']}: right {right} <= wrong {wrong}"
             keys.add(tuple(sorted(right)))
             keys.add(tuple(sorted(wrong)))
             scored += 1
+            how[src] = how.get(src, 0) + 1
     assert len(keys) <= 1, f"score dicts differ in keys: {keys}"
 
     # VRAG-RL's fork: pandas rows, then the fields its trainer and reward manager read
@@ -102,8 +121,8 @@ def check(root: Path, model_dir: Path) -> dict:
             assert set(pages) <= set(extra["gold_pages"].tolist()), f"{rec['id']}: {pages} vs {extra['gold_pages']}"
             if extra["reward"] == "vrag_rl":
                 assert rec["data_source"] in VRAG_RL_SOURCES, rec["data_source"]
-    return {"consumer": "verl", "rows": len(ds), "images": n_images, "rewards_checked": scored,
-            "max_prompt_length": data["max_prompt_length"]}
+    return {"consumer": "verl", "rows": len(ds), "images": n_images, "rewards_checked": scored, "rollouts": how,
+            "max_prompt_length": data.max_prompt_length, "config": "verl/config.yaml"}
 
 
 if __name__ == "__main__":

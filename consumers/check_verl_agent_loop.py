@@ -81,6 +81,29 @@ class TinyServer:
         return TokenOutput(token_ids=out[0, ids.shape[1]:].tolist(), stop_reason="completed")
 
 
+class ScriptedModel(torch.nn.Module):
+    """A policy whose replies are fixed, canonically tokenized texts (a search for the question's first words, then the gold answer):
+    the random tiny model's replies often tokenize non-canonically, after which the bundled trainer (re-tokenizing
+    the reply's text) and the stream (keeping the generated ids) see different tokens; these replies let one whole
+    episode, searches and page images included, be compared token for token."""
+
+    def __init__(self, tokenizer, question: str, answer: str) -> None:
+        super().__init__()
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        texts = [f"<think>find the page</think>\n<search>{question}</search>", f"<think>found</think>\n<answer>{answer}</answer>"]
+        self.replies = [tokenizer(t, add_special_tokens=False)["input_ids"] + [end] for t in texts]
+        self.calls = 0
+
+    device = torch.device("cpu")
+    dtype = torch.float32
+
+    def generate(self, input_ids, max_new_tokens: int, **kwargs):
+        reply = self.replies[min(self.calls, len(self.replies) - 1)][:max_new_tokens]
+        self.calls += 1
+        return torch.cat([input_ids, torch.tensor([reply], dtype=input_ids.dtype)], dim=1)
+
+
 def compose_config(folder: Path):
     with initialize_config_dir(config_dir=str(folder.resolve()), version_base=None):
         config = compose(config_name="vrag_ppo")
@@ -100,19 +123,22 @@ def spans(mask: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def check_recipe(folder: Path, tokenizer, processor, policy: Policy) -> dict:
+def check_recipe(folder: Path, tokenizer, processor, policy: Policy, scripted: bool = False) -> dict:
     config = compose_config(folder)
     import vrag_data.train.verl_loop  # noqa: F401  (what verl's worker imports through the entry's _target_)
 
     entry = OmegaConf.load(config.actor_rollout_ref.rollout.agent.agent_loop_config_path)[0]
     _agent_loop_registry[entry.name] = entry
     assert config.actor_rollout_ref.rollout.agent.default_agent_loop == entry.name
-    server = TinyServer(policy)
+    server = TinyServer(policy)  # the scripted policy replaces the model below, once the task is known
     loop = hydra.utils.instantiate(config=_agent_loop_registry[entry.name], trainer_config=DictConfigWrap(config=config),
                                    server_manager=server, tokenizer=tokenizer, processor=processor, hf_model_type="qwen2_vl",
                                    dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data), tools=ToolListWrap([]))
     cfg = load_train_config(entry.train_config)
     task = loop.env.tasks[0]
+    if scripted:
+        policy = Policy(ScriptedModel(tokenizer, task.question, task.answer), tokenizer, processor.image_processor)
+        server.policy = policy
     params = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": False}
     out = asyncio.run(loop.run(params, raw_prompt=[], extra_info={"task_id": task.task_id}))
 
@@ -120,6 +146,8 @@ def check_recipe(folder: Path, tokenizer, processor, policy: Policy) -> dict:
     sampler = PolicySampler(policy, loop.env.image_loader(loop.recipe.env.page_min_pixels, loop.recipe.env.page_max_pixels,
                                                           loop.recipe.env.page_resize),
                             cfg.rl.max_new_tokens, 0.0, 1.0, cfg.data.default_system, max_context=10**6)
+    if scripted:
+        policy.model.calls = 0  # the bundled side replays the same script from its start
     responder = PolicyResponder(sampler)
     bundled = rollout_group(make_deps(loop.env, loop.recipe, responder, "bundled"), responder, task, 1)[0]
     samples = bundled.samples
@@ -184,7 +212,8 @@ def main(root: Path, tiny: Path) -> dict:
             compose_config(folder / "verl")
             result["shipped"] = "accepted"
             continue
-        result[folder.name] = check_recipe(folder / "verl", tokenizer, processor, policy)
+        result[folder.name] = {"tiny": check_recipe(folder / "verl", tokenizer, processor, policy),
+                               "scripted": check_recipe(folder / "verl", tokenizer, processor, policy, scripted=True)}
     return result
 
 

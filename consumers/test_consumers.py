@@ -145,7 +145,7 @@ def test_verl_agent_loop(tiny, tmp_path):
         cli("synth", "-w", ws, "--recipe", recipe, "--policy", "oracle", "--run", run, "-q")
         cli("export", "-w", ws, "--run", run, "--out", tmp_path / "exports" / recipe, "--format", "verl")
         sets = ["model.path=" + str(tiny), "model.max_pixels=12544", "rl.judge=rules", "rl.max_turns=2",
-                "rl.max_new_tokens=12", "rl.group_size=2", "rl.tasks_per_step=1", "verl.n_gpus_per_node=1",
+                "rl.max_new_tokens=64", "rl.group_size=2", "rl.tasks_per_step=1", "verl.n_gpus_per_node=1",
                 "verl.agent_workers=1", "verl.prompt_length=4096", "verl.response_length=4096"]
         if recipe in ("visor", "mmdoc_r1"):  # VISOR's evidence window and MM-Doc-R1's answer phase rewrite the history: last segment, asked for
             sets.append("verl.on_rewrite=last_segment")
@@ -159,7 +159,9 @@ def test_verl_agent_loop(tiny, tmp_path):
     assert got.pop("shipped") == "accepted"
     assert sorted(got) == sorted(RECIPES)
     for recipe, r in got.items():
-        assert r["trained_turns"] >= 1 and r["server_calls"] >= r["turns"], (recipe, r)
+        assert r["tiny"]["trained_turns"] >= 1 and r["tiny"]["server_calls"] >= r["tiny"]["turns"], (recipe, r)
+        assert r["scripted"]["same_episode"], (recipe, r)  # canonical replies: the whole episode, token for token
+    assert got["vrag_rl"]["scripted"]["images"] > 0  # its search showed pages: image data went through the stream
 
 
 def image_bytes_ratio(root: Path) -> tuple[float, int]:

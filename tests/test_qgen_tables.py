@@ -3,7 +3,6 @@ tables rejected with a reason; and the `tasks generate` shortfall rule (exit 3 b
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -67,19 +66,76 @@ def test_malformed_tables_are_refused_with_the_reason():
         assert isinstance(out, Rejected) and out.reason == "table_malformed"
 
 
+LABELS = {"pew": "\u201cOlder Adults Online\u201d (2014)", "report": "the Form 10-K of Acme Corp for the fiscal year "
+          "ended December 31, 2023", "zen": "the Form 10-K of Zen Stores, Inc. for the fiscal year ended June 30, 2023"}
+
+SEGMENTS = """| Segment | 2022 | 2023 |
+|---|---|---|
+| North America | 1,200 | 1,500 |
+| International | 900 | 1,100 |
+| Cloud | 400 | 700 |"""
+STAFF = """| Segment | Employees | Stores |
+|---|---|---|
+| North America | 5,000 | 40 |
+| International | 3,000 | 25 |
+| Cloud | 800 | 2 |"""
+REGIONS = """| Region | 2023 | 2024 |
+|---|---|---|
+| Europe | 300 | 350 |
+| Asia | 200 | 260 |"""
+
+
 def test_table_questions_of_every_kind_the_writer_claims():
-    w = OracleWriter({})
-    a, b = _region(GOOD, "pew", 9), _region(GOOD.replace("Age group", "Income"), "pew", 10)
+    w = OracleWriter({}, LABELS)
+    a = _region(GOOD, "pew", 9)
     single = w.write_sync(Attempt(1, Evidence("single", (a,)), "extraction"))
-    assert single.question.startswith("In the table with the columns Cell phone, Smartphone, what is the ")
+    assert single.question.startswith("In the table with the columns Cell phone, Smartphone in \u201cOlder Adults "
+                                      "Online\u201d (2014), what is the ")
     assert (single.answer, single.answer_format) in {("84", "Str"), ("21", "Str"), ("84%", "Str"), ("29%", "Str")}
     logic = w.write_sync(Attempt(2, Evidence("single", (a,)), "logic"))
     assert isinstance(logic, Rejected) or logic.answer in {"65-69", "70-74"}
-    for kind in ("multi_page", "cross_doc"):
-        pair = w.write_sync(Attempt(3, Evidence(kind, (a, b)), "extraction"))
-        assert pair.answer_format == "List" and len(json.loads(pair.answer)) == 2 and "; and in the table" in pair.question
-        refused = w.write_sync(Attempt(4, Evidence(kind, (a, b)), "logic"))
-        assert isinstance(refused, Rejected) and refused.reason == "writer_declined"
+    # a document without a readable name gives no question: it could not say which document it means
+    nameless = OracleWriter({}, {}).write_sync(Attempt(1, Evidence("single", (a,)), "extraction"))
+    assert isinstance(nameless, Rejected) and nameless.reason == "unnamed_document"
+
+
+def test_bridge_question_finds_the_row_in_one_table_and_reads_it_in_the_other():
+    w = OracleWriter({}, LABELS)
+    seg, staff = _region(SEGMENTS, "report", 9), _region(STAFF, "report", 12)
+    for i in range(6):
+        out = w.write_sync(Attempt(i, Evidence("multi_page", (seg, staff)), "extraction"))
+        # North America is the highest in both years (1,500 > 1,100 > 700; 1,200 > 900 > 400): its staff row
+        assert out.answer in {"5,000", "40"} and "North America" not in out.question
+        assert "Acme Corp" in out.question and len(out.hops) == 2
+        assert (out.hops[0].answer, out.hops[0].region, out.hops[1].region) == ("North America", 0, 1)
+        assert out.hops[1].answer == out.answer and out.cells[1][1] == "North America"
+    # no row of the staff table is the highest of a column of the regions table, nor the other way round
+    none = w.write_sync(Attempt(0, Evidence("multi_page", (_region(REGIONS, "report", 20), staff)), "extraction"))
+    assert isinstance(none, Rejected) and none.reason == "writer_declined"
+
+
+def test_difference_and_ratio_use_a_column_both_tables_share():
+    w = OracleWriter({}, LABELS)
+    seg, regions = _region(SEGMENTS, "report", 9), _region(REGIONS, "zen", 4)
+    a_2023 = {"North America": 1500, "International": 1100, "Cloud": 700}  # the shared column: 2023
+    b_2023 = {"Europe": 300, "Asia": 200}
+    seen = set()
+    for i in range(16):
+        out = w.write_sync(Attempt(i, Evidence("cross_doc", (seg, regions)), "logic"))
+        assert "Acme Corp" in out.question and "Zen Stores" in out.question and "the 2023 value of" in out.question
+        ra = next(r for r in a_2023 if r in out.question)
+        rb = next(r for r in b_2023 if r in out.question)
+        if out.question.startswith("What is the ratio"):
+            assert out.answer == f"{a_2023[ra] / b_2023[rb]:.2f}" and out.answer_format == "Float"
+            seen.add("ratio")
+        else:
+            assert "minus" in out.question and out.answer == f"{a_2023[ra] - b_2023[rb]:,}" and out.answer_format == "Int"
+            seen.add("difference")
+        assert [h.answer for h in out.hops] == [f"{a_2023[ra]:,}", str(b_2023[rb])]
+    assert seen == {"ratio", "difference"}
+    # tables with no column in common: nothing to compute
+    refused = w.write_sync(Attempt(0, Evidence("multi_page", (seg, _region(STAFF, "report", 12))), "logic"))
+    assert isinstance(refused, Rejected) and refused.reason == "writer_declined"
 
 
 def test_compare_uses_one_unit_and_skips_totals():
@@ -89,7 +145,7 @@ def test_compare_uses_one_unit_and_skips_totals():
 | Gross margin | 31.0 % |
 | Operating income | $ 300 |
 | Total assets | $ 9,000 |"""
-    w = OracleWriter({})
+    w = OracleWriter({}, LABELS)
     for i in range(20):
         out = w.write_sync(Attempt(i, Evidence("single", (_region(text),)), "logic"))
         assert not isinstance(out, Rejected)

@@ -1,4 +1,4 @@
-"""`vrag-data tasks ...`: task import (and generation, added by its own stage) into the workspace.
+"""`vrag-data tasks ...`: task import, generation and the report of generated tasks.
 
 The group lives at module level (`tasks_app`) so other stages add commands with `@tasks_app.command(...)`."""
 
@@ -116,6 +116,28 @@ def generate_cmd(
         if got < floor * target:
             fail(f"tasks generate: {line}; below the floor of {floor:.0%} of --n (--min-share)", code=3)
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+
+
+@tasks_app.command("report")
+@friendly_errors
+def report_cmd(
+    workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace with generated tasks"),
+    out: str = typer.Option(None, "--out", help="HTML file (default: <workspace>/tasks/generated_report.html)"),
+    sample: int = typer.Option(20, "--sample", min=0, help="Tasks shown with their evidence crops"),
+    seed: int = typer.Option(0, "--seed", help="Which tasks are sampled"),
+) -> None:
+    """One HTML page to judge generated tasks: counts per kind, rejection causes, sampled tasks with page crops."""
+    from vrag_data.qgen.report import tasks_report
+    from vrag_data.store import Workspace
+
+    ws = Workspace(str(workspace))
+    rep = tasks_report(ws, out, sample=sample, seed=seed)
+    fmt = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
+    console.print(f"{rep.tasks} tasks ({fmt(rep.by_kind)}); {rep.sampled} sampled with crops; rejections: "
+                  f"{fmt(rep.rejected)}; wrote {rep.path}", highlight=False, soft_wrap=True)
+    if rep.missing_images:
+        console.print(f"[yellow]warning:[/] {rep.missing_images} evidence crops have no page image in the workspace",
+                      highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -116,8 +116,7 @@ class EasyR1Writer:
                 # images are written at the model's processor size: EasyR1 must not re-size them either way
                 **({"max_pixels": self.budget.max_pixels, "min_pixels": None} if self.budget.max_pixels else {}),
             },
-            "worker": {"actor": {"model": {"model_path": "???"}},
-                       "reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
+            "worker": {"reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
         }
         write_text(self.out_root, config, easyr1_config_head(counts["train"]) + yaml.safe_dump(cfg, sort_keys=False))
         write_reward_bundle(self.out_root)
@@ -135,7 +134,7 @@ def easyr1_config_head(n_train: int) -> str:
 #       trainer.n_gpus_per_node=<GPUs per node> trainer.nnodes=<nodes> data.rollout_batch_size=<at most {n_train}> \\
 #       worker.actor.global_batch_size=<at most data.rollout_batch_size>
 # Set before training (this file cannot know them):
-#   worker.actor.model.model_path: the policy to train (left missing here: EasyR1 stops naming it until it is set)
+#   worker.actor.model.model_path: the policy to train (EasyR1 has no default)
 #   trainer.n_gpus_per_node, trainer.nnodes: your GPUs (EasyR1's defaults: 8 per node, 1 node)
 #   data.rollout_batch_size, worker.actor.global_batch_size: this export has {n_train} training rows (EasyR1's
 #     defaults, 512 and 256, leave no full batch of a small export)

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from vrag_data.env.geometry import FACTOR
 from vrag_data.export.hf import rl_row
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
 from vrag_data.export.io import ShardWriter, write_text
@@ -67,9 +68,10 @@ def verl_schema(with_images: bool, image_mode: str) -> pa.Schema:
 class VerlWriter:
     name = "verl"
 
-    def __init__(self, out_root: Path, shard_size: int, with_images: bool, image_mode: str = "path") -> None:
+    def __init__(self, out_root: Path, shard_size: int, with_images: bool, image_mode: str = "path",
+                 family: str = "qwen2.5-vl") -> None:
         self.out_root, self.shard_size = out_root, shard_size
-        self.with_images, self.image_mode = with_images, image_mode
+        self.with_images, self.image_mode, self.family = with_images, image_mode, family
         self.dir = out_root / "verl"
         shutil.rmtree(self.dir, ignore_errors=True)
         self.schema = verl_schema(with_images, image_mode)
@@ -131,7 +133,9 @@ class VerlWriter:
             "filter_overlong_prompts": True,
         }
         n_train = counts.get("train", 0)
-        write_text(self.out_root, self.dir / "config.yaml", verl_config_text(data, n_train))
+        # verl >= 0.9 counts image tokens by the model's patch (Qwen2.5-VL 14 px, Qwen3-VL 16 px); the fork knows no such key
+        patch = {"image_patch_size": FACTOR[self.family] // 2} if self.with_images else {}
+        write_text(self.out_root, self.dir / "config.yaml", verl_config_text({**data, **patch}, n_train))
         fork_images = self.with_images and self.image_mode == "path"
         write_text(self.out_root, self.dir / "vragrl.yaml", vragrl_config_text(data, n_train, fork_images))
         return []
@@ -155,7 +159,7 @@ def verl_config_text(data: dict[str, Any], n_train: int) -> str:
 #       actor_rollout_ref.rollout.name=<vllm | sglang> data.train_batch_size=<at most {n_train}> \\
 #       actor_rollout_ref.actor.ppo_mini_batch_size=<at most data.train_batch_size>
 # Set before training (this file cannot know them):
-#   {MODEL_KEY}: the policy to train (left missing here: verl stops naming it until it is set)
+#   {MODEL_KEY}: the policy to train (verl's default names a model you will not have)
 #   trainer.n_gpus_per_node, trainer.nnodes: your GPUs (verl's defaults: 8 per node, 1 node)
 #   actor_rollout_ref.rollout.name: the rollout engine installed beside verl
 #   data.train_batch_size, actor_rollout_ref.actor.ppo_mini_batch_size: this export has {n_train} training rows
@@ -167,7 +171,7 @@ defaults:
   - ppo_trainer
   - _self_
 """
-    body = {"data": data, "actor_rollout_ref": {"model": {"path": "???"}},
+    body = {"data": data,
             "reward": {"custom_reward_function": {"path": "reward/compute_score.py", "name": "compute_score"}}}
     return head + yaml.safe_dump(body, sort_keys=False)
 
@@ -182,7 +186,7 @@ def vragrl_config_text(data: dict[str, Any], n_train: int, path_images: bool) ->
 #       data.train_batch_size=<at most {n_train}> actor_rollout_ref.actor.ppo_mini_batch_size=<...> \\
 #       reward_model.rm_url=<judge URL> reward_model.rm_key=<key> reward_model.rm_model_name=<judge model>
 # Set before training (this file cannot know them):
-#   {MODEL_KEY}: the policy to train (left missing here: the trainer stops naming it until it is set)
+#   {MODEL_KEY}: the policy to train (the fork's default names a model you will not have)
 #   trainer.n_gpus_per_node, trainer.nnodes: your GPUs
 #   data.train_batch_size, actor_rollout_ref.actor.ppo_mini_batch_size: this export has {n_train} training rows
 #   reward_model.rm_url, reward_model.rm_key, reward_model.rm_model_name: the fork's answer judge (its reward
@@ -193,7 +197,7 @@ def vragrl_config_text(data: dict[str, Any], n_train: int, path_images: bool) ->
   - ppo_trainer
   - _self_
 """
-    body = {"data": data, "actor_rollout_ref": {"model": {"path": "???"}},
+    body = {"data": data,
             "custom_reward_function": {"path": "reward/vragrl_reward.py", "name": "compute_score"},
             "reward_model": {"reward_manager": "rm"}}
     return head + yaml.safe_dump(body, sort_keys=False)
@@ -205,7 +209,8 @@ class VerlFormat(FormatDefaults):
     name, label, entry, sft, rl = "verl", "verl parquet", "verl", False, True
 
     def open(self, ctx: FormatContext) -> VerlWriter:
-        return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode)
+        return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode,
+                          family=ctx.family)
 
     def card_section(self, written: Written) -> str:
         return ("- verl (`verl/`): from the export folder, `python3 -m verl.trainer.main_ppo --config-dir=verl "

@@ -105,6 +105,8 @@ class EvidencePool:
     """All candidate regions of a workspace, grouped by document."""
 
     by_doc: dict[str, list[Region]] = field(default_factory=dict)  # stem -> regions in page order
+    # stem -> text of the title blocks on page 1, top first (how docname names a paper without metadata)
+    first_titles: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, ws: Workspace, sources: list[str], min_chars: int = 2) -> "EvidencePool":
@@ -113,16 +115,20 @@ class EvidencePool:
         for b in load_layout(ws):
             blocks[b.page_id].append(b)
         by_doc: dict[str, list[Region]] = defaultdict(list)
+        titles: dict[str, list[str]] = {}
         for pid in sorted(pages, key=lambda p: (pages[p].stem, pages[p].page)):
             for r in page_regions(blocks.get(pid, []), pages[pid], min_chars):
                 if r.source in sources:
                     by_doc[r.stem].append(r)
-        return cls(dict(by_doc))
+            if pages[pid].page == 1:
+                heads = sorted((b for b in blocks.get(pid, []) if b.cls == "title"), key=lambda b: b.bbox.raw[1])
+                titles[pages[pid].stem] = [b.text for b in heads]
+        return cls(dict(by_doc), titles)
 
     def restrict(self, keep: "Callable[[Region], bool]") -> "EvidencePool":
         """Only the regions `keep` accepts (a writer that can only use some regions says which)."""
         by_doc = {s: [r for r in rs if keep(r)] for s, rs in self.by_doc.items()}
-        return EvidencePool({s: rs for s, rs in by_doc.items() if rs})
+        return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
 
     def sources(self) -> set[str]:
         return {r.source for rs in self.by_doc.values() for r in rs}

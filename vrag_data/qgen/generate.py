@@ -27,6 +27,7 @@ from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.filters.setlevel import question_tokens
 from vrag_data.ids import short_hash, task_id
+from vrag_data.qgen.docname import document_label
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
@@ -111,7 +112,7 @@ def _roles(cfg: RunConfig) -> dict[str, RoleConfig]:
 
 
 def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Document], run_id: str,
-          split: str) -> Task:
+          split: str, labels: dict[str, str]) -> Task:
     ev = attempt.evidence
     doc_ids = [docs[s].doc_id for s in ev.stems]
     boxes = [EvidenceBox(page_id=r.page_id, box=r.block.bbox, source=r.source, text=r.text[:500]) for r in ev.regions]
@@ -125,7 +126,9 @@ def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Do
                "verify": {"mode": report.mode, **report.checks}, "competing_pages": report.competing_pages,
                "layout_blocks": [r.block.block_id for r in ev.regions],
                # the printed values the answer rests on (known to the oracle; a model writer's answer itself)
-               "support": list(w.visible)},
+               "support": list(w.visible), "documents": [labels.get(s, "") for s in ev.stems],
+               "hops": [{"question": h.question, "answer": h.answer, "page_id": ev.regions[h.region].page_id}
+                        for h in w.hops]},
     )
 
 
@@ -137,6 +140,7 @@ class _Run:
     writer: Writer
     verifier: Verifier
     docs: dict[str, Document]
+    labels: dict[str, str]  # stem -> readable document name
     seen_tokens: list[frozenset[str]]
     generated_ids: set[str]
 
@@ -160,7 +164,7 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
         if isinstance(w, Rejected):
             rejected.append(run.rejection(a, w))
             continue
-        bad = check_question(w, [run.docs[s] for s in a.evidence.stems], list(run.docs.values()))
+        bad = check_question(w, [run.docs[s] for s in a.evidence.stems], list(run.docs.values()), run.labels)
         if bad is not None:
             rejected.append(run.rejection(a, bad))
             continue
@@ -182,7 +186,7 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
         if isinstance(rep, Rejected):
             rejected.append(run.rejection(a, rep))
         else:
-            kept.append((a, _task(a, w, rep, run.docs, run.run_id, run.gcfg.split), False))
+            kept.append((a, _task(a, w, rep, run.docs, run.run_id, run.gcfg.split, run.labels), False))
     return kept, rejected
 
 
@@ -222,6 +226,8 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     run_id = "qgen-" + short_hash(gcfg.model_dump(mode="json"), wname,
                                   {r: rc.model_dump(mode="json") for r, rc in sorted(roles.items())}, n=12)
     pages = {p.page_id: p for p in load_pages(ws)}
+    labels = {stem: document_label(pages[f"{stem}_1"].text if f"{stem}_1" in pages else "", d.title,
+                                   pool_ev.first_titles.get(stem, [])) for stem, d in docs.items()}
     build_index(ws)  # skipped when the index is up to date; the ambiguity check searches it
     searcher = load_index(ws)
     pool = TeacherPool(roles, RequestCache(ws.run(run_id)), run_id, seed=gcfg.seed) if roles else None
@@ -230,9 +236,9 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         if pool is not None:
             await pool.check()
         if writer_spec == "oracle":
-            writer: Writer = OracleWriter(load_known_facts(list(docs.values())))
+            writer: Writer = OracleWriter(load_known_facts(list(docs.values())), labels)
         elif writer_spec == "model":
-            writer = ModelWriter(pool, loader, gcfg.max_pixels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
+            writer = ModelWriter(pool, loader, gcfg.max_pixels, labels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
         else:
             writer = writer_spec  # type: ignore[assignment]
         accepts = getattr(writer, "accepts", None)
@@ -255,7 +261,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         verifier = Verifier(pages, searcher, pool, loader=loader, max_pixels=gcfg.max_pixels,
                             top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages)
         previous = read_records(shard_path(ws, SHARD), Task)
-        run = _Run(ws, gcfg, run_id, writer, verifier, docs,
+        run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
                    [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
                                   notices=notices)

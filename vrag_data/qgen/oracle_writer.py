@@ -7,9 +7,10 @@ and whose printed value is visible in the region's extracted text; it then fills
 - multi_page / cross_doc, extraction: both values as a list;
 - multi_page, logic: a money figure per employee (table metric / headcount on another page);
 - cross_doc, logic: the same quantity of two companies compared, or two headcounts added.
-Documents without known facts (any real corpus) get questions from their extracted tables only: a cell
-(single/extraction), the higher of two rows in a column (single/logic), two cells from tables on two pages or two
-documents (multi_page / cross_doc, extraction). Tables without column names or unique row labels are not used.
+Documents without known facts (any real corpus) get questions from their extracted tables only, each naming its
+document (company, report, period: `docname`): a cell (single/extraction), the higher of two rows in a column
+(single/logic), and over tables on two pages or two documents a linked two-hop question (`table_hops`: a bridge row
+for extraction, a difference or ratio for logic). Tables without column names or unique row labels are not used.
 Text, chart and figure regions of such documents need a model writer.
 Everything is deterministic for an attempt (seeded by its index).
 """
@@ -200,7 +201,7 @@ def cell_at(text: str, row: str, col: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _unit(value: str, label: str) -> str:
+def unit(value: str, label: str) -> str:
     """What a number counts, roughly: rows are compared only within one unit."""
     v, lab = value.lower(), label.lower()
     if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or "rate" in lab:
@@ -210,7 +211,7 @@ def _unit(value: str, label: str) -> str:
     return "$" if "$" in v else "plain"
 
 
-def _number(value: str) -> float | None:
+def number(value: str) -> float | None:
     if not is_number(value):
         return None
     v = re.sub(r"[^\d.]", "", value.replace(",", ""))
@@ -221,29 +222,38 @@ def _number(value: str) -> float | None:
     return -n if value.strip().startswith(("-", "\u2212", "(")) else n
 
 
-def _cell_question(grid: Grid, row: str, col: str) -> str:
-    return f"In the table with the columns {grid.columns_phrase()}, what is the {col} value of {row}?"
+def unnamed(stem: str) -> Rejected:
+    return Rejected("writer", "unnamed_document", f"oracle: no readable name for document {stem!r} on its first page "
+                    "(company, report, year); a question could not say which document it means")
 
 
-def _table_cell(rng: random.Random, region: Region) -> Written | Rejected:
+def _cell_question(grid: Grid, row: str, col: str, label: str) -> str:
+    return f"In the table with the columns {grid.columns_phrase()} in {label}, what is the {col} value of {row}?"
+
+
+def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    if not label:
+        return unnamed(region.stem)
     row, col, value = rng.choice(grid.cells)
-    return Written(_cell_question(grid, row, col), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
+    return Written(_cell_question(grid, row, col, label), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
 
-def _table_compare(rng: random.Random, region: Region) -> Written | Rejected:
+def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """Which of two rows has the higher number in one column of an extracted table."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    if not label:
+        return unnamed(region.stem)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     for row, col, value in grid.cells:
-        n = _number(value)
+        n = number(value)
         if n is not None and not row.lower().startswith("total"):  # a total beside its parts answers itself
-            by_col.setdefault(f"{col}\x00{_unit(value, row)}", []).append((row, n, value))
+            by_col.setdefault(f"{col}\x00{unit(value, row)}", []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
     if not usable:
         return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")
@@ -252,21 +262,9 @@ def _table_compare(rng: random.Random, region: Region) -> Written | Rejected:
     (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
     while na == nb:
         (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
-    q = f"In the table with the columns {grid.columns_phrase()}, which has the higher {col} value: {ra} or {rb}?"
+    q = (f"In the table with the columns {grid.columns_phrase()} in {label}, which has the higher {col} value: "
+         f"{ra} or {rb}?")
     return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
-
-
-def _table_pair(rng: random.Random, a: Region, b: Region) -> Written | Rejected:
-    """Two cells from tables on two pages (or two documents), asked together; the answer lists both."""
-    ga, gb = table_grid(a.text), table_grid(b.text)
-    for g in (ga, gb):
-        if g.problem:
-            return Rejected("writer", "table_malformed", f"oracle: {g.problem}")
-    (r1, c1, v1), (r2, c2, v2) = rng.choice(ga.cells), rng.choice(gb.cells)
-    q = (f"In the table with the columns {ga.columns_phrase()}, what is the {c1} value of {r1}; and in the table with "
-         f"the columns {gb.columns_phrase()}, what is the {c2} value of {r2}?")
-    return Written(q, json.dumps([v1, v2], ensure_ascii=False), "List", "extraction", (v1, v2), NAME,
-                   ((0, r1, c1, v1), (1, r2, c2, v2)))
 
 
 class OracleWriter:
@@ -274,8 +272,9 @@ class OracleWriter:
 
     name = NAME
 
-    def __init__(self, facts: dict[str, list[Fact]]) -> None:
+    def __init__(self, facts: dict[str, list[Fact]], labels: dict[str, str] | None = None) -> None:
         self.facts = facts
+        self.labels = labels or {}  # stem -> readable document name (docname.document_label)
 
     def accepts(self, region: Region) -> bool:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
@@ -293,11 +292,12 @@ class OracleWriter:
         out: Written | None = None
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
         if tables_only:  # a document without known facts: questions from its extracted tables
-            if ev.kind == "single":
-                return (_table_compare if attempt.qtype == "logic" else _table_cell)(rng, ev.regions[0])
-            if attempt.qtype == "extraction":
-                return _table_pair(rng, *ev.regions)
-            return Rejected("writer", "writer_declined", f"oracle: no logic template for tables on two pages ({ev.kind})")
+            from vrag_data.qgen.table_hops import linked  # it builds on this module's table parsing
+
+            if ev.kind != "single":
+                return linked(rng, ev.regions, self.labels, attempt.qtype)
+            label = self.labels.get(ev.regions[0].stem, "")
+            return (_table_compare if attempt.qtype == "logic" else _table_cell)(rng, ev.regions[0], label)
         if ev.kind == "single":
             if attempt.qtype == "logic":
                 out = _compare_single(rng, found[0])

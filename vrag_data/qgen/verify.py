@@ -2,7 +2,8 @@
 
 1. not answerable closed-book: the answerer (student role, else judge) without pages must not get it right;
 2. answerable from the evidence pages alone: the answerer shown only those pages agrees with the gold
-   answer (the judge role compares, or the rule scorers when no judge model is configured);
+   answer (the judge role compares, or the rule scorers when no judge model is configured); with several
+   evidence pages, no single one of them may answer it (each hop is needed);
 3. not ambiguous across the corpus: BM25's top pages for the question that are not evidence, shown to
    the answerer, must not also answer it (a reply that is not a decline means another page answers it,
    with the same answer or a different one).
@@ -11,6 +12,11 @@ Without an answerer model (the offline oracle setting) the same three checks run
 (1) the answer must not be spelled out in the question (choice questions excepted); (2) every value
 the answer rests on must be visible in the evidence regions' extracted text; (3) no other top page may
 cover the question's content words at least as well as the evidence pages do (>= `COVERAGE`).
+
+Before either, structure: a multi-hop question needs each hop (no hop's answer named in the question, a computed
+answer printed in no single region), and a cell named by (document, table columns, row, column) is the only such
+cell of its document. The offline writer's hops are checked one by one with the rules (closed-book, answerable from
+the hop's region, not ambiguous).
 
 `duplicate_score` is the near-duplicate check that `generate` runs before these, against stored tasks.
 """
@@ -21,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 
 from vrag_data.filters.setlevel import jaccard, question_tokens
-from vrag_data.qgen.oracle_writer import cell_at, visible
+from vrag_data.qgen.evidence import Region
+from vrag_data.qgen.oracle_writer import cell_at, table_grid, visible
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
 from vrag_data.rewards.answer import is_unanswerable, normalize_answer
@@ -106,6 +113,9 @@ class Verifier:
     def __init__(self, pages: dict[str, Page], searcher: Searcher | None, pool: TeacherPool | None, *,
                  loader=None, max_pixels: int | None = None, top_k: int = 5, n_competing: int = 3) -> None:  # noqa: ANN001
         self.pages, self.searcher, self.pool = pages, searcher, pool
+        self.by_stem: dict[str, list[Page]] = {}
+        for p in pages.values():
+            self.by_stem.setdefault(p.stem, []).append(p)
         self.loader, self.max_pixels, self.top_k, self.n_competing = loader, max_pixels, top_k, n_competing
         self.answerer = next((r for r in ("student", "judge") if pool is not None and pool.kind(r) == "openai"), None)
         self.judge: Judge = make_judge(pool, "judge")
@@ -124,35 +134,83 @@ class Verifier:
             return Rejected("verify", "cell_mismatch", moved, w.question, w.answer)
         if w.cells:
             rep.checks["cells"] = f"{len(w.cells)} cell(s) re-read at (row, column)"
-        if self.answerer is None:
+        bad = self._linked(attempt, w, rep) or self._same_table_elsewhere(attempt, w, rep)
+        if bad is None and self.answerer is None:
             bad = self._rules(attempt, w, rep)
-        else:
+            for i, hop in enumerate(w.hops):
+                sub = Written(hop.question, hop.answer, "Str", "extraction", (hop.answer,))
+                bad = bad or self._rules(attempt, sub, rep, [attempt.evidence.regions[hop.region]], f"hop{i + 1}_", w)
+        elif bad is None:
             bad = await self._model(attempt, w, rep)
         return bad or rep
 
+    # -- structure (both modes) --------------------------------------------------------------------
+    def _linked(self, attempt: Attempt, w: Written, rep: VerifyReport) -> Rejected | None:
+        """A multi-hop question needs every hop: no hop's answer is given away by the question (a bridge row named
+        in it), and a computed answer is printed in no single evidence region (else one look-up answers it)."""
+        for hop in w.hops[:-1]:
+            if visible(hop.answer, w.question):
+                return Rejected("verify", "hop_not_needed", f"the question names hop answer {hop.answer!r}",
+                                w.question, w.answer)
+        if len(attempt.evidence.regions) > 1 and w.answer not in w.visible:
+            for r in attempt.evidence.regions:
+                if visible(w.answer, r.text):
+                    return Rejected("verify", "single_hop_suffices", f"the answer is printed in region of {r.page_id}",
+                                    w.question, w.answer)
+        if w.hops:
+            rep.checks["hops"] = f"{len(w.hops)} hops, each needed"
+        return None
+
+    def _same_table_elsewhere(self, attempt: Attempt, w: Written, rep: VerifyReport) -> Rejected | None:
+        """A cell named by (document, table columns, row, column) must name one value: another table of the same
+        document with the same columns and that row holding a different value makes the question ambiguous."""
+        regions = attempt.evidence.regions
+        for idx, row, col, value in w.cells:
+            own = regions[idx]
+            header = table_grid(own.text).header
+            for p in self.by_stem.get(own.stem, []):
+                for md in p.tables_md:
+                    if md.strip() == own.text.strip() or table_grid(md).header != header:
+                        continue
+                    other = cell_at(md, row, col)
+                    if other is not None and other != value:
+                        return Rejected("verify", "ambiguous", f"a table of the same columns on {p.page_id} holds "
+                                        f"{other!r} at ({row!r}, {col!r})", w.question, w.answer)
+        if w.cells:
+            rep.checks["same_table_elsewhere"] = "no other table of the document names these cells differently"
+        return None
+
     # -- offline rules -----------------------------------------------------------------------------
-    def _rules(self, attempt: Attempt, w: Written, rep: VerifyReport) -> Rejected | None:
+    def _rules(self, attempt: Attempt, w: Written, rep: VerifyReport, regions: list[Region] | None = None,
+               tag: str = "", outer: Written | None = None) -> Rejected | None:
+        """The three rule checks on the question, or on one hop's sub-question `w` (`regions` = the hop's region,
+        `tag` prefixes its report keys, `outer` = the whole question, which a rejection records)."""
+        regions = regions if regions is not None else list(attempt.evidence.regions)
+        rec = outer or w
+        q, a = rec.question, rec.answer
+        why = (lambda d: f"{tag.rstrip('_')} ({w.question!r} -> {w.answer!r}): {d}") if tag else (lambda d: d)
         if not is_choice(w.question) and visible(w.answer, w.question):
-            return Rejected("verify", "answerable_closed_book", "rules: the answer is spelled out in the question",
-                            w.question, w.answer)
-        rep.checks["closed_book"] = "answer not in question"
-        ev_text = "\n".join(r.text for r in attempt.evidence.regions)
+            return Rejected("verify", "answerable_closed_book", why("rules: the answer is spelled out in the question"),
+                            q, a)
+        rep.checks[f"{tag}closed_book"] = "answer not in question"
+        ev_text = "\n".join(r.text for r in regions)
         missing = [v for v in (w.visible or (w.answer,)) if not visible(v, ev_text)]
         if missing:
             return Rejected("verify", "not_answerable_from_evidence",
-                            f"rules: {missing!r} not found in the evidence regions' text", w.question, w.answer)
-        rep.checks["answerable"] = "values visible in evidence"
+                            why(f"rules: {missing!r} not found in the evidence regions' text"), q, a)
+        rep.checks[f"{tag}answerable"] = "values visible in evidence"
         terms = content_terms(w.question)
-        evidence = attempt.evidence.page_ids
+        evidence = list(dict.fromkeys(r.page_id for r in regions))
         own = coverage(terms, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
-        rep.competing_pages = self.competing_pages(w, evidence)
-        for pid in rep.competing_pages:
+        competing = self.competing_pages(w, attempt.evidence.page_ids)
+        rep.competing_pages = list(dict.fromkeys([*rep.competing_pages, *competing]))
+        for pid in competing:
             c = coverage(terms, page_text(self.pages[pid]))
             if c >= max(COVERAGE, own):
                 return Rejected("verify", "ambiguous",
-                                f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {own:.0%})",
-                                w.question, w.answer)
-        rep.checks["ambiguity"] = f"{len(rep.competing_pages)} other top pages cover less (evidence {own:.0%})"
+                                why(f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {own:.0%})"),
+                                q, a)
+        rep.checks[f"{tag}ambiguity"] = f"{len(competing)} other top pages cover less (evidence {own:.0%})"
         return None
 
     # -- model roles ---------------------------------------------------------------------------------
@@ -182,6 +240,13 @@ class Verifier:
                 return Rejected("verify", "not_answerable_from_evidence",
                                 f"from the evidence pages the verifier answered {got[:80]!r}", w.question, w.answer)
             rep.checks["answerable"] = f"answered {got[:40]!r} from the evidence"
+            if len(evidence) > 1:  # a multi-hop question: no single evidence page may answer it
+                for pid in evidence:
+                    one = await self._ask(attempt, ANSWER_SYSTEM, w.question, [pid])
+                    if not is_unanswerable(one) and await self._agrees(attempt, w, one):
+                        return Rejected("verify", "single_hop_suffices", f"page {pid} alone answers it ({one[:60]!r})",
+                                        w.question, w.answer)
+                rep.checks["hops"] = f"no single one of {len(evidence)} evidence pages answers it"
             rep.competing_pages = self.competing_pages(w, evidence)
             if rep.competing_pages:
                 other = await self._ask(attempt, ANSWER_SYSTEM, w.question, rep.competing_pages)

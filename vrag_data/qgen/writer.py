@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from PIL import ImageDraw
 
+from vrag_data.qgen.docname import label_terms
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.schema.records import Document, ImageRef, Message
 from vrag_data.store import Workspace
@@ -22,6 +23,16 @@ from vrag_data.teacher.pool import TeacherError, TeacherPool
 
 ANSWER_FORMATS = ("Str", "Int", "Float", "List")
 ROLE = "question_writer"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a multi-hop question as a stand-alone sub-question, with its answer and its evidence region
+    (index into the attempt's regions): the verifier checks each hop on its own."""
+
+    question: str
+    answer: str
+    region: int
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class Written:
     # table cells the answer was read from: (evidence region index, row label, column name, value); re-read after
     # writing, so a value from the wrong column or a merged row never becomes a gold answer
     cells: tuple[tuple[int, str, str, str], ...] = ()
+    hops: tuple[Hop, ...] = ()  # multi-hop questions of the offline writer; a model writer's have none
 
 
 @dataclass(frozen=True)
@@ -77,24 +89,31 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
 
 
-def document_names(doc: Document, title: bool = True) -> list[str]:
-    """How a question could name a document: its stem, file name (without extension) and title."""
+def document_names(doc: Document) -> list[str]:
+    """File names a question must not copy: the stem and the file name (without extension). A title may be named
+    (a report's title is how a reader finds it); a junk title (an accession number) is not what docname uses."""
     names = {doc.stem, PurePosixPath(doc.source_path.replace("\\", "/")).stem}
-    if title and len(doc.title.split()) >= 2:  # a one-word title is too likely to be an ordinary word
-        names.add(doc.title)
     return sorted(n for n in (_norm(x) for x in names) if len(n) >= 4)
 
 
-def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()) -> Rejected | None:  # type: ignore[assignment]
-    """Reject questions that name a document (their own by stem, file name or title; any other by file
-    name) or a page, or that point at what the writer was shown."""
+def check_question(w: Written, docs: list[Document], corpus: list[Document] = (),  # type: ignore[assignment]
+                   labels: dict[str, str] | None = None) -> Rejected | None:
+    """Reject questions that copy a document's file name or stem, name a page, point at what the writer was
+    shown, or do not name their own document when it has a readable name (`labels`: stem -> docname label):
+    in a corpus of several 10-Ks, "revenue in 2017" has one answer only with the company named."""
     q = f" {_norm(w.question)} "
     own = {d.doc_id for d in docs}
-    named = [(d, document_names(d)) for d in docs] + [(d, document_names(d, title=False)) for d in corpus if d.doc_id not in own]
+    named = [(d, document_names(d)) for d in docs] + [(d, document_names(d)) for d in corpus if d.doc_id not in own]
     for d, names in named:
         for name in names:
             if f" {name} " in q:
-                return Rejected("check", "names_document", f"the question names document {d.stem!r}", w.question, w.answer)
+                return Rejected("check", "names_document", f"the question copies the file name of document {d.stem!r}",
+                                w.question, w.answer)
+    for d in docs:
+        terms = label_terms((labels or {}).get(d.stem, ""))
+        if terms and not terms & set(q.split()):
+            return Rejected("check", "unnamed_document", f"the question does not say which document it is about "
+                            f"(none of {sorted(terms)[:6]} from its readable name)", w.question, w.answer)
     m = _PAGE_REF.search(w.question)
     if m:
         return Rejected("check", "names_page", f"the question names a page ({m.group(0)!r})", w.question, w.answer)
@@ -157,10 +176,13 @@ WRITER_SYSTEM = (
     "Write ONE question that can only be answered by reading the outlined evidence, together with its answer.\n"
     "Rules:\n"
     "- The answer must follow from the outlined regions; when there are several regions, the answer must need all of them.\n"
-    "- The question must make sense on its own to someone who has never seen these pages: mention the company, "
-    "product, table or chart topic it is about, so that it has one answer across the whole collection.\n"
-    "- Never name the document, its file name or a page or slide number, and never refer to 'the image', "
+    "- The question must make sense on its own to someone who has never seen these pages: name the document the "
+    "way a reader would look for it (the company, report and year, as given below), and the table or chart topic, "
+    "so that it has one answer across the whole collection.\n"
+    "- Never copy a file name, never name a page or slide number, and never refer to 'the image', "
     "'this document' or 'the outlined box'.\n"
+    "- With several regions, make the second step depend on the first (a comparison, difference or ratio of two "
+    "values, or an entity found in one region and looked up in the other), not two questions joined by 'and'.\n"
     "- It must not be answerable from general knowledge without the pages.\n"
     "- Keep the answer short: a number, a name, a short phrase, or a list of such items.\n"
     "Reply with one JSON object and nothing else:\n"
@@ -180,14 +202,18 @@ TYPE_HINT = {
 }
 
 
-def writer_messages(attempt: Attempt) -> list[Message]:
+def writer_messages(attempt: Attempt, labels: dict[str, str] | None = None) -> list[Message]:
     ev = attempt.evidence
     images = []
     for pid in ev.page_ids:
         boxes = [r.block.bbox for r in ev.regions if r.page_id == pid]
         images.append(ImageRef(page_id=pid, stacked=boxes))  # `stacked` on a whole page = boxes to outline
     kinds = ", ".join(r.source for r in ev.regions)
-    text = f"{KIND_HINT[ev.kind]} Evidence content: {kinds}.\n{TYPE_HINT.get(attempt.qtype, '')}\nWrite the question now."
+    # document text (cut and stripped of control characters by docname), given as data, not as instructions
+    names = "; ".join(json.dumps((labels or {}).get(s) or "(no readable name: describe it by its content)",
+                                 ensure_ascii=False) for s in ev.stems)
+    text = (f"{KIND_HINT[ev.kind]} Evidence content: {kinds}.\nThe pages come from (document names, quoted): {names}\n"
+            f"{TYPE_HINT.get(attempt.qtype, '')}\nWrite the question now.")
     return [Message(role="system", text=WRITER_SYSTEM), Message(role="user", text=text, images=images)]
 
 
@@ -222,13 +248,14 @@ def outlined_page_loader(ws: Workspace, max_pixels: int | None = None):  # noqa:
 class ModelWriter:
     """The `question_writer` role of a teacher pool."""
 
-    def __init__(self, pool: TeacherPool, loader: Any, max_pixels: int | None = None) -> None:
-        self.pool, self.loader, self.max_pixels = pool, loader, max_pixels
+    def __init__(self, pool: TeacherPool, loader: Any, max_pixels: int | None = None,
+                 labels: dict[str, str] | None = None) -> None:
+        self.pool, self.loader, self.max_pixels, self.labels = pool, loader, max_pixels, labels or {}
         self.name = pool.models().get(ROLE, ROLE)
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         try:
-            res = await self.pool.chat(ROLE, writer_messages(attempt), image_loader=self.loader,
+            res = await self.pool.chat(ROLE, writer_messages(attempt, self.labels), image_loader=self.loader,
                                        max_pixels=self.max_pixels, sample=attempt.idx)
         except TeacherError as err:
             return Rejected("writer", "writer_error", str(err))

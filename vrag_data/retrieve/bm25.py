@@ -26,7 +26,7 @@ from vrag_data.retrieve.base import SearchHit
 from vrag_data.retrieve.finance_vocab import statements_named
 from vrag_data.retrieve.text import bigrams, page_refs, page_term, statement_term, tokenize
 
-FIELDS = ("text", "ocr", "tables", "title", "head", "bigram", "label", "section")
+FIELDS = ("text", "ocr", "tables", "title", "head", "bigram", "label", "section", "statement")
 
 
 class Bm25Params(BaseModel):
@@ -47,9 +47,11 @@ class Bm25Params(BaseModel):
     w_bigram: float = 0.5
     # Explicit page references ("on page 14"): pages whose PDF number or printed number matches.
     w_label: float = 3.0
-    # Page-level fields: outline headings covering the page, and the financial statement whose title opens it
-    # (its words plus a tag term that only a query naming that statement produces).
+    # Page-level fields: outline headings covering the page and the name of the financial statement whose title
+    # opens it (`section`), and a tag term for that statement that only a query naming it produces (`statement`):
+    # "balance sheet" then finds the balance sheet before the notes that mention it again and again.
     w_section: float = 1.0
+    w_statement: float = 3.0
 
 
 class UnknownDocument(VragError):
@@ -77,7 +79,8 @@ def weighted_tf(fields: Mapping[str, Mapping[str, int]], params: Bm25Params) -> 
     """Combine per-field term counts with the field weights."""
     weights = {"text": params.w_text, "ocr": params.w_ocr, "tables": params.w_tables,
                "title": params.w_title, "head": params.w_head, "bigram": params.w_bigram,
-               "label": params.w_label, "section": params.w_section}
+               "label": params.w_label, "section": params.w_section,
+               "statement": params.w_statement}
     out: dict[str, float] = {}
     for name, counts in fields.items():
         w = weights.get(name, 0.0)
@@ -160,7 +163,7 @@ class BM25Index:
             terms += bigrams(terms)
         if self.params.w_label > 0:
             terms += [page_term(n) for n in page_refs(query)]
-        if self.params.w_section > 0:
+        if self.params.w_statement > 0:
             terms += [statement_term(s) for s in statements_named(query)]
         ids = {self._term_id.get(t) for t in terms}
         ids.discard(None)

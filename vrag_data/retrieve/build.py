@@ -68,8 +68,7 @@ def page_terms(page: Page, title: str, head_lines: int, section: str = "") -> di
     out["bigram"] = dict(pairs)
     body = page.text if page.text.strip() else page.ocr_text
     out["label"] = {page_term(n): 1 for n in sorted(page_labels(body) | {page.page})}
-    for name in statement_titles(body):
-        out["section"][statement_term(name)] = 1
+    out["statement"] = {statement_term(name): 1 for name in statement_titles(body)}
     return out
 
 

@@ -123,11 +123,24 @@ def expand_metrics(query: str) -> str:
     return " ".join(words)
 
 
+def _title_line(line: str, start: int, end: int) -> bool:
+    """A title line is mostly the title, after at most a few capitalised words ("CONSOLIDATED BALANCE SHEETS",
+    "ACME Corp. Consolidated Statements of Cash Flows (in millions)"), not a sentence that mentions one
+    ("The balance sheet date is ...", "in millions; see the balance sheet.")."""
+    before = line[:start].split()
+    return (len(before) <= 4 and all(w[:1].isupper() or not w[:1].isalpha() for w in before)
+            and len(line) - (end - start) <= 50 and not line.rstrip().endswith("."))
+
+
 def statement_titles(text: str, head_lines: int = 6) -> list[str]:
     """Canonical names of the statements whose title opens this page (first `head_lines` non-empty lines).
     More than two titles there is a table of contents or an index of statements, not a statement: none."""
-    head = "\n".join([ln for ln in text.splitlines() if ln.strip()][:head_lines])
-    found = [name for name, rx in _STATEMENT_RES.items() if rx.search(head)]
+    found: list[str] = []
+    for line in [ln.strip() for ln in text.splitlines() if ln.strip()][:head_lines]:
+        for name, rx in _STATEMENT_RES.items():
+            m = rx.search(line)
+            if m and name not in found and _title_line(line, m.start(), m.end()):
+                found.append(name)
     return found if len(found) <= 2 else []
 
 

@@ -28,6 +28,8 @@ class GenRequest:
 
 
 class Engine(Protocol):
+    calls: int  # generate calls made so far
+
     def generate(self, requests: Sequence[GenRequest]) -> list[list[int]]: ...
 
     def sync_weights(self, model: Any) -> None: ...
@@ -110,6 +112,7 @@ class VllmEngine:
         self.llm = LLM(model=str(model_dir), dtype="bfloat16", gpu_memory_utilization=gpu_memory_utilization,
                        max_model_len=max_model_len, enable_prefix_caching=True, seed=seed,
                        mm_processor_kwargs={"min_pixels": min_pixels, "max_pixels": max_pixels})
+        self.calls = 0
         self.params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                      stop_token_ids=[self.eos], skip_special_tokens=False, seed=seed)
 
@@ -117,6 +120,7 @@ class VllmEngine:
         prompts = [{"prompt_token_ids": list(r.prompt_ids), **({"multi_modal_data": {"image": r.images}} if r.images else {})}
                    for r in requests]
         outs = self.llm.generate(prompts, self.params, use_tqdm=False)
+        self.calls += 1
         return [cut_at_stop(o.outputs[0].token_ids, self.eos) for o in outs]
 
     def sync_weights(self, model: Any) -> None:

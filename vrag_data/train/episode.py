@@ -81,10 +81,13 @@ def rollout_step(deps: EpisodeDeps, responder: PolicyResponder, jobs: Sequence[t
         batcher = responder.sampler.batcher
 
         async def one(task: Task, g: int) -> Trajectory:
-            async with batcher.episode():
+            try:
                 return await run_episode(deps, task, g)
+            finally:
+                batcher.close()
 
         async def every() -> list[Trajectory]:
+            batcher.open(len(runs))  # all registered before the first one asks
             return list(await asyncio.gather(*(one(t, g) for t, g in runs)))
 
         trajs = asyncio.run(every())

@@ -49,7 +49,9 @@ def load_policy(cfg: ModelConfig, texts: Iterable[str] = (), bf16_autocast: bool
     `cfg.pure_bf16` (see `precision`); `bf16_autocast` = bf16 matmuls over an fp32 model (SFT's `sft.bf16`)."""
     precision = resolve_precision(cfg, bf16_autocast)
     if cfg.path:
-        policy = _load_pretrained(cfg)
+        # read in the master dtype (bf16 -> fp32 is exact) so a checkpoint's fp32 master weights survive a resume;
+        # the frozen parts go back to the compute dtype below
+        policy = _load_pretrained(cfg, precision.master)
     else:
         tiny = cfg.tiny or TinyModelConfig()
         tokenizer = train_tokenizer(texts, vocab_size=tiny.vocab_size)
@@ -61,11 +63,14 @@ def load_policy(cfg: ModelConfig, texts: Iterable[str] = (), bf16_autocast: bool
     if cfg.gradient_checkpointing:
         enable_checkpointing(policy.model)
     apply_master_weights(policy.model, precision)
+    for p in policy.model.parameters():
+        if not p.requires_grad and p.dtype != precision.compute:
+            p.data = p.data.to(precision.compute)
     policy.precision = precision
     return policy
 
 
-def _load_pretrained(cfg: ModelConfig) -> Policy:
+def _load_pretrained(cfg: ModelConfig, dtype: torch.dtype) -> Policy:
     from transformers import AutoModelForImageTextToText, AutoTokenizer
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
@@ -73,7 +78,7 @@ def _load_pretrained(cfg: ModelConfig) -> Policy:
     if not (path / "config.json").is_file():
         raise VragError(f"{path}: not a local model folder (config.json missing); download the weights first "
                         "and set model.path, or use model.tiny for a CPU test model")
-    kwargs: dict[str, Any] = {"dtype": _DTYPES[cfg.dtype]}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
     model = AutoModelForImageTextToText.from_pretrained(path, **kwargs)

@@ -13,6 +13,7 @@ import json
 import os
 import math
 import random
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,12 +34,14 @@ from vrag_data.train import advantages as adv_fns
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.embed import load_embedder
 from vrag_data.train.judging import AnswerJudge
-from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rollout_group, trajectory_text
+from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rollout_step, trajectory_text
+from vrag_data.train.engines import make_engine
 from vrag_data.train.update import training_rows, update_policy
 from vrag_data.train.model import Policy, load_policy
 from vrag_data.train.rl_env import RlEnvironment
 from vrag_data.train.rollout import PolicySampler, token_scopes
 from vrag_data.train.sft import last_checkpoint
+from vrag_data.train.speed import note
 
 
 @dataclass
@@ -54,6 +57,9 @@ class RlStepLog:
     turns: int
     trajectories: int
     statuses: dict[str, int] = field(default_factory=dict)
+    rollout_s: float = 0.0  # wall time of the step's rollouts
+    generated_tokens: int = 0  # response tokens the policy generated in them
+    generate_calls: int = 0  # engine calls they took (batched: about one per decoding round)
 
 
 @dataclass
@@ -132,6 +138,8 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
     if rl.judge is None:
         raise VragError("rl.judge: name the answer judge: an endpoint (`judge: {endpoints: [{base_url: URL, model: NAME}]}`) "
                         "or `judge: rules` for the rule scorers")
+    if cfg.model.dtype == "float16":
+        raise VragError("model.dtype float16: RL has no loss scaling; use bfloat16 (fp32 master weights) or float32")
     rank, world, device = _dist()
     env = RlEnvironment.open(cfg.workspace, cfg.data.path)
     out = Path(cfg.output_dir)
@@ -175,11 +183,28 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
         raise VragError("rl.embedder: SPO needs a trajectory embedder; name one (`module:factory`, e.g. a BGE-M3 wrapper "
                         "as in the paper) or `hashed-bow` for the offline stand-in")
     embedder = load_embedder(rl.embedder) if rl.estimator == "spo" and rl.embedder else None
+    ro = rl.rollout
+    engine_dir = None
+    if ro.engine == "vllm":  # vLLM loads a model folder: the starting policy as saved (synced after each update)
+        engine_dir = Path(model_cfg.path) if model_cfg.path else out / "rollout-init"
+        if not model_cfg.path and rank == 0:
+            policy.save(engine_dir)
+    engine = make_engine(ro.engine, policy, max_new_tokens=rl.max_new_tokens, temperature=rl.temperature,
+                         top_p=rl.top_p, max_batch_size=ro.max_batch_size if ro.concurrent else 1,
+                         model_dir=engine_dir,
+                         **({"gpu_memory_utilization": ro.vllm_gpu_memory_utilization,
+                             "max_model_len": cfg.data.cutoff_len + rl.max_new_tokens,
+                             "min_pixels": cfg.model.min_pixels, "max_pixels": cfg.model.max_pixels,
+                             "seed": rl.seed + rank} if ro.engine == "vllm" else {}))
     sampler = PolicySampler(policy, env.image_loader(recipe.env.page_min_pixels, recipe.env.page_max_pixels,
                                                      recipe.env.page_resize),
                             rl.max_new_tokens, rl.temperature, rl.top_p, cfg.data.default_system,
-                            max_context=cfg.data.cutoff_len)
-    responder = PolicyResponder(sampler)
+                            max_context=cfg.data.cutoff_len, engine=engine)
+    responder = PolicyResponder(sampler, concurrent=ro.concurrent)
+    if rank == 0:
+        note(f"train rl: precision {policy.precision.describe()}; rollouts: engine {ro.engine}, "
+             + (f"episodes of a step together, up to {ro.max_batch_size} sequences per generate call"
+                if ro.concurrent else "one episode and one sequence at a time"))
     run_id = f"rl-{short_hash(str(out.resolve()))}"
     deps = make_deps(env, recipe, responder, run_id)
     judge = AnswerJudge(rl.judge, out, run_id, honesty=recipe.reward.name in HONESTY_REWARDS)
@@ -191,11 +216,15 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
             episodes: list[Episode] = []
             breakdowns: list[Any] = []
             advs: list[list[list[float]]] = []
-            for k in range(rl.tasks_per_step):
-                task = env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)]
-                # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
-                group = rollout_group(deps, responder, task, rl.group_size,
-                                      first_sample=((step * world + rank) * rl.tasks_per_step + k) * rl.group_size)
+            # sample numbers are unique per (step, rank, slot): trajectory ids never collide across steps/ranks
+            jobs = [(env.tasks[(step * rl.tasks_per_step * world + k * world + rank) % len(env.tasks)],
+                     ((step * world + rank) * rl.tasks_per_step + k) * rl.group_size) for k in range(rl.tasks_per_step)]
+            t0, calls0 = time.perf_counter(), engine.calls
+            rolled = rollout_step(deps, responder, jobs, rl.group_size)
+            rollout_s = time.perf_counter() - t0
+            calls = engine.calls - calls0
+            for k, (task, _) in enumerate(jobs):
+                group = rolled[k * rl.group_size : (k + 1) * rl.group_size]
                 judged = judge.scores([ep.trajectory for ep in group], task)
                 scores = [score_trajectory(ep.trajectory, task, recipe.reward.name, judge_score=j, honesty_score=h)
                           for ep, (j, h) in zip(group, judged, strict=True)]
@@ -204,6 +233,7 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
                 breakdowns.extend(scores)
             rows = training_rows(episodes, advs)
             stats_acc = update_policy(policy, ref, optimizer, params, rows, rl, world)
+            engine.sync_weights(model)
             n_tokens = stats_acc["tokens"]
             sched.step()
             totals = [b.total for b in breakdowns]
@@ -224,6 +254,9 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
                 turns=sum(len(ep.samples) for ep in episodes),
                 trajectories=len(episodes),
                 statuses=dict(statuses),
+                rollout_s=round(rollout_s, 3),
+                generated_tokens=sum(len(s.response_ids) for ep in episodes for s in ep.samples),
+                generate_calls=calls,
             )
             logs.append(log)
             # every rank keeps its own rollouts (with their reward breakdown); metrics are rank 0's share

@@ -120,24 +120,37 @@ class RoundBatcher:
         self._pending: list[tuple[GenRequest, asyncio.Future[list[int]]]] = []
         self._timer: asyncio.TimerHandle | None = None
 
+    def open(self, n: int = 1) -> None:
+        """`n` more episodes will submit requests (register a step's episodes before any of them starts, so the
+        first one does not take a round of its own)."""
+        self.live += n
+
+    def close(self) -> None:
+        """One episode is over: the others may be all that a round still waits for."""
+        self.live -= 1
+        self._check()
+
     @contextlib.asynccontextmanager
     async def episode(self) -> AsyncIterator[None]:
-        self.live += 1
+        self.open()
         try:
             yield
         finally:
-            self.live -= 1
-            if self._pending and len(self._pending) >= self.live:
-                self._flush()
+            self.close()
 
     async def submit(self, req: GenRequest) -> list[int]:
-        fut: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[int]] = loop.create_future()
         self._pending.append((req, fut))
-        if len(self._pending) >= max(self.live, 1):
-            self._flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._flush)
+        # checked on the next loop iteration: episodes that are ready to run submit theirs first
+        loop.call_soon(self._check)
+        if self._timer is None:
+            self._timer = loop.call_later(self.max_wait_s, self._flush)
         return await fut
+
+    def _check(self) -> None:
+        if self._pending and len(self._pending) >= max(self.live, 1):
+            self._flush()
 
     def _flush(self) -> None:
         if self._timer is not None:

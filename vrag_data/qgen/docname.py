@@ -1,0 +1,96 @@
+"""A readable name for a document, for questions that must say which document they are about.
+
+A question over a corpus of several 10-Ks has one answer only when it names the company, the report and the
+period; the file's own title is often no help (an SEC filing's is its accession number, "0001018724-18-000005"),
+and the file name is an artefact of whoever saved it. So the name is read from the first page:
+- an SEC filing: the form ("FORM 10-K"), the registrant (the line above "(Exact name of registrant ...)") and the
+  period ("For the fiscal year ended December 31, 2017") -> "the Form 10-K of Amazon.com, Inc. for the fiscal year
+  ended December 31, 2017";
+- anything else: a readable metadata title, else a title quoted in a citation line ("RECOMMENDED CITATION: ...,
+  “Title”"), else the first title block of the layout model on page 1; with the first year printed on page 1.
+The result is document text: callers treat it as untrusted (it is cut, and stripped of control characters, here).
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_CHARS = 120
+_FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b")
+_REGISTRANT = re.compile(r"([^\n]{2,100})\n[\s\n]*\(\s*Exact name of registrant", re.I)
+_PERIOD = re.compile(r"For the (fiscal year|quarterly period) ended\s+([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)", re.I)
+_REPORT_DATE = re.compile(r"Date of (?:R|r)eport[^\n]*?\)?\s*:?\s*\n?\s*([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)")
+_CITATION = re.compile(r"CITATION[^\u201c\"]{0,120}[\u201c\"]([^\u201d\"]{6,150})[\u201d\"]", re.I | re.S)
+_YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20[0-4]\d)(?!\d)")
+_ACCESSION = re.compile(r"[\d\-_.\s]+")
+
+
+def _clean(text: str) -> str:
+    """One line, no control characters, hyphenation at line ends undone, cut to `MAX_CHARS`."""
+    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
+    return " ".join(text.split())[:MAX_CHARS].strip(" ,;:")
+
+
+def _case(name: str) -> str:
+    """An all-capitals name as a reader writes it ("AMAZON.COM, INC." -> "Amazon.com, Inc.")."""
+    if not name.isupper():
+        return name
+    return " ".join(w.capitalize() if len(w) > 1 else w for w in name.split())
+
+
+def readable_title(title: str) -> bool:
+    """A metadata title worth quoting: words, not an accession number, file name or generator default."""
+    t = title.strip()
+    words = re.findall(r"[A-Za-z]{2,}", t)
+    if not t or _ACCESSION.fullmatch(t) or len(words) < 2:
+        return False
+    return not re.search(r"\.(docx?|pdf|indd|pptx?)\b|^microsoft|^untitled", t, re.I)
+
+
+def sec_filing_name(text: str) -> str:
+    """"the Form 10-K of <registrant> for the fiscal year ended <date>", or "" when page 1 is no SEC filing."""
+    form, reg = _FORM.search(text), _REGISTRANT.search(text)
+    if not form or not reg:
+        return ""
+    company = _case(_clean(reg.group(1)))
+    period = _PERIOD.search(text)
+    if period:
+        when = f" for the {period.group(1).lower()} ended {' '.join(period.group(2).split())}"
+    else:
+        dated = _REPORT_DATE.search(text)
+        when = f" dated {' '.join(dated.group(1).split())}" if dated else ""
+    return _clean(f"the Form {form.group(1)} of {company}{when}") if company else ""
+
+
+def document_label(first_page_text: str, meta_title: str = "", title_blocks: list[str] = ()) -> str:  # type: ignore[assignment]
+    """How a question names its document (company, report, period or year); "" when page 1 says nothing usable."""
+    sec = sec_filing_name(first_page_text)
+    if sec:
+        return sec
+    cited = _CITATION.search(first_page_text)
+    blocks = [_clean(b) for b in title_blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
+    if readable_title(meta_title):
+        title = _clean(meta_title)
+    elif cited:
+        title = _clean(cited.group(1))
+    elif blocks:
+        title = blocks[0]
+    else:
+        return ""
+    title = _case(title)
+    year = _YEAR.search(first_page_text)
+    return f"\u201c{title}\u201d ({year.group(1)})" if year and year.group(1) not in title else f"\u201c{title}\u201d"
+
+
+_GENERIC = frozenset(
+    "the form of for and fiscal year quarterly period ended dated report annual inc corp co company ltd plc llc "
+    "group holdings january february march april may june july august september october november december "
+    "results quarter com www".split())
+
+
+def label_terms(label: str) -> set[str]:
+    """The words of a label that tell one document from another (a company, a title word), lower-cased and split
+    on anything not a letter or digit (as `writer.check_question` reads questions); numbers and generic words out."""
+    words = re.sub(r"[^0-9a-z]+", " ", label.lower()).split()
+    return {w for w in words if len(w) >= 3 and not w.isdigit() and w not in _GENERIC}

@@ -1,0 +1,141 @@
+"""Linked two-hop questions over two extracted tables (two pages of one document, or two documents).
+
+The second hop depends on the first, so neither table alone answers:
+- bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
+  row's value in table B; the question never names the row;
+- difference / ratio (logic): one value from each table, in a column both tables share (the same column name, or
+  the same single year), same unit; the answer is computed and is printed in neither table.
+Every question names each table's document (`labels`: company, report, period) and the table by its columns.
+Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
+ambiguity and closed-book answering per hop.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from vrag_data.qgen.evidence import Region
+from vrag_data.qgen.oracle_writer import NAME, Grid, number, table_grid, unit, unnamed
+from vrag_data.qgen.writer import Hop, Rejected, Written
+
+_YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+
+
+@dataclass(frozen=True)
+class Table:
+    grid: Grid
+    label: str  # the document's readable name
+    region: int  # index of the evidence region
+
+    @property
+    def where(self) -> str:
+        return f"the table with the columns {self.grid.columns_phrase()} in {self.label}"
+
+    def numbers(self, col: str) -> list[tuple[str, float, str]]:
+        """(row, number, printed value) of a column, in row order."""
+        out = []
+        for r, c, v in self.grid.cells:
+            n = number(v)
+            if c == col and n is not None:
+                out.append((r, n, v))
+        return out
+
+
+def _is_total(row: str) -> bool:
+    return row.lower().startswith(("total", "net total", "all "))
+
+
+def _one_unit(cells: list[tuple[str, float, str]]) -> bool:
+    return len({unit(v, r) for r, _, v in cells}) == 1
+
+
+def _fmt(x: float, like: list[str]) -> str:
+    """A computed number with as many decimals as its inputs print (at least what it needs, at most 2)."""
+    places = max((len(v.split(".")[-1].rstrip("%)").strip()) if "." in v else 0) for v in like)
+    places = min(2, places)
+    s = f"{x:,.{places}f}"
+    return s if "," in "".join(like) else s.replace(",", "")
+
+
+def _shared_columns(a: Table, b: Table) -> list[tuple[str, str]]:
+    """Column pairs the two tables share: the same name, or names that hold the same single year."""
+    pairs = []
+    for ca in a.grid.header[1:]:
+        for cb in b.grid.header[1:]:
+            if not ca or not cb:
+                continue
+            ya, yb = _YEAR.findall(ca), _YEAR.findall(cb)
+            if ca.lower() == cb.lower() or (len(ya) == len(yb) == 1 and ya == yb):
+                pairs.append((ca, cb))
+    return pairs
+
+
+def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """Hop 1: the row of A with the highest value in a column; hop 2: that row's value in a column of B."""
+    rows_b = {r for r, _, _ in b.grid.cells}
+    options = []
+    for col in dict.fromkeys(c for _, c, _ in a.grid.cells):
+        cells = a.numbers(col)
+        if len(cells) < 2 or not _one_unit(cells):
+            continue
+        top = max(n for _, n, _ in cells)
+        winners = [r for r, n, _ in cells if n == top]
+        if len(winners) != 1 or _is_total(winners[0]) or winners[0] not in rows_b:
+            continue
+        for r, cb, vb in b.grid.cells:
+            if r == winners[0]:
+                options.append((col, winners[0], next(v for rr, _, v in cells if rr == r), cb, vb))
+    if not options:
+        return Rejected("writer", "writer_declined", "oracle: no row that is the highest of a column in one table "
+                        "and has a value in the other")
+    col, row, va, cb, vb = rng.choice(options)
+    q = (f"In {a.where}, one row has the highest {col} value; what is that row's {cb} value in {b.where}?")
+    hops = (Hop(f"In {a.where}, which row has the highest {col} value?", row, a.region),
+            Hop(f"In {b.where}, what is the {cb} value of {row}?", vb, b.region))
+    return Written(q, vb, "Str", "extraction", (va, vb), NAME, ((a.region, row, col, va), (b.region, row, cb, vb)), hops)
+
+
+def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """One value from each table in a column they share; the question asks for their difference or ratio."""
+    options = []
+    for ca, cb in _shared_columns(a, b):
+        for ra, na, va in a.numbers(ca):
+            for rb, nb, vb in b.numbers(cb):
+                same_cell = (ra, ca, va) == (rb, cb, vb) and a.label == b.label
+                if not same_cell and unit(va, ra) == unit(vb, rb) and na != nb:
+                    options.append((ca, ra, na, va, cb, rb, nb, vb))
+    if not options:
+        return Rejected("writer", "writer_declined", "oracle: the two tables share no column with values of one unit")
+    ca, ra, na, va, cb, rb, nb, vb = rng.choice(options)
+    hop_a = Hop(f"In {a.where}, what is the {ca} value of {ra}?", va, a.region)
+    hop_b = Hop(f"In {b.where}, what is the {cb} value of {rb}?", vb, b.region)
+    cells = ((a.region, ra, ca, va), (b.region, rb, cb, vb))
+    first = f"the {ca} value of {ra} in {a.where}"
+    second = f"the {cb} value of {rb} in {b.where}"
+    if na > 0 and nb > 0 and unit(va, ra) != "share" and rng.random() < 0.4:
+        ratio = na / nb
+        q = f"What is the ratio of {first} to {second}, rounded to two decimals?"
+        return Written(q, f"{ratio:.2f}", "Float", "logic", (va, vb), NAME, cells, (hop_a, hop_b))
+    diff = na - nb
+    q = f"What is {first} minus {second}, as a plain number?"
+    fmt = "Int" if float(diff).is_integer() and "." not in va + vb else "Float"
+    return Written(q, _fmt(diff, [va, vb]), fmt, "logic", (va, vb), NAME, cells, (hop_a, hop_b))
+
+
+def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, str], qtype: str) -> Written | Rejected:
+    """A two-hop question over two table regions: a bridge for extraction, a difference or ratio for logic."""
+    tables = []
+    for i, r in enumerate(regions):
+        grid = table_grid(r.text)
+        if grid.problem:
+            return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+        if not labels.get(r.stem):
+            return unnamed(r.stem)
+        tables.append(Table(grid, labels[r.stem], i))
+    a, b = tables
+    if qtype == "extraction":
+        out = bridge(rng, a, b)
+        return out if isinstance(out, Written) else bridge(rng, b, a)
+    return arithmetic(rng, a, b)
