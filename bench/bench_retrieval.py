@@ -114,10 +114,8 @@ def text_layer_workspace(corpus: Path, ws: Workspace) -> None:
 
 
 def build_retrievers(ws: Workspace, pages: list[Page], titles: dict[str, str], dense_model: str | None,
-                     force: bool) -> tuple[dict[str, Searcher], dict[str, dict]]:
+                     force: bool, with_dense: bool = True) -> tuple[dict[str, Searcher], dict[str, dict]]:
     """The searchers to compare and, per index, its build cost (CPU-seconds per page; wall seconds)."""
-    from vrag_data.retrieve.dense import DenseIndex, build_dense  # needs the `dense` extra
-
     cost: dict[str, dict] = {}
     t, c = time.perf_counter(), time.process_time()
     before = index_pages(pages, titles, Bm25Params(w_section=0.0, w_statement=0.0))
@@ -126,16 +124,41 @@ def build_retrievers(ws: Workspace, pages: list[Page], titles: dict[str, str], d
     res = build_bm25(ws, force=force)
     cost["bm25"] = {"cpu_s_per_page": round(res.cpu_seconds / max(res.n_pages, 1), 4), "wall_s": round(res.seconds, 1),
                     "up_to_date": res.up_to_date}
+    bm25 = BM25Index.load(ws.path("index", "bm25"))
+    if not with_dense:
+        return {"bm25 before": before, "bm25": bm25}, cost
+    from vrag_data.retrieve.dense import DenseIndex, build_dense  # needs the `dense` extra
+
     res = build_dense(ws, dense_model, force=force)
     manifest = json.loads(Path(ws.path("index", "dense", "manifest.json")).read_text())
     cpu = res.cpu_seconds if not res.up_to_date else manifest.get("cpu_seconds", 0.0)  # cached: the original build
     cost["dense"] = {"cpu_s_per_page": round(cpu / max(res.n_pages, 1), 4), "wall_s": round(res.seconds, 1),
                      "model": manifest["model"], "windows": manifest.get("embedded_windows"),
                      "up_to_date": res.up_to_date}
-    bm25 = BM25Index.load(ws.path("index", "bm25"))
     dense = DenseIndex.load(ws.path("index", "dense"))
     hybrid = HybridSearcher([("bm25", bm25, 1.0), ("dense", dense, 1.0)])
     return {"bm25 before": before, "bm25": bm25, "dense": dense, "hybrid": hybrid}, cost
+
+
+def cached_dense(ws: Workspace, pages: list[Page]) -> tuple[Searcher, set[str]]:
+    """A dense index over the documents whose window embeddings are already cached (a build still running, or
+    stopped): the rows are then compared on those documents' questions only."""
+    import numpy as np
+
+    from vrag_data.retrieve.bm25 import PageMeta
+    from vrag_data.retrieve.dense import DenseIndex, load_encoder, resolve_model
+
+    emb_dir = Path(ws.path("index", "dense", "emb"))
+    done = {f.stem for f in emb_dir.glob("*.npz")}
+    metas, embs, owners = [], [], []
+    for stem in sorted(done):
+        z = np.load(emb_dir / f"{stem}.npz")
+        ps = sorted((p for p in pages if p.stem == stem), key=lambda p: p.page)
+        embs.append(z["emb"])
+        owners.append(z["page"] + len(metas))
+        metas += [PageMeta(p.page_id, p.doc_id, p.stem, p.page) for p in ps]
+    model = load_encoder(resolve_model(None)[0])
+    return DenseIndex(metas, np.concatenate(embs), np.concatenate(owners), model), done
 
 
 def bm25_ablation(pages: list[Page], titles: dict[str, str], questions: list[dict]) -> dict:
@@ -173,6 +196,9 @@ def main() -> None:
                     help="build the workspace from the PDFs' text layer only (no ingest: no OCR, no tables)")
     ap.add_argument("--dense-model", help="local sentence-transformers folder (default: the bundled MiniLM)")
     ap.add_argument("--force-index", action="store_true", help="rebuild the indexes (to time them)")
+    ap.add_argument("--bm25-only", action="store_true", help="leave the dense and hybrid rows out")
+    ap.add_argument("--dense-cached", action="store_true",
+                    help="dense rows from the embeddings cached so far (no build), on those documents' questions")
     ap.add_argument("--bm25-ablation", action="store_true", help="also the BM25 feature table")
     args = ap.parse_args()
 
@@ -196,10 +222,18 @@ def main() -> None:
           f"{sum(1 for p in pages if p.tables_md)} pages with table markdown; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
 
-    retrievers, cost = build_retrievers(ws, pages, titles, args.dense_model, args.force_index)
+    report: dict = {"variants": {}}
+    retrievers, cost = build_retrievers(ws, pages, titles, args.dense_model, args.force_index,
+                                        not (args.bm25_only or args.dense_cached))
+    if args.dense_cached:
+        dense, done = cached_dense(ws, pages)
+        retrievers["dense"] = dense
+        retrievers["hybrid"] = HybridSearcher([("bm25", retrievers["bm25"], 1.0), ("dense", dense, 1.0)])
+        questions = [q for q in questions if q["stem"] in done]
+        print(f"--dense-cached: {len(done)} documents embedded so far; every row on their {len(questions)} questions")
+        report["dense_cached_docs"] = sorted(done)
     aliases = _aliases(ws)
-    report: dict = {"pages": len(pages), "questions": len(questions), "index_cost": cost, "aliases": aliases,
-                    "variants": {}}
+    report.update({"pages": len(pages), "questions": len(questions), "index_cost": cost, "aliases": aliases})
     types = sorted({q["type"] for q in questions})
     cols = ["all", FINANCIAL, *types]
     print("\nper-document recall (R@1 / R@5 / R@10), by document type; n = questions")

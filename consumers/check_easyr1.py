@@ -4,13 +4,16 @@ only) is an import-only stub: EasyR1's config module imports its rollout worker;
 
     EASYR1_SRC=<checkout> python check_easyr1.py <export root> <tiny model dir>
 
-- `verl.trainer.config.PPOConfig` merged with the shipped `easyr1/data_config.yaml` (as `config=` does), then the
-  data and reward sections' own `post_init` (relative paths resolved from the export folder);
+- Config: EasyR1's own `verl.trainer.main.main()` parses `config=easyr1/data_config.yaml` plus the keys the file's
+  header says a user must set (the header must name each), exactly as its CLI does (`OmegaConf.from_cli`, merged
+  over `PPOConfig`, `deep_post_init`); Ray is replaced by a stand-in that hands the parsed config back instead of
+  starting a run. The data folders it names hold the export's jsonl (a missing one would make EasyR1 fetch that name
+  from the Hub: HF_HUB_OFFLINE is set) and the reward file exists.
 - `verl.utils.dataset.RLHFDataset` with those data settings: every row survives the length filter and every item
   tokenizes with its images;
-- `verl.workers.reward.function.AutoRewardManager` loads the shipped reward function; the export's own SFT answer for
-  a task (its turns and observations as one response) outscores the same rollout with a wrong final answer, on
-  EasyR1's reward inputs (response, ground_truth).
+- `verl.workers.reward.function.AutoRewardManager` loads the shipped reward function (standard library only); for
+  every row a right rollout (rollouts.py) outscores the same rollout with a wrong final answer, on EasyR1's reward
+  inputs (response, response_length, ground_truth). The rule scorers are asked for explicitly (no model judge here).
 Prints one JSON line of counts.
 """
 
@@ -27,35 +30,50 @@ import vllm_stub  # noqa: E402  - vLLM needs CUDA; EasyR1's config module import
 
 vllm_stub.install()
 
-import pyarrow.parquet as pq  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 from transformers import AutoProcessor, AutoTokenizer  # noqa: E402
 
+from rollouts import right_and_wrong, sft_rollouts  # noqa: E402
 from verl.trainer.config import PPOConfig  # noqa: E402
 from verl.utils.dataset import RLHFDataset  # noqa: E402
 from verl.workers.reward.function import AutoRewardManager  # noqa: E402
 
 
-def rollouts(root: Path) -> dict[str, str]:
-    """task id -> one response string from the export's SFT records (the first record of each task): its assistant
-    turns and the observations between them, as a multi-turn response decodes."""
-    out: dict[str, str] = {}
-    for f in sorted((root / "hf" / "data").glob("sft-*.parquet")):
-        for row in pq.read_table(f, columns=["task_id", "messages"]).to_pylist():
-            msgs = row["messages"]
-            first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
-            out.setdefault(row["task_id"], "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in msgs[first:]))
-    return out
+USER_KEYS = ("worker.actor.model.model_path", "trainer.n_gpus_per_node", "trainer.nnodes", "data.rollout_batch_size",
+             "worker.actor.global_batch_size")
+
+
+def parse_config(keys: list[str]) -> PPOConfig:
+    """The config EasyR1's CLI builds from `config=easyr1/data_config.yaml` and `keys` (its own main(), up to the run)."""
+    import types
+
+    import verl.trainer.main as easyr1_main
+
+    got: dict = {}
+    easyr1_main.ray = types.SimpleNamespace(is_initialized=lambda: True, get=lambda _: None, timeline=lambda **_: None)
+    easyr1_main.Runner = types.SimpleNamespace(remote=lambda: types.SimpleNamespace(
+        run=types.SimpleNamespace(remote=lambda cfg: got.setdefault("cfg", cfg))))
+    argv = sys.argv
+    sys.argv = ["verl.trainer.main", "config=easyr1/data_config.yaml", *keys]
+    try:
+        easyr1_main.main()
+    finally:
+        sys.argv = argv
+    return got["cfg"]
 
 
 def check(root: Path, model_dir: Path) -> dict:
     os.chdir(root)
     os.environ["VRAG_REWARD_JUDGE"] = "rules"
-    merged = OmegaConf.merge(OmegaConf.structured(PPOConfig()), OmegaConf.load("easyr1/data_config.yaml"))
-    cfg: PPOConfig = OmegaConf.to_object(merged)
-    cfg.data.post_init()
-    cfg.worker.reward.post_init()
+    head = (root / "easyr1" / "data_config.yaml").read_text().split("\ndata:")[0]
+    for key in USER_KEYS:
+        assert key in head, f"easyr1/data_config.yaml does not name {key} in its header"
+    n_train = sum(len(f.read_text().splitlines()) for f in (root / "easyr1" / "train").glob("*.jsonl"))
+    cfg = parse_config([f"worker.actor.model.model_path={model_dir}", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+                        f"data.rollout_batch_size={n_train}", f"worker.actor.global_batch_size={n_train}"])
     data = cfg.data
+    for folder in (data.train_files, data.val_files):
+        assert (root / folder).is_dir() and list((root / folder).glob("*.jsonl")), f"{folder}: no such data folder"
+    assert Path(cfg.worker.reward.reward_function).is_file(), cfg.worker.reward.reward_function
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     processor = AutoProcessor.from_pretrained(model_dir)
     rows = [json.loads(line) for f in sorted(Path(data.train_files).glob("*.jsonl")) for line in f.read_text().splitlines()]
@@ -69,20 +87,18 @@ def check(root: Path, model_dir: Path) -> dict:
         item = ds[i]
         n_images += len(item["multi_modal_data"]["images"])
     manager = AutoRewardManager(cfg.worker.reward, tokenizer)
-    sft = rollouts(root)
-    scored = 0
-    for row in rows:
-        response = sft.get(row["task_id"])
-        if response is None or "<answer>" not in response:
-            continue
-        i, j = response.rindex("<answer>"), response.rindex("</answer>")
-        wrong = response[:i] + "<answer>zzz no such value</answer>" + response[j + len("</answer>"):]
-        inputs = [{"response": r, "response_length": len(r), "ground_truth": row["answer"]} for r in (response, wrong)]
+    sft = sft_rollouts(root)
+    val = [json.loads(line) for f in sorted(Path(data.val_files).glob("*.jsonl")) for line in f.read_text().splitlines()]
+    scored, how = 0, {}
+    for row in rows + ([] if data.val_files == data.train_files else val):
+        right, wrong, src = right_and_wrong(row["task_id"], row["answer"], sft)
+        inputs = [{"response": r, "response_length": len(r), "ground_truth": row["answer"]} for r in (right, wrong)]
         good, bad = manager.reward_fn(inputs)
         assert good["overall"] > bad["overall"], f"{row['id']}: right {good} <= wrong {bad}"
         scored += 1
-    return {"consumer": "easyr1", "rows": len(ds), "images": n_images, "rewards_checked": scored,
-            "max_prompt_length": data.max_prompt_length}
+        how[src] = how.get(src, 0) + 1
+    return {"consumer": "easyr1", "rows": len(ds), "images": n_images, "rewards_checked": scored, "rollouts": how,
+            "max_prompt_length": data.max_prompt_length, "config": "easyr1/data_config.yaml"}
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
     python check_llamafactory.py <export root> <tiny model dir>     (current directory: the export root)
 
-The shipped yaml is read as written; only the keys that name the machine are replaced: the model (a weightless
-tiny tokenizer + Qwen2-VL processor folder), `output_dir`, `deepspeed` (no GPU) and `bf16` (CPU). The data keys
-(`dataset_dir`, `media_dir`, `dataset`, `template`, `cutoff_len`, ...) stay as shipped, relative to the export
-root. Every record must come out with one image-token span per image and with every assistant turn labelled and
+The shipped yaml is read as written; its header must name every key a user sets for a run (model, DeepSpeed file,
+GPUs, bf16, output_dir), and every path it names resolves from the export root (`dataset_dir`, `media_dir`, and the
+DeepSpeed ZeRO file shipped beside it). Only the keys that name the machine are then replaced: the model (a
+weightless tiny tokenizer + Qwen2-VL processor folder), `output_dir`, `deepspeed` (the deepspeed package needs GPUs;
+its file was read above) and `bf16` (CPU). The data keys (`dataset_dir`, `media_dir`, `dataset`, `template`,
+`cutoff_len`, ...) stay as shipped, relative to the export root. Every record must come out with one image-token span per image and with every assistant turn labelled and
 every other token masked. Prints one JSON line of counts.
 """
 
@@ -27,6 +29,9 @@ from llamafactory.hparams import get_train_args  # noqa: E402
 from llamafactory.model import load_tokenizer  # noqa: E402
 
 
+USER_KEYS = ("model_name_or_path", "deepspeed", "NPROC_PER_NODE", "bf16", "output_dir")
+
+
 def spans(labels: list[int]) -> int:
     """Number of contiguous labelled runs."""
     n, prev = 0, False
@@ -41,11 +46,19 @@ def check(root: Path, model_dir: Path) -> dict:
     os.chdir(root)
     yamls = sorted((root / "llamafactory").glob("*.yaml"))
     assert yamls, f"{root}: no LLaMA-Factory yaml"
-    args = yaml.safe_load(yamls[0].read_text())
+    text = yamls[0].read_text()
+    args = yaml.safe_load(text)
+    head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    for key in USER_KEYS:
+        assert key in head, f"{yamls[0].name} does not name {key} in its header"
+    # every path the yaml names resolves from the export folder, the DeepSpeed file included
+    assert (root / args["dataset_dir"] / "dataset_info.json").is_file() and (root / args["media_dir"]).is_dir()
+    ds = json.loads((root / args["deepspeed"]).read_text())
+    assert ds["zero_optimization"]["stage"] in (0, 1, 2, 3) and ds["train_micro_batch_size_per_gpu"] == "auto", ds
     out = tempfile.mkdtemp(prefix="lf-out-")
     args.update(model_name_or_path=str(model_dir), output_dir=out, bf16=False, report_to="none",
                 preprocessing_num_workers=None, overwrite_cache=True)
-    args.pop("deepspeed", None)
+    args_deepspeed = args.pop("deepspeed")  # resolved above; LLaMA-Factory would need the deepspeed package and GPUs
     model_args, data_args, training_args, _, _ = get_train_args(args)
     tok_mod = load_tokenizer(model_args)
     tokenizer, processor = tok_mod["tokenizer"], tok_mod["processor"]
@@ -65,7 +78,8 @@ def check(root: Path, model_dir: Path) -> dict:
         assert ids.count(vstart) == len(rec["images"]), f"{rec['id']}: {ids.count(vstart)} image spans, {len(rec['images'])} images"
         assert all(labels[i] == IGNORE_INDEX for i, t in enumerate(ids) if t == pad), f"{rec['id']}: image tokens labelled"
     return {"consumer": "llamafactory", "records": len(ds), "template": data_args.template,
-            "images": sum(len(r["images"]) for r in raw)}
+            "images": sum(len(r["images"]) for r in raw), "config": f"llamafactory/{yamls[0].name}",
+            "deepspeed": args_deepspeed}
 
 
 if __name__ == "__main__":

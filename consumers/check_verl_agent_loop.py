@@ -91,7 +91,8 @@ class ScriptedModel(torch.nn.Module):
         super().__init__()
         self.anchor = torch.nn.Parameter(torch.zeros(1))
         end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        texts = [f"<think>find the page</think>\n<search>{question}</search>", f"<think>found</think>\n<answer>{answer}</answer>"]
+        query = " ".join(question.split()[:4])
+        texts = [f"<think>find the page</think>\n<search>{query}</search>", f"<think>found</think>\n<answer>{answer}</answer>"]
         self.replies = [tokenizer(t, add_special_tokens=False)["input_ids"] + [end] for t in texts]
         self.calls = 0
 

@@ -4,7 +4,8 @@
 
 An environment is reused while its requirements file is unchanged (a stamp holds the file's hash), so CI pays for
 the installs once per cache folder. EasyR1 is not on the registry: its environment holds EasyR1's dependencies,
-and its source comes from a checkout named by EASYR1_SRC (the environment is built only when that is set).
+and its source comes from a checkout named by EASYR1_SRC or kept in `<folder>/src/EasyR1` (the environment is built
+only when there is one). VRAG-RL's verl fork (VRAGRL_SRC or `<folder>/src/VRAG`) runs in the verl environment.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ HERE = Path(__file__).resolve().parent
 REMOVE_AFTER = {"llamafactory": ["torchaudio"]}
 
 
-def wanted() -> list[str]:
+def wanted(folder: Path) -> list[str]:
     names = sorted(p.stem.removeprefix("requirements-") for p in HERE.glob("requirements-*.txt"))
-    return [n for n in names if n != "easyr1" or os.environ.get("EASYR1_SRC")]
+    return [n for n in names if n != "easyr1" or os.environ.get("EASYR1_SRC") or (folder / "src" / "EasyR1").is_dir()]
 
 
 def ensure(folder: Path, name: str) -> Path:
@@ -40,7 +41,8 @@ def ensure(folder: Path, name: str) -> Path:
     print(f"consumer env {name}: installing {req.name} into {env}", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
     pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-r", str(req)], check=True)
+    if any(line.split("#")[0].strip() for line in req.read_text().splitlines()):  # a file of comments installs nothing
+        subprocess.run([*pip, "-r", str(req)], check=True)
     for pkg in REMOVE_AFTER.get(name, []):
         subprocess.run([str(py), "-m", "pip", "uninstall", "--quiet", "-y", pkg], check=False)
     stamp.touch()
@@ -51,5 +53,5 @@ def ensure(folder: Path, name: str) -> Path:
 if __name__ == "__main__":
     root = Path(sys.argv[1]).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    for n in wanted():
+    for n in wanted(root):
         ensure(root, n)

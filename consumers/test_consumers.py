@@ -20,13 +20,22 @@ HERE = Path(__file__).resolve().parent
 ENVS = Path(os.environ.get("VRAG_CONSUMERS_DIR", HERE.parent / ".consumers")).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from consumers.build_exports import build  # noqa: E402
+from consumers.build_exports import VRAGRL, build  # noqa: E402
 from consumers.envs import ensure  # noqa: E402
 from consumers.make_tiny_model import make  # noqa: E402
-from vrag_data.export.reward_bundle import REQUIREMENTS  # noqa: E402
 from vrag_data.recipe import recipe_names  # noqa: E402
 
 RECIPES = tuple(recipe_names())
+
+
+def source_checkout(var: str, name: str) -> str:
+    """A consumer that is not on the package registry: its checkout named by `var`, else `<consumers dir>/src/<name>`."""
+    path = os.environ.get(var) or str(ENVS / "src" / name)
+    return path if Path(path).is_dir() else ""
+
+
+EASYR1_SRC = source_checkout("EASYR1_SRC", "EasyR1")  # github.com/hiyouga/EasyR1
+VRAGRL_SRC = source_checkout("VRAGRL_SRC", "VRAG")  # github.com/Alibaba-NLP/VRAG (VRAG-RL/ holds the verl fork)
 pytestmark = pytest.mark.timeout(3600)
 
 
@@ -42,9 +51,10 @@ def tiny(tmp_path_factory) -> Path:
     return make(tmp_path_factory.mktemp("tiny-model"))
 
 
-def run_check(env: str, script: str, root: Path, tiny: Path, extra_env: dict[str, str] | None = None) -> dict:
+def run_check(env: str, script: str, root: Path, tiny: Path, extra_env: dict[str, str] | None = None,
+              args: tuple[str, ...] = ()) -> dict:
     py = ensure(ENVS, env)
-    proc = subprocess.run([str(py), str(HERE / script), str(root), str(tiny)], capture_output=True, text=True,
+    proc = subprocess.run([str(py), str(HERE / script), str(root), str(tiny), *args], capture_output=True, text=True,
                           cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", **(extra_env or {})}, timeout=1800)
     assert proc.returncode == 0, f"{script} on {root.name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -55,22 +65,44 @@ def test_llamafactory_sft_pipeline(exports, tiny, recipe):
     got = run_check("llamafactory", "check_llamafactory.py", exports / recipe, tiny)
     summary = json.loads((exports / recipe / "summary.json").read_text())
     assert got["records"] == summary["counts"]["llamafactory"][recipe] > 0
+    assert got["deepspeed"] == "llamafactory/ds_z3_config.json"  # shipped in the export, read by the check
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_verl_dataset_and_reward(exports, tiny, recipe):
+    """verl's CLI composes the shipped verl/config.yaml, its dataset reads every row, and its reward loader's function
+    scores a right rollout above a wrong one on every row (consumers/check_verl.py)."""
     got = run_check("verl", "check_verl.py", exports / recipe, tiny)
     summary = json.loads((exports / recipe / "summary.json").read_text())
-    assert got["rows"] == summary["counts"]["verl"]["train"] > 0
-    assert got["rewards_checked"] > 0
+    assert got["rows"] == sum(summary["counts"]["verl"].values()) and summary["counts"]["verl"]["train"] > 0
+    assert got["rewards_checked"] == got["rows"]
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-@pytest.mark.skipif(not os.environ.get("EASYR1_SRC"), reason="EasyR1 is not on the package registry: set EASYR1_SRC to a checkout")
+@pytest.mark.skipif(not VRAGRL_SRC, reason="VRAG-RL's fork is not on the package registry: set VRAGRL_SRC to a checkout "
+                    "of Alibaba-NLP/VRAG (or put it in <consumers dir>/src/VRAG)")
+def test_vragrl_fork_reward_and_config(exports, tiny, recipe):
+    """VRAG-RL's fork: its CLI composes verl/vragrl.yaml, its reward loader loads reward/vragrl_reward.py and its
+    reward manager (rm.py, with a judge stand-in) scores a right rollout above a wrong one on every row, in training
+    and in validation mode (consumers/check_vragrl.py), on the export made for it (`--for vragrl`)."""
+    got = run_check("verl", "check_vragrl.py", exports / VRAGRL / recipe, tiny, {"VRAGRL_SRC": VRAGRL_SRC},
+                    args=(str(exports / recipe),))
+    summary = json.loads((exports / VRAGRL / recipe / "summary.json").read_text())
+    assert got["rows"] == got["rewards_checked"] == sum(summary["counts"]["verl"].values()) > 0
+    assert all(m["right_mean"] > m["wrong_mean"] for m in got["modes"].values()) and got["judge_requests"] > 0
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.skipif(not EASYR1_SRC, reason="EasyR1 is not on the package registry: set EASYR1_SRC to a checkout "
+                    "(or put it in <consumers dir>/src/EasyR1)")
 def test_easyr1_dataset_and_reward(exports, tiny, recipe):
-    got = run_check("easyr1", "check_easyr1.py", exports / recipe, tiny, {"EASYR1_SRC": os.environ.get("EASYR1_SRC", "")})
+    """EasyR1's own main() parses easyr1/data_config.yaml with the keys its header names (the folders it names exist),
+    its dataset reads every row and its reward manager, in an environment without pydantic, scores a right rollout
+    above a wrong one on every row (consumers/check_easyr1.py)."""
+    got = run_check("easyr1", "check_easyr1.py", exports / recipe, tiny, {"EASYR1_SRC": EASYR1_SRC})
     summary = json.loads((exports / recipe / "summary.json").read_text())
-    assert got["rows"] == summary["counts"]["easyr1"]["train"] > 0 and got["rewards_checked"] > 0
+    assert got["rows"] == summary["counts"]["easyr1"]["train"] > 0
+    assert got["rewards_checked"] == sum(summary["counts"]["easyr1"].values())
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -92,29 +124,92 @@ def test_datasets_load_each_config(exports, recipe, monkeypatch):
             assert all(im.size[0] > 0 for im in row["images"])
 
 
-def test_reward_in_a_clean_environment(exports):
-    """The shipped reward/ scores a rollout in an environment holding only what reward/requirements.txt names."""
-    root = exports / "vrag_rl"
-    assert (root / "reward" / "requirements.txt").read_text() == REQUIREMENTS
-    assert (HERE / "requirements-reward.txt").read_text().strip().endswith(REQUIREMENTS.strip())
+BARE_PROBE = r"""
+import importlib.util, json, os, sys
+cases = json.load(open(sys.argv[1]))
+def load(name):
+    spec = importlib.util.spec_from_file_location(name[:-3], os.path.join("reward", name))
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
+verl, fork, easyr1 = load("compute_score.py"), load("vragrl_reward.py"), load("easyr1_reward.py")
+out = []
+for c in cases:
+    row = {}
+    for side in ("right", "wrong"):
+        if c["kind"] == "verl":
+            row[side] = {"verl": verl.compute_score(c["data_source"], c[side], c["ground_truth"], c["extra_info"])["score"],
+                         "fork": fork.compute_score(c["data_source"], c[side], c["ground_truth"], c["extra_info"])}
+        else:
+            item = {"response": c[side], "response_length": len(c[side]), "ground_truth": c["ground_truth"]}
+            row[side] = {"easyr1": easyr1.compute_score([item])[0]["overall"]}
+    out.append(row)
+third = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names)
+               - {"__main__", "vrag_reward", "compute_score", "vragrl_reward", "easyr1_reward"})
+print(json.dumps({"scores": out, "third_party": third, "site": "site" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_reward_bundle_in_a_bare_interpreter(exports, tmp_path, recipe):
+    """The shipped reward/ in the reward environment (requirements-reward.txt installs nothing) run as `python -I -S`:
+    no site-packages at all, only the standard library and the export's own reward/ folder. Every entry point loads;
+    on every verl and EasyR1 row a right rollout outscores a wrong one (verl's dict `score`, EasyR1's `overall`), and
+    the fork's entry point returns a float."""
+    import pyarrow.parquet as pq
+
+    from consumers.rollouts import right_and_wrong, sft_rollouts
+
+    root = exports / recipe
+    assert not (root / "reward" / "requirements.txt").exists()
+    assert not [line for line in (HERE / "requirements-reward.txt").read_text().splitlines() if line.split("#")[0].strip()]
+    sft = sft_rollouts(root)
+    cases = []
+    for f in sorted((root / "verl").glob("*.parquet")):
+        for row in pq.read_table(f).to_pylist():
+            gt = row["reward_model"]["ground_truth"]
+            right, wrong, _ = right_and_wrong(row["extra_info"]["task_id"], gt, sft)
+            cases.append({"kind": "verl", "data_source": row["data_source"], "ground_truth": gt, "right": right,
+                          "wrong": wrong, "extra_info": json.loads(json.dumps(row["extra_info"], default=list))})
+    for f in sorted((root / "easyr1").rglob("*.jsonl")):
+        for row in map(json.loads, f.read_text().splitlines()):
+            right, wrong, _ = right_and_wrong(row["task_id"], row["answer"], sft)
+            cases.append({"kind": "easyr1", "ground_truth": row["answer"], "right": right, "wrong": wrong})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    (tmp_path / "probe.py").write_text(BARE_PROBE)
     py = ensure(ENVS, "reward")
-    code = (
-        "import importlib.util, json, sys\n"
-        "spec = importlib.util.spec_from_file_location('r', 'reward/compute_score.py')\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "extra = {'reward': 'vrag_rl', 'question': 'q', 'gold_pages': ['d_1'], 'retrieved_pages': ['d_1']}\n"
-        "s = '<think>a</think><search>q</search><think>b</think><answer>42</answer>'\n"
-        "print(json.dumps([m.compute_score('rag', s, '42', extra)['score'],\n"
-        "                  m.compute_score('rag', s.replace('42', '7'), '42', extra)['score'],\n"
-        "                  sorted(k for k in sys.modules if k.split('.')[0] == 'vrag_data' and\n"
-        "                         not sys.modules[k].__file__.startswith(sys.path[0]))]))\n"
-    )
-    proc = subprocess.run([str(py), "-I", "-c", f"import os, sys; sys.path.insert(0, os.path.abspath('reward'))\n{code}"], cwd=root,
+    proc = subprocess.run([str(py), "-I", "-S", str(tmp_path / "probe.py"), str(tmp_path / "cases.json")], cwd=root,
                           capture_output=True, text=True, env={"VRAG_REWARD_JUDGE": "rules", "PATH": os.environ["PATH"]})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    right, wrong, outside = json.loads(proc.stdout.strip().splitlines()[-1])
-    # VRAG-RL: 0.7 judge + 0.1 format + 0.2 NDCG; the wrong answer keeps format and NDCG
-    assert right == pytest.approx(1.0) and wrong == pytest.approx(0.3) and outside == []
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["third_party"] == [] and got["site"] is False
+    assert len(got["scores"]) == len(cases) > 0
+    for case, s in zip(cases, got["scores"]):
+        key = "verl" if case["kind"] == "verl" else "easyr1"
+        assert s["right"][key] > s["wrong"][key], (recipe, case["kind"], s)
+        if case["kind"] == "verl":
+            assert isinstance(s["right"]["fork"], float)
+
+
+def test_export_with_nothing_to_write_stops(tmp_path):
+    """A run whose every trajectory the filter dropped: `vrag-data export` stops with one line and a non-zero exit and
+    leaves no folder, instead of writing empty splits and configs naming missing files (EasyR1 would fetch such a
+    name from the Hub)."""
+    from tests.support.synth_workspace import cli, sample_workspace
+    from vrag_data.schema.records import Trajectory, Verdict
+    from vrag_data.store import Workspace, read_records, write_records
+
+    ws = sample_workspace(tmp_path)
+    cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--run", "none-kept", "-q")
+    w = Workspace(str(ws))
+    trajs = list(read_records(w.path("runs", "none-kept", "trajectories"), Trajectory))
+    write_records(w.path("runs", "none-kept", "verdicts", "v.parquet"),
+                  [Verdict(run_id="none-kept", traj_id=t.traj_id, task_id=t.task_id, filter="x", passed=False) for t in trajs],
+                  Verdict)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "export", "-w", str(ws), "--run", "none-kept",
+                           "--out", str(out)], capture_output=True, text=True)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "nothing to export" in line]
+    assert proc.returncode != 0 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("recipe", RECIPES)

@@ -147,12 +147,12 @@ def ingest_shard(ws_root: str, files: list[str], cfg: IngestConfig, shard: int, 
 @task(name="build-index", cache_policy=SHARD_CACHE, persist_result=True)
 @reason_first("index")
 def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
-    from vrag_data.retrieve import build_index as build
+    from vrag_data.retrieve import build_from_config
 
     from vrag_data.progress import stage_progress
 
     with _progress_lines(), stage_progress("index (documents)", None) as step:
-        res = build(Workspace(ws_root), cfg.retriever, cfg.model_path, progress=lambda done, total: step(completed=done, total=total))
+        res = build_from_config(Workspace(ws_root), cfg, progress=lambda done, total: step(completed=done, total=total))
     return {"message": res.message, "pages": res.n_pages, "docs": res.n_docs}
 
 

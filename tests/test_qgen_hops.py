@@ -95,9 +95,10 @@ def test_a_computed_answer_printed_in_one_table_is_a_single_hop() -> None:
     seg, regions = _region(SEGMENTS, "report", 9), _region(REGIONS, "zen", 4)
     attempt = Attempt(0, Evidence("cross_doc", (seg, regions)), "logic")
     hops = (Hop("q1", "1,500", 0), Hop("q2", "300", 1))
-    cells = ((0, "North America", "2023", "1,500"), (1, "Europe", "2023", "300"))
+    cells = ((0, "North America", "2023", "1,500"), (1, "North America", "2023", "300"))
     # 1,500 - 300 = 1,200, which the segments table prints (North America, 2022): one look-up would answer it
-    w = Written("What is the 2023 value of North America minus the 2023 value of Europe?", "1,200", "Int", "logic",
+    w = Written("What is the 2023 value of North America minus the 2023 value of North America in Zen's table?", "1,200",
+                "Int", "logic",
                 ("1,500", "300"), "oracle", cells, hops)
     out = _verify([_page("report", 9, [SEGMENTS]), _page("zen", 4, [REGIONS])], attempt, w)
     assert isinstance(out, Rejected) and out.reason == "single_hop_suffices"
@@ -125,3 +126,15 @@ def test_the_same_table_on_another_page_with_another_value_is_ambiguous() -> Non
     # the same table repeated with the same value names one answer
     rep = _verify([_page("report", 9, [SEGMENTS]), _page("report", 30, [SEGMENTS])], attempt, w)
     assert isinstance(rep, VerifyReport), rep
+
+
+def test_a_which_row_hop_needs_the_only_table_of_its_columns() -> None:
+    seg, staff = _region(SEGMENTS, "report", 9), _region(STAFF, "report", 12)
+    attempt = Attempt(0, Evidence("multi_page", (seg, staff)), "extraction")
+    w = OracleWriter({}, LABELS).write_sync(attempt)
+    # another table of the same document with the columns 2022, 2023 (other rows): "which row has the highest
+    # 2023 value in the table with the columns 2022, 2023" no longer names one table
+    other = "| Product | 2022 | 2023 |\n|---|---|---|\n| Widgets | 9,000 | 9,500 |\n| Gadgets | 10 | 12 |"
+    pages = [_page("report", 9, [SEGMENTS]), _page("report", 12, [STAFF]), _page("report", 40, [other])]
+    out = _verify(pages, attempt, w)
+    assert isinstance(out, Rejected) and out.reason == "ambiguous" and "report_40" in out.detail

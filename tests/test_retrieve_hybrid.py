@@ -14,7 +14,7 @@ from vrag_data.retrieve import BM25Index, build_index, load_index
 from vrag_data.retrieve.build import index_kind, index_pages
 from vrag_data.retrieve.finance_vocab import expand_metrics, statement_titles
 from vrag_data.retrieve.fusion import rrf
-from vrag_data.retrieve.normalize import QueryOptions, document_aliases, normalize_query
+from vrag_data.retrieve.normalize import EXPANSION_MARK, QueryOptions, document_aliases, normalize_query
 from vrag_data.retrieve.server import create_app
 from vrag_data.schema.records import Document, Page, Task
 from vrag_data.store import Workspace, write_records
@@ -67,12 +67,18 @@ def test_short_tokens_are_kept_and_spelled_out() -> None:
 
 def test_tickers_from_document_metadata() -> None:
     cover = "Title of each class Trading Symbol Name of exchange\nCommon Stock ADBE Nasdaq Global Select Market"
-    aliases = document_aliases([("ADOBE_2019_10K", "", cover), ("0e94b4197b10096b1f4c699701570fbf", "x", "(NYSE: XYZ)"),
-                                ("AMEX_2022_8K", "", "press release (NYSE: AXP)")])
-    assert aliases == {"ADBE": "Adobe", "XYZ": "x", "AXP": "Amex"}
-    assert normalize_query("ADBE revenue in FY2019", BARE, aliases) == "ADBE revenue in 2019 Adobe"
+    aliases = document_aliases([
+        ("ADOBE_2019_10K", "", cover),
+        ("0e94b4197b10096b1f4c699701570fbf", "Example Holdings", "(NYSE: XYZ)"),  # a hash name: the title
+        ("Pfizer_2023Q2_10Q", "0000078003-23-000088", "PFE New York Stock Exchange"),
+        ("UNTITLED", "0000078003-23-000089", "(NYSE: QQQ)"),  # neither a name nor a title: no alias
+        ("MGMRESORTS_2022Q4_EARNINGS", "", "(NYSE: MGM)"),
+    ])
+    assert aliases == {"ADBE": "Adobe", "XYZ": "Example Holdings", "PFE": "Pfizer", "MGM": "Mgmresorts"}
+    assert normalize_query("ADBE revenue in FY2019", BARE, aliases) == f"ADBE revenue in 2019{EXPANSION_MARK}Adobe"
     assert normalize_query("adbe revenue", BARE, aliases) == "adbe revenue"  # tickers are upper case
-    assert normalize_query("Adobe's ADBE revenue", BARE, aliases) == "Adobe's ADBE revenue"
+    assert normalize_query("Adobe's ADBE revenue", BARE, aliases) == "Adobe's ADBE revenue"  # already named
+    assert normalize_query("MGM revenue", BARE, aliases) == "MGM revenue"  # the ticker starts the name
 
 
 # -- financial vocabulary -----------------------------------------------------------------------------------

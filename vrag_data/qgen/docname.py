@@ -6,8 +6,9 @@ and the file name is an artefact of whoever saved it. So the name is read from t
 - an SEC filing: the form ("FORM 10-K"), the registrant (the line above "(Exact name of registrant ...)") and the
   period ("For the fiscal year ended December 31, 2017") -> "the Form 10-K of Amazon.com, Inc. for the fiscal year
   ended December 31, 2017";
-- anything else: a readable metadata title, else a title quoted in a citation line ("RECOMMENDED CITATION: ...,
-  “Title”"), else the first title block of the layout model on page 1; with the first year printed on page 1.
+- anything else: a title quoted in a citation line ("RECOMMENDED CITATION: ..., “Title”"), else page 1's
+  largest-font text (a paper's title), else the layout model's first title block on page 1, else a readable
+  metadata title; with the first year printed on page 1.
 The result is document text: callers treat it as untrusted (it is cut, and stripped of control characters, here).
 """
 
@@ -63,24 +64,57 @@ def sec_filing_name(text: str) -> str:
     return _clean(f"the Form {form.group(1)} of {company}{when}") if company else ""
 
 
-def document_label(first_page_text: str, meta_title: str = "", title_blocks: list[str] = ()) -> str:  # type: ignore[assignment]
-    """How a question names its document (company, report, period or year); "" when page 1 says nothing usable."""
+def document_label(first_page_text: str, meta_title: str = "", title_blocks: list[str] = (),  # type: ignore[assignment]
+                   largest: str = "") -> str:
+    """How a question names its document (company, report, period or year); "" when page 1 says nothing usable.
+    `largest` = page 1's largest-font text (`largest_font_text`), a paper's or press release's title."""
     sec = sec_filing_name(first_page_text)
     if sec:
         return sec
     cited = _CITATION.search(first_page_text)
-    blocks = [_clean(b) for b in title_blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
-    if readable_title(meta_title):
-        title = _clean(meta_title)
-    elif cited:
+    blocks = [_clean(b) for b in (largest, *title_blocks) if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
+    if cited:  # the title the publisher asks to be cited by
         title = _clean(cited.group(1))
     elif blocks:
         title = blocks[0]
+    elif readable_title(meta_title):
+        title = _clean(meta_title)
     else:
         return ""
     title = _case(title)
-    year = _YEAR.search(first_page_text)
+    # the year of publication: on a line that dates the document (a stamp, a copyright, a citation), else the first
+    dated = re.search(r"(arXiv|\u00a9|copyright|proceedings|published|citation)[^\n]{0,120}", first_page_text, re.I)
+    year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(first_page_text)
     return f"\u201c{title}\u201d ({year.group(1)})" if year and year.group(1) not in title else f"\u201c{title}\u201d"
+
+
+def largest_font_text(pdf_path: str) -> str:
+    """The text set in the largest font on a local PDF's first page (lines of that size, in reading order);
+    "" when the file is not a readable local PDF (a moved source: the other clues still apply)."""
+    from pathlib import Path
+
+    from vrag_data.ingest.render import import_pymupdf
+
+    if not Path(pdf_path).is_file():
+        return ""
+    pymupdf = import_pymupdf(layout=False)
+    try:
+        with pymupdf.open(pdf_path) as doc:
+            if doc.page_count == 0:
+                return ""
+            # horizontal lines only: an arXiv stamp runs up the margin in a large font
+            lines = [[(round(sp["size"], 1), sp["text"]) for sp in line["spans"]]
+                     for b in doc[0].get_text("dict")["blocks"] for line in b.get("lines", [])
+                     if abs(line["dir"][1]) < 0.01]
+    except (RuntimeError, ValueError):
+        return ""
+    sizes = [size for spans in lines for size, text in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
+    if not sizes:
+        return ""
+    top = max(sizes)
+    # whole lines that hold a span of the largest size: a small-caps title sets only its initials that large
+    picked = ["".join(text for _, text in spans) for spans in lines if any(abs(size - top) <= 0.5 for size, _ in spans)]
+    return _clean("\n".join(t.strip() for t in picked))
 
 
 _GENERIC = frozenset(

@@ -159,11 +159,25 @@ class EvidencePool:
         else:
             first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
             others = [r for s in stems if s != first.stem for r in self.by_doc[s]]
+        # A table is paired, most of the time, with a table that shares a row label: a linked question (a row
+        # found in one and read in the other, or the same line compared) needs such a pair.
+        if first.source == "table":
+            rows = row_labels(first.text)
+            linked = [r for r in others if r.source == "table" and rows & row_labels(r.text)]
+            if linked and rng.random() < 0.8:
+                return Evidence(kind, (first, _weighted(rng, linked)))
         # Half of the time the second region has the same kind of content as the first (table and table,
         # chart and chart): such pairs support comparisons, the other half mixes modalities.
         same = [r for r in others if r.source == first.source]
         second = _weighted(rng, same if same and rng.random() < 0.5 else others)
         return Evidence(kind, (first, second))
+
+
+def row_labels(text: str) -> frozenset[str]:
+    """The first cells of a markdown table's rows (lower-cased), header excluded."""
+    rows = [line.strip().strip("|").split("|")[0].strip().lower() for line in text.splitlines()
+            if line.strip().startswith("|")]
+    return frozenset(r for r in rows[1:] if len(r) >= 3 and not set(r) <= set("-: "))
 
 
 def _weighted(rng: random.Random, regions: list[Region]) -> Region:

@@ -27,13 +27,13 @@ from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.filters.setlevel import question_tokens
 from vrag_data.ids import short_hash, task_id
-from vrag_data.qgen.docname import document_label
+from vrag_data.qgen.docname import document_label, largest_font_text
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.verify import Verifier, VerifyReport, duplicate_score
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
-from vrag_data.schema.records import Document, EvidenceBox, Task, utcnow
+from vrag_data.schema.records import Document, EvidenceBox, Page, Task, utcnow
 from vrag_data.store import Workspace, read_records, write_records
 from vrag_data.store.corpus import load_documents, load_pages
 from vrag_data.tasks.store import load_tasks, shard_path, write_tasks
@@ -132,6 +132,14 @@ def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Do
     )
 
 
+def _label(doc: Document, first: Page | None, title_blocks: list[str]) -> str:
+    """The readable name questions give the document (docname): its first page, and its source PDF when present."""
+    # ingest stores the metadata title, else the first outline entry, else the stem: only the first is a title
+    meta = "" if doc.title == doc.stem or (doc.toc and doc.title == doc.toc[0].title) else doc.title
+    largest = largest_font_text(doc.source_path) if doc.kind == "pdf" else ""
+    return document_label(first.text if first else "", meta, title_blocks, largest)
+
+
 @dataclass
 class _Run:
     ws: Workspace
@@ -226,8 +234,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     run_id = "qgen-" + short_hash(gcfg.model_dump(mode="json"), wname,
                                   {r: rc.model_dump(mode="json") for r, rc in sorted(roles.items())}, n=12)
     pages = {p.page_id: p for p in load_pages(ws)}
-    labels = {stem: document_label(pages[f"{stem}_1"].text if f"{stem}_1" in pages else "", d.title,
-                                   pool_ev.first_titles.get(stem, [])) for stem, d in docs.items()}
+    labels = {stem: _label(d, pages.get(f"{stem}_1"), pool_ev.first_titles.get(stem, [])) for stem, d in docs.items()}
     build_index(ws)  # skipped when the index is up to date; the ambiguity check searches it
     searcher = load_index(ws)
     pool = TeacherPool(roles, RequestCache(ws.run(run_id)), run_id, seed=gcfg.seed) if roles else None

@@ -152,6 +152,8 @@ def clean_name(cell: str) -> bool:
     toks = cell.split()
     if not toks or is_value(cell) or cell.startswith("(") and cell.endswith(")"):
         return False
+    if cell.count("(") != cell.count(")"):  # "EPS (Diluted Net EBITDA": two header cells run together
+        return False
     if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
         return False
     if toks[0][0].islower() and len(toks[0]) <= 3 or toks[0] in ("-", "\u2013", "\u2022"):  # "th Ended", "d", "- Self-Ask"
@@ -204,7 +206,8 @@ def cell_at(text: str, row: str, col: str) -> str | None:
 def unit(value: str, label: str) -> str:
     """What a number counts, roughly: rows are compared only within one unit."""
     v, lab = value.lower(), label.lower()
-    if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or "rate" in lab:
+    rate = lab.rstrip(" ()%").endswith("rate")  # "tax rate", not "effect of exchange rate changes"
+    if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or rate:
         return "share"
     if "per share" in lab:
         return "per-share"

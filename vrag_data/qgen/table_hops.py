@@ -3,7 +3,7 @@
 The second hop depends on the first, so neither table alone answers:
 - bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
   row's value in table B; the question never names the row;
-- difference / ratio (logic): one value from each table, in a column both tables share (the same column name, or
+- difference / ratio (logic): the same row label in both tables, under a column both share (the same column name, or
   the same single year), same unit; the answer is computed and is printed in neither table.
 Every question names each table's document (`labels`: company, report, period) and the table by its columns.
 Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
@@ -100,21 +100,23 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
 def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     """One value from each table in a column they share; the question asks for their difference or ratio."""
     options = []
+    # the same line (row label) in both tables, under a column they share: a difference between two unrelated lines
+    # is well defined but no question a person would ask
     for ca, cb in _shared_columns(a, b):
         for ra, na, va in a.numbers(ca):
             for rb, nb, vb in b.numbers(cb):
-                same_cell = (ra, ca, va) == (rb, cb, vb) and a.label == b.label
-                if not same_cell and unit(va, ra) == unit(vb, rb) and na != nb:
+                if ra.lower() == rb.lower() and unit(va, ra) == unit(vb, rb) and na != nb and 0 not in (na, nb):
                     options.append((ca, ra, na, va, cb, rb, nb, vb))
     if not options:
-        return Rejected("writer", "writer_declined", "oracle: the two tables share no column with values of one unit")
+        return Rejected("writer", "writer_declined", "oracle: no row label with values of one unit under a column "
+                        "both tables share")
     ca, ra, na, va, cb, rb, nb, vb = rng.choice(options)
     hop_a = Hop(f"In {a.where}, what is the {ca} value of {ra}?", va, a.region)
     hop_b = Hop(f"In {b.where}, what is the {cb} value of {rb}?", vb, b.region)
     cells = ((a.region, ra, ca, va), (b.region, rb, cb, vb))
     first = f"the {ca} value of {ra} in {a.where}"
     second = f"the {cb} value of {rb} in {b.where}"
-    if na > 0 and nb > 0 and unit(va, ra) != "share" and rng.random() < 0.4:
+    if na > 0 and nb > 0 and unit(va, ra) != "share" and 0.01 <= na / nb <= 100 and rng.random() < 0.4:
         ratio = na / nb
         q = f"What is the ratio of {first} to {second}, rounded to two decimals?"
         return Written(q, f"{ratio:.2f}", "Float", "logic", (va, vb), NAME, cells, (hop_a, hop_b))
@@ -135,6 +137,8 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return unnamed(r.stem)
         tables.append(Table(grid, labels[r.stem], i))
     a, b = tables
+    if a.where == b.where:  # two tables described alike: the question could not tell them apart
+        return Rejected("writer", "writer_declined", "oracle: the two tables have the same columns in one document")
     if qtype == "extraction":
         out = bridge(rng, a, b)
         return out if isinstance(out, Written) else bridge(rng, b, a)

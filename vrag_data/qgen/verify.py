@@ -165,13 +165,18 @@ class Verifier:
         """A cell named by (document, table columns, row, column) must name one value: another table of the same
         document with the same columns and that row holding a different value makes the question ambiguous."""
         regions = attempt.evidence.regions
+        # a hop that answers with a row ("which row has the highest ...") names its table by the columns alone
+        by_row = {h.region for h in w.hops[:-1] if any(c[0] == h.region and c[1] == h.answer for c in w.cells)}
         for idx, row, col, value in w.cells:
             own = regions[idx]
-            header = table_grid(own.text).header
+            header = table_grid(own.text).header[1:]  # what the question names a table by: its columns
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
-                    if md.strip() == own.text.strip() or table_grid(md).header != header:
+                    if md.strip() == own.text.strip() or table_grid(md).header[1:] != header:
                         continue
+                    if idx in by_row:
+                        return Rejected("verify", "ambiguous", f"another table with the same columns on {p.page_id}: "
+                                        "'which row' has no single table to look in", w.question, w.answer)
                     other = cell_at(md, row, col)
                     if other is not None and other != value:
                         return Rejected("verify", "ambiguous", f"a table of the same columns on {p.page_id} holds "

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from vrag_data.errors import VragError
 from vrag_data.retrieve.base import SearchHit
 from vrag_data.retrieve.finance_vocab import statements_named
+from vrag_data.retrieve.normalize import EXPANSION_MARK
 from vrag_data.retrieve.text import bigrams, page_refs, page_term, statement_term, tokenize
 
 FIELDS = ("text", "ocr", "tables", "title", "head", "bigram", "label", "section", "statement")
@@ -52,6 +53,9 @@ class Bm25Params(BaseModel):
     # "balance sheet" then finds the balance sheet before the notes that mention it again and again.
     w_section: float = 1.0
     w_statement: float = 3.0
+    # Terms that query normalisation appended (after `EXPANSION_MARK`: a metric's line items and statements)
+    # count this much: they point at the statements, but a page that prints the metric itself should still win.
+    w_expansion: float = 0.5
 
 
 class UnknownDocument(VragError):
@@ -171,7 +175,11 @@ class BM25Index:
 
     def scores(self, query: str, doc_stem: str | None = None) -> tuple[np.ndarray, int]:
         """Scores for the pages in scope and the page index of the first one."""
-        terms = self._terms(query)
+        main, _, extra = query.partition(EXPANSION_MARK)
+        terms = self._terms(main)
+        added = sorted(set(self._terms(extra)) - set(terms)) if extra and self.params.w_expansion > 0 else []
+        weight = [1.0] * len(terms) + [self.params.w_expansion] * len(added)
+        terms = terms + added
         if doc_stem is None:
             lo, hi, post = 0, len(self.pages), self._corpus
         else:
@@ -180,14 +188,14 @@ class BM25Index:
                                       "after ingesting it, or search without a document scope")
             (lo, hi), post = self._ranges[doc_stem], self._doc
         idx_parts, val_parts = [], []
-        for t in terms:
+        for t, w in zip(terms, weight):
             s, e = int(post.indptr[t]), int(post.indptr[t + 1])
             seg = post.indices[s:e]
             if doc_stem is not None:
                 a, z = np.searchsorted(seg, (lo, hi))
                 s, e, seg = s + a, s + z, seg[a:z]
             idx_parts.append(seg)
-            val_parts.append(post.data[s:e])
+            val_parts.append(post.data[s:e] * np.float32(w) if w != 1.0 else post.data[s:e])
         if not idx_parts:
             return np.zeros(hi - lo, dtype=np.float64), lo
         idx = np.concatenate(idx_parts) - lo

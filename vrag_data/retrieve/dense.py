@@ -24,6 +24,7 @@ from vrag_data.errors import MissingComponent, VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.base import SearchHit
 from vrag_data.retrieve.bm25 import PageMeta, UnknownDocument
+from vrag_data.retrieve.normalize import EXPANSION_MARK
 from vrag_data.retrieve.store import IndexBuildResult, load_pages, load_sections, read_json, write_json
 from vrag_data.schema.records import Page
 
@@ -198,7 +199,7 @@ class DenseIndex:
         else:
             raise UnknownDocument(f"document {doc_stem!r} is not in the index; re-run `vrag-data index` after "
                                   "ingesting it, or search without a document scope")
-        qs = encode(self.model, queries, 32)
+        qs = encode(self.model, [q.replace(EXPANSION_MARK, ". ") for q in queries], 32)
         out = []
         for q in qs:
             scores = self.page_scores(q, lo, hi)

@@ -10,9 +10,9 @@ What the rewrite does, and why (measured on financial filings, where plain BM25 
   the form in which statements print it (no page holds the term "fy2019");
 - short abbreviations that carry meaning (`R&D`, `EPS`, `SG&A`) are kept and followed by their words: the
   analyser drops single letters, so `R&D` alone matches nothing;
-- tickers and company short names found in the documents (`ADBE` -> the company's name) are followed by the
-  name the pages use;
+- tickers found on the documents' covers (`ADBE` -> the company's name) are followed by the company's name;
 - a financial metric is followed by the line items and statements it is computed from (`finance_vocab`).
+Added words come after `EXPANSION_MARK`; BM25 weighs them less than the question's own words.
 Pure functions; the aliases come from `document_aliases` at index time and travel with the index.
 """
 
@@ -57,6 +57,10 @@ _FORMAT_TAIL = re.compile(
     r"\w+\s+decimal(?:\s+places?)?|\w+\s+significant\s+\w+)|an[sw]{2}er\s+in\s+(?:\w+\s+){0,2}"
     r"(?:millions?|thousands?|billions?|terms?|percent(?:age)?))\b\.?", re.IGNORECASE)
 _CLAUSE = re.compile(r"[^.?!]+[.?!]*|[.?!]+")
+
+# Separates the query from the words `finance_vocab` appended; BM25 weighs those less (`Bm25Params.w_expansion`),
+# other searchers read it as punctuation.
+EXPANSION_MARK = " ⊕ "
 
 _FY4 = re.compile(r"\b(?:FY|F)\s?'?((?:19|20)\d{2})\b", re.IGNORECASE)
 _FY2 = re.compile(r"\bFY\s?'?(\d{2})\b", re.IGNORECASE)
@@ -107,16 +111,17 @@ def expand_abbreviations(query: str) -> str:
     return query
 
 
-def expand_aliases(query: str, aliases: Mapping[str, str]) -> str:
-    """A ticker or short name of a document's company (matched case-sensitively: "ADBE", not "adbe") is
-    followed by the name the documents print."""
+def alias_names(query: str, aliases: Mapping[str, str]) -> list[str]:
+    """Company names for the tickers in the query (matched case-sensitively: "ADBE", not "adbe"). A ticker that is
+    the start of its own name ("MGM" of MGM Resorts, "COST" of Costco) already names the company: nothing added."""
     added: list[str] = []
     for alias, name in aliases.items():
-        if name.lower() in query.lower() or name in added:
+        squashed = name.lower().replace(" ", "")
+        if squashed.startswith(alias.lower()) or name.lower() in query.lower() or name in added:
             continue
         if re.search(rf"(?<![\w&]){re.escape(alias)}(?![\w&])", query):
             added.append(name)
-    return f"{query} {' '.join(added)}" if added else query
+    return added
 
 
 def normalize_query(query: str, options: QueryOptions | None = None,
@@ -130,13 +135,13 @@ def normalize_query(query: str, options: QueryOptions | None = None,
         q = fiscal_years(q)
     if o.abbreviations:
         q = expand_abbreviations(q)
-    if o.aliases and aliases:
-        q = expand_aliases(q, aliases)
+    if EXPANSION_MARK in q:
+        return q  # already normalised: the rewrite is idempotent
+    extra = alias_names(q, aliases) if o.aliases and aliases else []
     if o.finance_vocab:
-        extra = expand_metrics(q)
-        if extra:
-            q = f"{q} {extra}"
-    return q
+        extra.append(expand_metrics(q))
+    extra = [e for e in extra if e]
+    return f"{q}{EXPANSION_MARK}{' '.join(extra)}" if extra else q
 
 
 # -- aliases from document metadata -------------------------------------------------------------------------
@@ -159,7 +164,7 @@ def company_name(stem: str) -> str:
     words: list[str] = []
     for p in parts:
         if re.match(r"^\d{4}", p):
-            return " ".join(words) if words and all(w.isupper() for w in words) else ""
+            return " ".join(words) if words and all(w.isalpha() for w in words) else ""
         words.append(p)
     return ""
 
@@ -175,7 +180,7 @@ def document_aliases(docs: Iterable[tuple[str, str, str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for stem, title, head_text in docs:
         name = company_name(stem).title() or title.strip()
-        if not name:
+        if sum(c.isalpha() for c in name) < 3:  # "0000078003-23-000088": a filing number, not a name
             continue
         for t in sorted(tickers_in(head_text)):
             if t.lower() != name.lower():

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vrag_data.config import RoleConfig, RunConfig, dump_resolved
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.ids import short_hash
-from vrag_data.retrieve.build import build_index, load_index
+from vrag_data.retrieve.build import build_from_config, index_kind, load_index
 from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
 from vrag_data.store.run import Compaction, RunDir
 from vrag_data.store.corpus import load_documents, load_layout, page_index
@@ -102,9 +102,9 @@ def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
     try:
         return load_index(ws), False
     except VragError:  # no index yet
-        build_index(ws, cfg.index.retriever, cfg.index.model_path)
+        build_from_config(ws, cfg.index)
     except (ValueError, KeyError):  # an index written by an older format: rebuild it
-        build_index(ws, cfg.index.retriever, cfg.index.model_path, force=True)
+        build_from_config(ws, cfg.index, force=True)
     return load_index(ws), True
 
 
@@ -178,7 +178,8 @@ async def synth_async(
                            responder=responder, provenance=prov)
         where = str(Path(ws.root).resolve()) if ws.is_local else ws.root
         manifest = RunManifest(run_id=run_id, recipe=rec.name,  # the real workspace, not the config's default name
-                               config={**resolved, "workspace": where, "recipe": rec.describe(), "policy": kind},
+                               config={**resolved, "workspace": where, "recipe": rec.describe(), "policy": kind,
+                                       "index_used": index_kind(searcher)},
                                config_hash=config_hash, code_version=code_version(), workspace=where, samples=samples)
         if on_ready is not None:
             on_ready(run_id)
