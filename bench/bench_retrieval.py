@@ -169,7 +169,8 @@ def bm25_ablation(pages: list[Page], titles: dict[str, str], questions: list[dic
         "plain BM25, text + OCR + tables": (Bm25Params(**plain), True),
         "+ adjacent-term pairs (w 0.5)": (Bm25Params(w_label=0.0, w_head=0.0, **_NO_PAGE_FIELDS), True),
         "+ page references": (Bm25Params(w_head=0.0, **_NO_PAGE_FIELDS), True),
-        "+ first lines boosted": (Bm25Params(w_section=0.0, w_statement=0.0), True),
+        "+ first lines boosted": (Bm25Params(**_NO_PAGE_FIELDS), True),
+        "+ page-level fields (section, statement)": (Bm25Params(), True),
     }
     text_only = [p.model_copy(update={"ocr_text": ""}) for p in pages]
     out = {}

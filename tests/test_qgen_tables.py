@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from tests.support.qgen_workspace import qgen_workspace
 from vrag_data.cli.main import app
 from vrag_data.qgen.evidence import Evidence, Region
-from vrag_data.qgen.oracle_writer import OracleWriter, table_grid
+from vrag_data.qgen.grid import table_grid
+from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.writer import Attempt, Rejected
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import LayoutBlock, Page
@@ -118,14 +119,14 @@ def test_bridge_question_finds_the_row_in_one_table_and_reads_it_in_the_other():
 
 def test_difference_and_ratio_use_a_column_both_tables_share():
     w = OracleWriter({}, LABELS)
-    seg, regions = _region(SEGMENTS, "report", 9), _region(REGIONS, "zen", 4)
+    seg, regions = _region(SEGMENTS, "report", 9), _region(REGIONS, "report", 4)
     # the shared column is 2023, the shared rows North America and Cloud (International and Europe are in one table)
     a_2023 = {"North America": 1500, "Cloud": 700}
     b_2023 = {"North America": 300, "Cloud": 200}
     seen = set()
     for i in range(16):
-        out = w.write_sync(Attempt(i, Evidence("cross_doc", (seg, regions)), "logic"))
-        assert "Acme Corp" in out.question and "Zen Stores" in out.question and "the 2023 value of" in out.question
+        out = w.write_sync(Attempt(i, Evidence("multi_page", (seg, regions)), "logic"))
+        assert "Acme Corp" in out.question and "the 2023 value of" in out.question
         ra = rb = next(r for r in a_2023 if r in out.question)
         assert "International" not in out.question and "Europe" not in out.question
         if out.question.startswith("What is the ratio"):
@@ -136,6 +137,9 @@ def test_difference_and_ratio_use_a_column_both_tables_share():
             seen.add("difference")
         assert [h.answer for h in out.hops] == [f"{a_2023[ra]:,}", str(b_2023[rb])]
     assert seen == {"ratio", "difference"}
+    # across two filings money is stated in each one's own scale (thousands, millions): no arithmetic on it
+    other = w.write_sync(Attempt(0, Evidence("cross_doc", (seg, _region(REGIONS, "zen", 4))), "logic"))
+    assert isinstance(other, Rejected) and other.reason == "writer_declined"
     # tables with no column in common: nothing to compute
     refused = w.write_sync(Attempt(0, Evidence("multi_page", (seg, _region(STAFF, "report", 12))), "logic"))
     assert isinstance(refused, Rejected) and refused.reason == "writer_declined"
@@ -186,3 +190,27 @@ def test_answers_are_read_again_from_their_cell():
     # a duplicated row label names no single cell
     dup = Written("q", "80", "Str", "extraction", ("80",), "oracle", ((0, "Some college", "Cell phone", "80"),))
     assert "holds None" in reread_cells(attempt, dup)
+
+
+def test_garbled_headers_and_split_ranges_give_no_question():
+    smeared = """| ($ million) | Year Ended June 30, 2023 Rigid Flexibles | Year Ended June 30, 2023 Rigid Packaging | Year Ended June 30, 2023 Rigid Total |
+|---|---|---|---|
+| Adjusted EBIT | 1,000 | 250 | 1,250 |"""
+    cut = """| Obligations | Payments Less than Total | Payments Less than 1 year |
+|---|---|---|
+| Debt | 3,400 | 130 |"""
+    split_range = """| Assumptions | 2021 | | |
+|---|---|---|---|
+| Risk-free interest rate | 0.1 % | - | 0.9 % |
+| Dividend yield | | | 2.9 % |"""
+    assert "smeared" in table_grid(smeared).problem and "smeared" in table_grid(cut).problem
+    assert "unnamed columns" in table_grid(split_range).problem
+    # the rest of a row label pushed into a column of numbers: that row is dropped, the others kept
+    label_cut = """| Item | 2023 | 2022 |
+|---|---|---|
+| Net sales | 2,777 | 2,967 |
+| Comparable Currency | Growth % | (5) |
+| Operating income | 300 | 280 |"""
+    assert {r for r, _, _ in table_grid(label_cut).cells} == {"Net sales", "Operating income"}
+    signatures = "| Signature | Title |\n|---|---|\n| /S/ | Director |\n| Jane Roe | Chief Executive Officer |"
+    assert {r for r, _, _ in table_grid(signatures).cells} == {"Jane Roe"}  # a signature mark is no row label

@@ -7,8 +7,10 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.test_search_server import Served
+from vrag_data.cli.main import app
 from vrag_data.env import Environment, EnvSettings, parse_action
 from vrag_data.retrieve import BM25Index, build_index, load_index
 from vrag_data.retrieve.build import index_kind, index_pages
@@ -182,6 +184,14 @@ def test_dense_and_hybrid_index_with_minilm(tmp_path: Path) -> None:
     hits = searcher.search(["swimming pool"], top_k=3)[0]
     assert hits[0].page_id == "campus_guide_3" and hits[0].score == pytest.approx(1 / 61 + 2 / 61)
 
+    runner = CliRunner()
+    bad = runner.invoke(app, ["index", "-w", ws.root, "--retriever", "hybrid", "--weight", "dense"])
+    assert bad.exit_code != 0 and "give NAME=NUMBER" in bad.output
+    ok = runner.invoke(app, ["index", "-w", ws.root, "--retriever", "hybrid", "--no-normalize"])
+    assert ok.exit_code == 0, ok.output
+    assert "index up to date (bm25" in ok.output and "index up to date (dense" in ok.output
+    assert index_kind(load_index(ws)) == "hybrid(bm25:1+dense:1,rrf_k=60)"  # no rewrites: asked for
+
 
 # -- one normalised query for the search server and the environment -----------------------------------------
 
@@ -204,3 +214,13 @@ def test_server_and_environment_send_the_same_normalised_query(filing_ws: Worksp
     assert not r.invalid, r.observation.text
     assert env.state.searches[0]["hits"] == [h.page_id for h in want]
 
+
+
+def test_appended_words_count_half_in_bm25() -> None:
+    texts = ["net income rose", "purchases of property and equipment", "net income and purchases"]
+    pages = [Page(page_id=f"d_{i}", doc_id="d", stem="d", page=i, image="", width=1, height=1, dpi=72, text=t)
+             for i, t in enumerate(texts, 1)]
+    index = index_pages(pages, {})
+    main, extra = index.scores("net income")[0], index.scores("purchases property equipment")[0]
+    both = index.scores(f"net income{EXPANSION_MARK}purchases property equipment")[0]
+    assert both == pytest.approx(main + 0.5 * extra)  # Bm25Params.w_expansion

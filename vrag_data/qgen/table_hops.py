@@ -4,7 +4,8 @@ The second hop depends on the first, so neither table alone answers:
 - bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
   row's value in table B; the question never names the row;
 - difference / ratio (logic): the same row label in both tables, under a column both share (the same column name, or
-  the same single year), same unit; the answer is computed and is printed in neither table.
+  the same single year), same unit (across documents only percentages and per-share figures: money is stated in
+  each filing's own scale); the answer is computed and is printed in neither table.
 Every question names each table's document (`labels`: company, report, period) and the table by its columns.
 Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
 ambiguity and closed-book answering per hop.
@@ -17,10 +18,16 @@ import re
 from dataclasses import dataclass
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.oracle_writer import NAME, Grid, number, table_grid, unit, unnamed
+from vrag_data.qgen.grid import Grid, number, table_grid, unit
+from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+
+
+def unnamed(stem: str) -> Rejected:
+    return Rejected("writer", "unnamed_document", f"oracle: no readable name for document {stem!r} on its first page "
+                    "(company, report, year); a question could not say which document it means")
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,10 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     for ca, cb in _shared_columns(a, b):
         for ra, na, va in a.numbers(ca):
             for rb, nb, vb in b.numbers(cb):
-                if ra.lower() == rb.lower() and unit(va, ra) == unit(vb, rb) and na != nb and 0 not in (na, nb):
+                # two filings state money in their own scale (thousands, millions): across documents only shares
+                scale_free = a.label == b.label or unit(va, ra) in ("share", "per-share")
+                if ra.lower() == rb.lower() and unit(va, ra) == unit(vb, rb) and na != nb and 0 not in (na, nb) \
+                        and scale_free:
                     options.append((ca, ra, na, va, cb, rb, nb, vb))
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no row label with values of one unit under a column "

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.oracle_writer import cell_at, table_grid, visible
+from vrag_data.qgen.grid import cell_at, table_grid
+from vrag_data.qgen.oracle_writer import visible
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
 from vrag_data.rewards.answer import is_unanswerable, normalize_answer

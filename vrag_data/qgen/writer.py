@@ -23,6 +23,7 @@ from vrag_data.teacher.pool import TeacherError, TeacherPool
 
 ANSWER_FORMATS = ("Str", "Int", "Float", "List")
 ROLE = "question_writer"
+ORACLE = "oracle"  # the offline template writer's name (oracle_writer, table_hops)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ ABBREVIATIONS: dict[str, str] = {
 # instruction often follows the question mark without a space ("in FY2021?Answer in millions").
 _FORMAT_CLAUSE = re.compile(
     r"^\s*(?:please\s+)?(?:"
-    r"round(?:ed)?\b|"  # "Round your answer to three decimal places"
+    r"round(?:ed)?\b[^.?!]*\b(?:decimal|places?|nearest|integer|digits?|significant|whole|percent)|"  # "Round ... to 3 decimals"
     r"an[sw]{2}er\s+(?:in|as|with|using)\b|"  # "Answer in millions", "Anwser in percentage terms"
     r"(?:give|provide|express|write|report|state|format)\s+(?:your|the|all|it|them|each)\b[^.?!]*"
     r"\b(?:answer|decimal|million|thousand|billion|percent|percentage|list|format|form|integer)|"
