@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.support.roles import model_roles
 from tests.support.openai_server import Faults, OpenAIServer
 from tests.support.scripted_teacher import teacher
 from tests.support.synth_workspace import cli, sample_workspace
@@ -75,7 +76,7 @@ def _synth_config(path: Path, base_url: str) -> Path:
     policy = {"endpoints": [{"base_url": base_url, "model": "teacher"}], "backoff_s": 0.01, "backoff_max_s": 0.05,
               "max_retries": 3, "timeout_s": 20, "sampling": {"temperature": 0.0, "max_tokens": 512}}
     # few episodes at once: the run lasts long enough to be killed at several points
-    path.write_text(yaml.safe_dump({"roles": {"policy": policy}, "synth": {"concurrent_episodes": 4}}))
+    path.write_text(yaml.safe_dump({"roles": model_roles(policy), "synth": {"concurrent_episodes": 4}}))
     return path
 
 

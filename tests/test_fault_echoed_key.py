@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
+from tests.support.roles import model_roles
 from tests.support.synth_workspace import sample_workspace
 from typer.testing import CliRunner
 from vrag_data.cli.main import app
@@ -46,8 +47,8 @@ def test_an_echoed_api_key_is_redacted_everywhere(tmp_path_factory, tmp_path, mo
         monkeypatch.setenv("ECHO_KEY", KEY)
         cfg = tmp_path / "c.yaml"
         url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": url, "model": "teacher", "api_key_env": "ECHO_KEY"}],
-                                                            "max_retries": 0}}}))
+        policy = {"endpoints": [{"base_url": url, "model": "teacher", "api_key_env": "ECHO_KEY"}], "max_retries": 0}
+        cfg.write_text(yaml.safe_dump({"roles": model_roles(policy)}))
         res = CliRunner().invoke(app, ["synth", "-w", str(ws), "--recipe", "vrag_rl", "--config", str(cfg), "--limit", "1",
                                        "--run", "echo-key", "-q"])
     finally:

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.support.roles import model_roles
 from tests.support.hostile import EMBEDDED_MARKER, EXPECTED, INJECTION, hostile_corpus, injection_pdf, many_pages_pdf, ordinary_pdf
 from tests.support.openai_server import OpenAIServer
 from tests.support.scripted_teacher import teacher
@@ -174,7 +175,7 @@ def test_action_tags_from_documents_reach_the_model_only_defanged(tmp_path):
         policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}], "max_retries": 1, "timeout_s": 20,
                   "sampling": {"temperature": 0.0}}
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy}}))
+        cfg.write_text(yaml.safe_dump({"roles": model_roles(policy)}))
         for recipe in ("mmdoc_r1", "unidoc_rl"):
             cli("synth", "-w", ws, "--recipe", recipe, "--config", cfg, "--run", f"inj-{recipe}", "-q")
         bodies = [r.body for r in srv.requests if r.body]
@@ -202,6 +203,8 @@ def test_action_tags_from_documents_reach_the_model_only_defanged(tmp_path):
         records = [r for f in (out / "llamafactory").rglob("part-*.json")
                    for r in json.loads(f.read_text())]
         assert records, f"{recipe}: the export has no SFT record, so the check below would say nothing"
+        warnings = json.loads((out / "summary.json").read_text())["warnings"]  # the pages stay home, and it says so
+        assert any("unsafe in an export" in w for w in warnings) and not (out / "search" / "pages").exists()
         for f in (p for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".parquet", ".md")):
             # parquet pages are compressed: read the values, not the bytes
             data = (json.dumps(pq.read_table(f).drop_columns(["images"] if "images" in pq.read_schema(f).names else [])

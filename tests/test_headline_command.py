@@ -175,7 +175,9 @@ class PdfTeacher:
                 return '{"decline": "nothing worth asking about"}'
             with self.lock:
                 k, self.written = self.written, self.written + 1
-            q = f"How large was the {self.A[k % 16]} {self.B[(k // 16) % 16]} budget?"
+            # every question names its document: the name the writer is given in its prompt
+            name = json.loads(text_of(msgs[-1]).split("(document names, quoted): ", 1)[1].split("; ")[0].split("\n")[0])
+            q = f"In {name}, how large was the {self.A[k % 16]} {self.B[(k // 16) % 16]} budget?"
             return json.dumps({"question": q, "answer": ANSWER, "answer_format": "Int", "reasoning_type": "extraction"})
         if system.startswith("You answer questions without"):  # closed book
             return "<answer>Not answerable</answer>"

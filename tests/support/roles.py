@@ -10,3 +10,10 @@ ORACLE_ROLES: dict[str, dict] = {
     "reader": {"same_as": "policy"},
     "planner": {"same_as": "policy"},
 }
+
+
+def model_roles(policy: dict) -> dict[str, dict]:
+    """A model policy (an endpoint mapping) playing every side role itself, written out (`same_as: policy`), with the
+    rule scorers as judge: what a test config that drives one scripted server names."""
+    return {"policy": policy, "judge": {"kind": "rules"},
+            **{r: {"same_as": "policy"} for r in ("grounding", "reader", "planner")}}

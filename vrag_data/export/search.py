@@ -10,6 +10,7 @@ to serve them from the workspace.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from vrag_data.retrieve.build import load_index
 from vrag_data.store import Workspace
 
 SEARCH_DIR = "search"
+_SAFE_ID = re.compile(r"[\w .\-]+")
+_UNSAFE_CHAR = re.compile(r"[^\w .\-]")  # what a page id (`<file stem>_<page>`) may hold to be copied into an export
 
 
 def _howto(served: str) -> str:
@@ -48,10 +51,19 @@ def write_search(ws: Workspace, out: Path, mode: str, warn: Callable[[str], None
         except VragError as err:
             warn(f"search/: {err}; the export holds only how to serve the pages (export.search_pages: recipe)")
             mode = "recipe"
+    page_ids = [p.page_id for p in getattr(searcher, "pages", [])] if searcher is not None else []
+    unsafe = [pid for pid in page_ids if not _SAFE_ID.fullmatch(pid)]
+    if unsafe:
+        # page ids are the documents' file names: a name carrying markup or control characters must not travel into
+        # an export (a trainer's tools and logs read these names); the rows never carry them either
+        shown = _UNSAFE_CHAR.sub("?", unsafe[0][:40])
+        warn(f"search/: {len(unsafe)} page id(s) from file names with characters unsafe in an export (e.g. "
+             f"{shown!r}); the export holds only how to serve the pages from the workspace; "
+             "rename those files (letters, digits, . _ - and spaces) and re-ingest to ship the pages")
+        searcher, mode = None, "recipe"
     if searcher is None:
         write_text(out, folder / "README.md", _howto(f"the workspace `{ws.root}` (its `index/` and `pages/`)"))
         return {"mode": mode, "pages": 0, "bytes": 0}
-    page_ids = [p.page_id for p in getattr(searcher, "pages", [])]
     fs, base = url_to_fs(ws.index)
     n_bytes = 0
     for src in fs.find(base):
