@@ -152,7 +152,9 @@ def test_planted_api_key_is_used_but_never_written(ws, tmp_path):
         policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher", "api_key_env": KEY_ENV}], "max_retries": 2,
                   "backoff_s": 0.01, "timeout_s": 20, "sampling": {"temperature": 0.0}}
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy, **SAME}}))
+        # the scripted teacher truncates one turn per episode on purpose (the re-prompt path): the structure filter
+        # would drop every episode and leave nothing to export, so this run keeps the correctness filter only
+        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy, **SAME}, "filters": {"chains": {"vrag_rl": ["correctness"]}}}))
         same = tmp_path / "same.yaml"  # the roles the flags do not set, named
         same.write_text(yaml.safe_dump({"roles": SAME}))
         steps = [
@@ -194,6 +196,7 @@ def test_planted_api_key_stays_out_of_a_prefect_run(tmp_path):
             "tasks": {"format": "corpus", "limit": 3},
             "synth": {"recipes": ["vrag_rl"], "samples": 1},
             "roles": {"policy": policy, **SAME},
+            "filters": {"chains": {"vrag_rl": ["correctness"]}},  # see above: something to export
             "export": {"formats": ["hf", "llamafactory", "verl"]},
             "runner": {"kind": "local", "max_concurrency": 2, "retries": 0},
         }))
