@@ -32,8 +32,9 @@ test: setup
 	$(BIN)/ruff check --quiet vrag_data pipelines flows tests bench consumers
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-# Conformance: every recipe's export, moved, read by LLaMA-Factory, verl (and EasyR1 when EASYR1_SRC names a
-# checkout) with their own code in their own environments, cached in $(CONSUMERS) (first run: ~10 min, ~14 GB).
+# Conformance: every recipe's export, moved, read by LLaMA-Factory, verl (and EasyR1 and VRAG-RL's verl fork, when
+# EASYR1_SRC / VRAGRL_SRC name checkouts or $(CONSUMERS)/src/EasyR1, $(CONSUMERS)/src/VRAG hold them) with their own
+# code in their own environments, cached in $(CONSUMERS) (first run: ~10 min, ~14 GB).
 CONSUMERS ?= .consumers
 test-consumers: setup
 	$(BIN)/python consumers/envs.py $(CONSUMERS)

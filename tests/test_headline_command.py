@@ -28,7 +28,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.support.openai_server import OpenAIServer
-from tests.support.scripted_teacher import ANSWER, teacher, text_of
+from tests.support.scripted_teacher import ANSWER, TEACHER_BOX, n_images, teacher, text_of
 from vrag_data.cli.main import app
 from vrag_data.config import parse_config
 from vrag_data.errors import ConfigError
@@ -166,6 +166,7 @@ class PdfTeacher:
         self.lock = threading.Lock()
         self.written = 0
         self.looked: Counter[str] = Counter()
+        self.searched: Counter[str] = Counter()
 
     def __call__(self, req: dict[str, Any]) -> str:
         msgs = req["messages"]
@@ -181,6 +182,8 @@ class PdfTeacher:
             return json.dumps({"question": q, "answer": ANSWER, "answer_format": "Int", "reasoning_type": "extraction"})
         if system.startswith("You answer questions without"):  # closed book
             return "<answer>Not answerable</answer>"
+        if "exploring a collection" in system:  # the VISOR policy, played well (the scripted one errs on purpose)
+            return self.visor(msgs)
         if system.startswith("You answer questions about documents"):
             q = text_of(msgs[-1]).removeprefix("Question: ").strip()
             with self.lock:
@@ -188,6 +191,23 @@ class PdfTeacher:
                 first = self.looked[q] == 1  # the evidence pages come first, the competing pages after
             return f"<answer>{ANSWER}</answer>" if first else "<answer>Not answerable</answer>"
         return teacher(req)
+
+
+    def visor(self, msgs: list[dict[str, Any]]) -> str:
+        """Search the question (first unseen page each time), zoom into each page found, answer after three pages:
+        a clean episode (every crop right after its retrieval) that sees every page of a 3-page document."""
+        question = next(text_of(m).removeprefix("Question: ").split("\n")[0] for m in msgs if m["role"] == "user"
+                        and text_of(m).startswith("Question: "))  # the evidence notes follow on later lines
+        last = text_of(msgs[-1])
+        if n_images(msgs[-1]) and "zoomed-in region" not in last:
+            return f"<think>The page may hold it; zoom in.</think>\n<bbox>{TEACHER_BOX}</bbox>"
+        with self.lock:
+            self.searched[question] += 1
+            k = self.searched[question]
+        if k <= 3:
+            words = ("", " figures", " table")[k - 1]  # a repeated query is an invalid action: vary it
+            return f"<think>I need another page.</think>\n<search>{question}{words}</search>"
+        return f"<think>The pages show it.</think>\n<answer>{ANSWER}</answer>"
 
 
 def _endpoints(url: str, writer_url: str | None = None) -> str:
