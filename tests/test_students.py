@@ -21,17 +21,23 @@ from vrag_data.store.workspace import Workspace
 from vrag_data.tasks.store import load_tasks
 
 
-def test_split_is_disjoint_and_cuts_by_the_task_id_hash():
+def test_split_is_disjoint_exact_and_cuts_by_the_task_id_hash():
     ids = [f"t{i:02d}" for i in range(50)]
-    # hand-computed: sha256("|t00")[:16] / 2**64 = 0.727 -> SFT side; the RL side of the 50 ids under rl_share 0.2:
-    assert int(hashlib.sha256(b"|t00").hexdigest()[:16], 16) / 2**64 > 0.2
-    rl = {"t03", "t07", "t08", "t17", "t25", "t26", "t29", "t35", "t36", "t41", "t42", "t47", "t48", "t49"}
+    # hand-computed: sha256("|t00")[:16] / 2**64 = 0.727 (late in the order, SFT side); the 10 ids (0.2 x 50) first in
+    # that order form the RL side; t48 is the 10th at 0.1357, t41 the 11th at 0.1553 (a 0.2 threshold would take 14)
+    assert int(hashlib.sha256(b"|t00").hexdigest()[:16], 16) / 2**64 > 0.7
+    assert 0.135 < int(hashlib.sha256(b"|t48").hexdigest()[:16], 16) / 2**64 < int(hashlib.sha256(b"|t41").hexdigest()[:16], 16) / 2**64 < 0.2
+    rl = {"t03", "t07", "t08", "t17", "t25", "t29", "t36", "t47", "t48", "t49"}
     tasks = [make_task(question=f"q {i}?") .model_copy(update={"task_id": i}) for i in ids]
     trajs = [make_traj(t, [("answer", "42")]) for t in tasks]
     sft_kept, _ = apply_chain(trajs, tasks, FilterChain([TaskSplit(part="sft")]))
     rl_kept, _ = apply_chain(trajs, tasks, FilterChain([TaskSplit(part="rl")]))
-    assert {t.task_id for t in rl_kept} == rl and len(sft_kept) == 36  # 36:14, the 8:2 cut of 50 hashed ids
+    assert {t.task_id for t in rl_kept} == rl and len(sft_kept) == 40  # exactly 8:2
     assert not {t.task_id for t in sft_kept} & rl
+    # a small run still gets its RL share: 10 tasks -> 8:2, never 10:0
+    small = trajs[:10]
+    rl_small, _ = apply_chain(small, tasks[:10], FilterChain([TaskSplit(part="rl")]))
+    assert {t.task_id for t in rl_small} == {"t07", "t08"}
 
 
 def test_unparseable_replies_never_make_a_task_hard():
@@ -99,7 +105,7 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
     assert rl is not None
     episodes = list(run.episodes())
     sft_tasks = {t.task_id for t in episodes if sft.keep(t)}
-    rl_side = {t.task_id for t in episodes if TaskSplit(part="rl").score(t, FilterContext()).passed}
+    rl_side = {t.task_id for t in apply_chain(episodes, list(tasks.values()), FilterChain([TaskSplit(part="rl")]))[0]}
     assert sft_tasks and not sft_tasks & rl_side  # SFT data non-empty, and never from an RL task
     assert not any(rl.keep(t) for t in episodes)  # the always-right student drops every RL task
     att = pq.read_table(run.student_attempts_file("rl")).to_pylist()

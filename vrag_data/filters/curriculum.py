@@ -1,9 +1,11 @@
 """Filters that shape the RL data rather than judge a trajectory: which tasks go to RL rather than SFT, and in which
 order the RL rows come.
 
-- `TaskSplit`: a task is in the SFT part or the RL part, by a hash of its id (and a seed): the same task lands on
-  the same side in every run, so a recipe that puts `TaskSplit(part="sft")` in its SFT chain and
-  `TaskSplit(part="rl")` (same share and seed) in its RL chain never trains on a task twice.
+- `TaskSplit`: a task is in the SFT part or the RL part: the tasks of the run ordered by a hash of their id (and a
+  seed), the first `round(rl_share x n)` on the RL side. The cut is exact (10 tasks at 8:2 give 8 and 2; a hash
+  threshold alone could give 10 and 0 on a small run) and both chains see the same tasks, so a recipe that puts
+  `TaskSplit(part="sft")` in its SFT chain and `TaskSplit(part="rl")` (same share and seed) in its RL chain never
+  trains on a task twice.
 - `RlOrder`: keeps every item and records its rank in the verdict's score (the export writes RL rows in that
   order): tasks whose trajectories the quality filters all rejected first (`first="quality_rejected"`), and/or
   simple before complex by the student's accuracy (`order="simple_first"`: most often right first).
@@ -23,10 +25,19 @@ from vrag_data.schema.records import Trajectory, Verdict
 Part = Literal["sft", "rl"]
 
 
-def task_part(task_id: str, rl_share: float, seed: str = "") -> Part:
-    """"rl" when the first 8 bytes of sha256("<seed>|<task_id>"), read as a fraction of 2**64, fall below rl_share."""
-    u = int(hashlib.sha256(f"{seed}|{task_id}".encode()).hexdigest()[:16], 16) / 2**64
-    return "rl" if u < rl_share else "sft"
+def _position(task_id: str, seed: str) -> float:
+    """The first 8 bytes of sha256("<seed>|<task_id>") as a fraction of 2**64: a task's place in the split order."""
+    return int(hashlib.sha256(f"{seed}|{task_id}".encode()).hexdigest()[:16], 16) / 2**64
+
+
+def rl_tasks(task_ids: Sequence[str], rl_share: float, seed: str = "") -> set[str]:
+    """The RL side of a split: the `round(rl_share x n)` distinct tasks first in the hash order."""
+    ids = sorted(set(task_ids), key=lambda i: (_position(i, seed), i))
+    return set(ids[:round(rl_share * len(ids))])
+
+
+def task_part(task_id: str, task_ids: Sequence[str], rl_share: float, seed: str = "") -> Part:
+    return "rl" if task_id in rl_tasks(task_ids, rl_share, seed) else "sft"
 
 
 @dataclass
@@ -40,9 +51,17 @@ class TaskSplit(KeepPassed):
         if not 0.0 <= self.rl_share <= 1.0:
             raise ValueError(f"rl_share {self.rl_share} is outside 0..1")
 
-    def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
-        side = task_part(item.task_id, self.rl_share, self.seed)
-        return verdict(item, self.name, side == self.part, f"task on the {side} side ({1 - self.rl_share:.0%}:{self.rl_share:.0%} split)")
+    def score_all(self, items: Sequence[Trajectory], ctx: FilterContext) -> list[Verdict]:
+        ids = [t.task_id for t in items]
+        rl = rl_tasks(ids, self.rl_share, self.seed)
+        n = len(set(ids))
+        out = []
+        for t in items:
+            side = "rl" if t.task_id in rl else "sft"
+            out.append(verdict(t, self.name, side == self.part,
+                               f"task on the {side} side ({n - len(rl)}:{len(rl)} of {n} tasks, {1 - self.rl_share:.0%}:"
+                               f"{self.rl_share:.0%} split)"))
+        return out
 
 
 @dataclass
