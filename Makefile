@@ -14,7 +14,7 @@ export RAY_USAGE_STATS_ENABLED := 0
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
 export RAY_AUTH_MODE := disabled
 
-.PHONY: setup demo test test-consumers schemas clean
+.PHONY: setup demo test test-fast test-consumers schemas clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ demo: setup
 test: setup
 	$(BIN)/ruff check --quiet vrag_data pipelines flows tests bench consumers
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The quick loop while editing: everything but the tests marked slow (servers, Ray, real-PDF ingests, kill -9 runs)
+test-fast: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 # Conformance: every recipe's export, moved, read by LLaMA-Factory, verl (and EasyR1 and VRAG-RL's verl fork, when
 # EASYR1_SRC / VRAGRL_SRC name checkouts or $(CONSUMERS)/src/EasyR1, $(CONSUMERS)/src/VRAG hold them) with their own

@@ -231,6 +231,7 @@ def _n_shards(out: Path) -> int:
                for f in files if f.endswith((".parquet", ".jsonl")))
 
 
+@pytest.mark.slow
 def test_export_kill_9_then_rerun_equals_an_uninterrupted_export(ws, tmp_path):
     rng = random.Random(29)
     cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--samples", 3, "--run", "fault-export", "-q")

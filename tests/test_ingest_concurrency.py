@@ -43,6 +43,7 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
+@pytest.mark.slow
 def test_concurrent_first_imports_of_the_layout_model(corpus, tmp_path, mode):
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(corpus), str(tmp_path), mode],
                           capture_output=True, text=True, timeout=600)

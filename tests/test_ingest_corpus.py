@@ -34,6 +34,7 @@ def _real(errors):
     return [e for e in errors if e.stage != "notice"]
 
 
+@pytest.mark.slow
 def test_summary_counts(ingested):
     ws, summary, _ = ingested
     assert _real(summary.errors) == []
@@ -111,6 +112,7 @@ def test_documents_have_toc_and_metadata(ingested):
     assert docs[Path(SLIDES).stem].text_layer_fraction == 0.0
 
 
+@pytest.mark.slow
 def test_rerun_is_a_no_op(ingested):
     ws, _, corpus = ingested
     img = Path(ws.root) / "pages" / "Independents-Report_1.jpg"

@@ -139,6 +139,7 @@ def test_answer_text_is_inside_its_box_on_text_layer_pages(corpus, rows) -> None
     assert checked["table"] >= 6 and checked["chart"] >= 3 and checked["text"] >= 6
 
 
+@pytest.mark.slow
 def test_scanned_page_boxes_contain_the_answer_for_ocr(corpus, rows) -> None:
     """Image-only pages have no text layer: read each gold crop with the OCR engine the project ships."""
     rapidocr = pytest.importorskip("rapidocr")

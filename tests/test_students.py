@@ -7,6 +7,7 @@ import hashlib
 import re
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from tests.support.openai_server import OpenAIServer
@@ -70,6 +71,7 @@ def _answers(ws):  # noqa: ANN001, ANN202 - question -> gold answer, as the alwa
     return {t.question.strip(): t for t in load_tasks(Workspace(str(ws)))}
 
 
+@pytest.mark.slow
 def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_path_factory, tmp_path):
     ws = sample_workspace(tmp_path_factory.getbasetemp())
     cli("synth", "-w", ws, "--recipe", "evisrag", "--policy", "oracle", "--run", "students-evis", "-q")

@@ -141,6 +141,7 @@ def test_bad_records_are_reported_and_skipped(tmp_path, export):
     assert "missing" in errors[2]
 
 
+@pytest.mark.slow
 def test_sft_overfits_four_samples(real_export, tmp_path):
     from vrag_data.train.sft import run_sft
 

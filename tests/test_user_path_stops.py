@@ -161,6 +161,7 @@ def synth_ws(tmp_path_factory) -> Path:
     return sample_workspace(tmp_path_factory.getbasetemp())
 
 
+@pytest.mark.slow
 def test_a_slow_endpoint_shows_progress_within_10s_and_ctrl_c_prints_no_done(synth_ws):
     with OpenAIServer(reply="<search>revenue</search>", faults=Faults(latency_s=60)) as srv:
         cli = Cli("synth", "-w", synth_ws, "--recipe", "visor", "--policy-url", srv.base_url, "--policy-model", "teacher", "--set", "roles.judge.kind=rules",
@@ -262,6 +263,7 @@ def test_the_filter_names_the_largest_drop_and_its_setting(synth_ws):
     assert "filters.options.vrag_rl.balance.max_per_bucket=1" in drops[0]
 
 
+@pytest.mark.slow
 def test_set_overrides_a_config_key_and_a_misspelled_key_fails_in_one_line(synth_ws, tmp_path):
     r = _cli("synth", "-w", synth_ws, "--recipe", "vrag_rl", "--policy", "oracle", "--limit", "1", "--run", "user-set",
              "--set", "synth.samples=2", "-q")
