@@ -194,16 +194,17 @@ def test_export_with_nothing_to_write_stops(tmp_path):
     leaves no folder, instead of writing empty splits and configs naming missing files (EasyR1 would fetch such a
     name from the Hub)."""
     from tests.support.synth_workspace import cli, sample_workspace
+    from vrag_data.filters import save_verdicts
     from vrag_data.schema.records import Trajectory, Verdict
-    from vrag_data.store import Workspace, read_records, write_records
+    from vrag_data.store import Workspace, read_records
 
     ws = sample_workspace(tmp_path)
     cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--run", "none-kept", "-q")
     w = Workspace(str(ws))
     trajs = list(read_records(w.path("runs", "none-kept", "trajectories"), Trajectory))
-    write_records(w.path("runs", "none-kept", "verdicts", "v.parquet"),
-                  [Verdict(run_id="none-kept", traj_id=t.traj_id, task_id=t.task_id, filter="x", passed=False) for t in trajs],
-                  Verdict)
+    assert trajs
+    save_verdicts(w.path("runs", "none-kept"), [Verdict(run_id="none-kept", traj_id=t.traj_id, task_id=t.task_id,
+                                                        filter="correctness", passed=False) for t in trajs], "v")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "export", "-w", str(ws), "--run", "none-kept",
                            "--out", str(out)], capture_output=True, text=True)

@@ -15,8 +15,8 @@ term): the fork's total is then VRAG-RL's reward, judged by the fork, whatever r
 reward manager knows no other; training and validation score alike, though only validation rows keep their
 `extra_info`). One exception, told by the row itself: a ground truth in EVisRAG's tagged form (`<evidence>[i]: ...
 </evidence><answer>...</answer>`: a one-turn answer over given pages, which never searches and so would never pass
-that gate) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its `extra_info.reward` names
-(`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
+that gate) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its
+`extra_info.reward` names (`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
 reward as a float, for a reward manager that uses the float as the reward. Gold pages missing from `extra_info` are
 read from the fork's `file_name` and `reference_page`.
 """
