@@ -114,13 +114,16 @@ def expand_abbreviations(query: str) -> str:
 def alias_names(query: str, aliases: Mapping[str, str]) -> list[str]:
     """Company names for the tickers in the query (matched case-sensitively: "ADBE", not "adbe"). A ticker that is
     the start of its own name ("MGM" of MGM Resorts, "COST" of Costco) already names the company: nothing added."""
+    # the query's words once (a word may hold &, as the abbreviations do), not one regex per alias of the corpus:
+    # this runs for every query of every episode, and a corpus of filings has thousands of tickers
+    words = set(re.findall(r"[\w&]+", query))
     added: list[str] = []
     for alias, name in aliases.items():
-        squashed = name.lower().replace(" ", "")
-        if squashed.startswith(alias.lower()) or name.lower() in query.lower() or name in added:
+        if alias not in words or name in added:
             continue
-        if re.search(rf"(?<![\w&]){re.escape(alias)}(?![\w&])", query):
-            added.append(name)
+        if name.lower().replace(" ", "").startswith(alias.lower()) or name.lower() in query.lower():
+            continue
+        added.append(name)
     return added
 
 
