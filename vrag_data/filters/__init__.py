@@ -1,7 +1,7 @@
 """Trajectory filters: score, then keep; every verdict recorded with its reason."""
 
 from vrag_data.filters.base import FilterContext, apply_chain, save_verdicts, verdict
-from vrag_data.filters.curriculum import RlOrder, TaskSplit, task_part
+from vrag_data.filters.curriculum import RlOrder, TaskSplit, rl_tasks
 from vrag_data.filters.difficulty import Difficulty, difficulty_keep
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
 from vrag_data.filters.registry import FILTERS, FilterChain, configure_filters, default_chain, make_filter
@@ -25,6 +25,6 @@ __all__ = [
     "difficulty_keep",
     "make_filter",
     "save_verdicts",
-    "task_part",
+    "rl_tasks",
     "verdict",
 ]

@@ -36,9 +36,6 @@ def rl_tasks(task_ids: Sequence[str], rl_share: float, seed: str = "") -> set[st
     return set(ids[:round(rl_share * len(ids))])
 
 
-def task_part(task_id: str, task_ids: Sequence[str], rl_share: float, seed: str = "") -> Part:
-    return "rl" if task_id in rl_tasks(task_ids, rl_share, seed) else "sft"
-
 
 @dataclass
 class TaskSplit(KeepPassed):
