@@ -23,11 +23,14 @@ def recipe_of_run(ws: Workspace | str, run_id: str, cfg: Any | None = None) -> R
         raise VragError(f"{ws.run(run_id)}: no run manifest; run `vrag-data synth -w {ws.root} --recipe R --run {run_id}` first")
     # a recipe named by reference (`module:ATTR`) in the run's config is loaded the same way again
     refs = [r for r in ((manifest.config.get("synth") or {}).get("recipes") or []) if isinstance(r, str) and ":" in r]
+    failed: list[str] = []
     for ref in refs if manifest.recipe not in recipe_names() else []:
         try:
             get_recipe(ref)
-        except ConfigError:
-            continue  # not importable here: the name lookup below says which recipe is missing
+        except ConfigError as err:
+            failed.append(str(err))  # another reference of the config may be the run's recipe
+    if manifest.recipe not in recipe_names() and failed:
+        raise ConfigError(f"run {run_id} was written by recipe {manifest.recipe!r}, which is not registered here; {failed[0]}")
     return resolve_recipe(manifest.recipe, cfg)
 
 
