@@ -43,7 +43,8 @@ def main() -> None:
                 with OpenAIServer(reply=teacher) as srv:
                     role = RoleConfig(kind="oracle") if policy == "oracle" else RoleConfig(
                         endpoints=[EndpointConfig(base_url=srv.base_url, model="teacher")])
-                    cfg = RunConfig(roles={"policy": role})
+                    side = {r: RoleConfig(same_as="policy") for r in ("grounding", "reader", "planner")}
+                    cfg = RunConfig(roles={"policy": role, "judge": RoleConfig(kind="rules"), **side})  # every role named
                     c0, t0 = time.process_time(), time.perf_counter()
                     res = synth(base / "ws", cfg, resolve_recipe(recipe, cfg), run_id=f"bench-{recipe}-{policy}", samples=a.samples, progress=False)
                     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
