@@ -38,6 +38,7 @@ import yaml  # noqa: E402
 
 from tests.support.hostile import hostile_corpus  # noqa: E402
 from tests.support.openai_server import Faults, OpenAIServer  # noqa: E402
+from tests.support.roles import model_roles  # noqa: E402
 from tests.support.scripted_teacher import teacher  # noqa: E402
 from tests.support.synth_workspace import cli, sample_workspace  # noqa: E402
 from tests.test_fault_crash import (  # noqa: E402
@@ -134,7 +135,7 @@ def flaky(ws: Path, tmp: Path, samples: int) -> None:
         policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}], "max_retries": 3, "backoff_s": 0.01,
                   "backoff_max_s": 0.05, "timeout_s": 0.5, "sampling": {"temperature": 0.0}}
         cfg = tmp / "flaky.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": policy}, "synth": {"concurrent_episodes": 16}}))
+        cfg.write_text(yaml.safe_dump({"roles": model_roles(policy), "synth": {"concurrent_episodes": 16}}))
         ok = True
         trajs = []
         for recipe in ("vrag_rl", "visor", "mmdoc_r1"):
@@ -207,8 +208,8 @@ def round2(tmp: Path, ws: Path) -> None:
     iws = _injection_workspace(inj)
     with OpenAIServer(reply=_echoing_teacher) as srv:
         cfg = inj / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
-                                                            "max_retries": 1}}}))
+        cfg.write_text(yaml.safe_dump({"roles": model_roles({"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
+                                                             "max_retries": 1})}))
         for recipe in ("mmdoc_r1", "unidoc_rl", "visor"):
             cli("synth", "-w", iws, "--recipe", recipe, "--config", cfg, "--run", f"inj-{recipe}", "-q")
         texts = [t for r in srv.requests if r.body for t in _user_texts(r.body)]
@@ -236,8 +237,8 @@ def round2(tmp: Path, ws: Path) -> None:
     try:
         cfg = tmp / "echo.yaml"
         url = f"http://127.0.0.1:{echo.server_address[1]}/v1"
-        cfg.write_text(yaml.safe_dump({"roles": {"policy": {"endpoints": [{"base_url": url, "model": "teacher", "api_key_env": "ECHO_KEY"}],
-                                                            "max_retries": 0}}}))
+        cfg.write_text(yaml.safe_dump({"roles": model_roles({"endpoints": [{"base_url": url, "model": "teacher",
+                                                                            "api_key_env": "ECHO_KEY"}], "max_retries": 0})}))
         r = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "synth", "-w", str(kws), "--recipe", "vrag_rl",
                             "--config", str(cfg), "--limit", "4", "--run", "echo", "-q"], capture_output=True, text=True)
         rep = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "report", "-w", str(kws)], capture_output=True, text=True)
