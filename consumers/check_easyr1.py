@@ -14,6 +14,8 @@ only) is an import-only stub: EasyR1's config module imports its rollout worker;
 - `verl.workers.reward.function.AutoRewardManager` loads the shipped reward function (standard library only); for
   every row a right rollout (rollouts.py) outscores the same rollout with a wrong final answer, on EasyR1's reward
   inputs (response, response_length, ground_truth). The rule scorers are asked for explicitly (no model judge here).
+- The tasks whose questions the training items' prompt tokens (`raw_prompt_ids`, decoded) hold are reported
+  (`splits`): the test asserts none is a held-out test task.
 Prints one JSON line of counts.
 """
 
@@ -32,6 +34,7 @@ vllm_stub.install()
 
 from transformers import AutoProcessor, AutoTokenizer  # noqa: E402
 
+import splits  # noqa: E402
 from rollouts import right_and_wrong, sft_rollouts  # noqa: E402
 from verl.trainer.config import PPOConfig  # noqa: E402
 from verl.utils.dataset import RLHFDataset  # noqa: E402
@@ -82,10 +85,11 @@ def check(root: Path, model_dir: Path) -> dict:
                      max_prompt_length=data.max_prompt_length, truncation="right", min_pixels=data.min_pixels,
                      max_pixels=data.max_pixels, filter_overlong_prompts=True, filter_overlong_prompts_workers=1)
     assert len(ds) == len(rows), f"EasyR1 kept {len(ds)} of {len(rows)} rows (max_prompt_length {data.max_prompt_length})"
-    n_images = 0
+    n_images, found, held = 0, [], splits.load()
     for i in range(len(ds)):
         item = ds[i]
         n_images += len(item["multi_modal_data"]["images"])
+        found.append(splits.tasks_in(tokenizer.decode(item["raw_prompt_ids"]), held))
     manager = AutoRewardManager(cfg.worker.reward, tokenizer)
     sft = sft_rollouts(root)
     val = [json.loads(line) for f in sorted(Path(data.val_files).glob("*.jsonl")) for line in f.read_text().splitlines()]
@@ -97,7 +101,7 @@ def check(root: Path, model_dir: Path) -> dict:
         assert good["overall"] > bad["overall"], f"{row['id']}: right {good} <= wrong {bad}"
         scored += 1
         how[src] = how.get(src, 0) + 1
-    return {"consumer": "easyr1", "rows": len(ds), "images": n_images, "rewards_checked": scored, "rollouts": how,
+    return {"consumer": "easyr1", "rows": len(ds), "splits": splits.report(found if held else [], held), "images": n_images, "rewards_checked": scored, "rollouts": how,
             "max_prompt_length": data.max_prompt_length, "config": "easyr1/data_config.yaml"}
 
 

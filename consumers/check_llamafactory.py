@@ -8,7 +8,8 @@ DeepSpeed ZeRO file shipped beside it). Only the keys that name the machine are 
 weightless tiny tokenizer + Qwen2-VL processor folder), `output_dir`, `deepspeed` (the deepspeed package needs GPUs;
 its file was read above) and `bf16` (CPU). The data keys (`dataset_dir`, `media_dir`, `dataset`, `template`,
 `cutoff_len`, ...) stay as shipped, relative to the export root. Every record must come out with one image-token span per image and with every assistant turn labelled and
-every other token masked. Prints one JSON line of counts.
+every other token masked. The tasks whose questions the decoded training sequences hold are reported (`splits`):
+the test asserts none is a held-out test task. Prints one JSON line of counts.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from llamafactory.data import get_dataset, get_template_and_fix_tokenizer  # noq
 from llamafactory.extras.constants import IGNORE_INDEX  # noqa: E402
 from llamafactory.hparams import get_train_args  # noqa: E402
 from llamafactory.model import load_tokenizer  # noqa: E402
+
+import splits  # noqa: E402
 
 
 USER_KEYS = ("model_name_or_path", "deepspeed", "NPROC_PER_NODE", "bf16", "output_dir")
@@ -77,7 +80,9 @@ def check(root: Path, model_dir: Path) -> dict:
         assert spans(labels) == n_assistant, f"{rec['id']}: {spans(labels)} labelled spans, {n_assistant} assistant turns"
         assert ids.count(vstart) == len(rec["images"]), f"{rec['id']}: {ids.count(vstart)} image spans, {len(rec['images'])} images"
         assert all(labels[i] == IGNORE_INDEX for i, t in enumerate(ids) if t == pad), f"{rec['id']}: image tokens labelled"
-    return {"consumer": "llamafactory", "records": len(ds), "template": data_args.template,
+    held = splits.load()
+    found = [splits.tasks_in(tokenizer.decode(ex["input_ids"]), held) for ex in ds] if held else []
+    return {"consumer": "llamafactory", "records": len(ds), "splits": splits.report(found, held), "template": data_args.template,
             "images": sum(len(r["images"]) for r in raw), "config": f"llamafactory/{yamls[0].name}",
             "deepspeed": args_deepspeed}
 

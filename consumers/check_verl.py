@@ -17,6 +17,8 @@ root).
 - VRAG-RL's fork reads rows with pandas and then `file_name`, `reference_page`, `extra_info['question']`,
   `extra_info['answer']` and `data_source`: those reads are done the same way and must name the gold pages (its
   reward manager itself runs in check_vragrl.py).
+- A second `RLHFDataset` on the composed `train_files` alone: the tasks whose questions its items' prompts hold are
+  reported (`splits`); the test asserts none is a held-out test task.
 Prints one JSON line of counts.
 """
 
@@ -35,6 +37,7 @@ import pyarrow.parquet as pq
 from omegaconf import OmegaConf, open_dict
 from transformers import AutoProcessor, AutoTokenizer
 
+import splits
 from rollouts import right_and_wrong, sft_rollouts
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -70,6 +73,12 @@ def config_resolves(root: Path, model_dir: Path):
     return cfg
 
 
+def prompt_text(messages: list[dict]) -> str:
+    """The text of a chat as verl's dataset item holds it (a message's content: a string or typed parts)."""
+    return "\n".join(m["content"] if isinstance(m["content"], str) else
+                     "".join(p.get("text") or "" for p in m["content"] if p.get("type") == "text") for m in messages)
+
+
 def check(root: Path, model_dir: Path) -> dict:
     os.chdir(root)
     os.environ["VRAG_REWARD_JUDGE"] = "rules"  # no model judge on this machine: the rule scorers, asked for explicitly
@@ -94,6 +103,10 @@ def check(root: Path, model_dir: Path) -> dict:
             images, _, _ = ds._process_multi_modal_info(item["raw_prompt"], ds.image_patch_size, ds.config)
             assert len(images) == expected
         n_images += expected
+
+    held = splits.load()
+    train = RLHFDataset(data_files=list(data.train_files), tokenizer=tokenizer, config=data, processor=processor)
+    found = [splits.tasks_in(prompt_text(train[i]["raw_prompt"]), held) for i in range(len(train))] if held else []
 
     reward = get_custom_reward_fn(cfg)  # verl's loader, on the composed config: reward.custom_reward_function
     assert reward is not None, "the composed config names no custom reward function"
@@ -121,7 +134,7 @@ def check(root: Path, model_dir: Path) -> dict:
             assert set(pages) <= set(extra["gold_pages"].tolist()), f"{rec['id']}: {pages} vs {extra['gold_pages']}"
             if extra["reward"] == "vrag_rl":
                 assert rec["data_source"] in VRAG_RL_SOURCES, rec["data_source"]
-    return {"consumer": "verl", "rows": len(ds), "images": n_images, "rewards_checked": scored, "rollouts": how,
+    return {"consumer": "verl", "rows": len(ds), "splits": splits.report(found, held), "images": n_images, "rewards_checked": scored, "rollouts": how,
             "max_prompt_length": data.max_prompt_length, "config": "verl/config.yaml"}
 
 

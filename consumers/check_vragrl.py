@@ -25,6 +25,8 @@ the fork's export holds no `hf/`.
   bundle accepts the generated answer against the reference. No model judge can run here.
 - Not the fork's code as released, and why: rm.py has a backslash followed by a space at two line ends (a
   SyntaxError on every Python version); the fork's `verl/` and `vrag_agent/` are copied and those trailing spaces are dropped.
+- The composed `train_files`, read with pandas as the fork's dataset reads them: the tasks whose questions their
+  `prompt` messages hold are reported (`splits`); the test asserts none is a held-out test task.
 Prints one JSON line of counts.
 """
 
@@ -49,12 +51,14 @@ _RM.write_text(re.sub(r"\\[ \t]+\n", "\\\n", _RM.read_text()))  # the whitespace
 sys.path.insert(0, str(_COPY))
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import verl  # noqa: E402
+import splits  # noqa: E402
 from rollouts import right_and_wrong, sft_rollouts  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.main_ppo import get_custom_reward_fn  # noqa: E402
@@ -141,6 +145,9 @@ def check(root: Path, model_dir: Path, rollout_source: Path | None = None) -> di
     missing = [p for p in [*files, cfg.custom_reward_function.path] if not (root / p).is_file()]
     assert not missing, f"the composed config names files the export lacks: {missing}"
     compute_score = get_custom_reward_fn(cfg)
+    held = splits.load()
+    found = [splits.tasks_in("\n".join(str(m["content"]) for m in row["prompt"]), held)
+             for f in cfg.data.train_files for _, row in pd.read_parquet(f).iterrows()] if held else []
 
     sys.path.insert(0, str(root / "reward"))
     from vrag_reward.rewards.answer import answer_correct  # the bundle's rule scorer stands in for the judge
@@ -171,7 +178,7 @@ def check(root: Path, model_dir: Path, rollout_source: Path | None = None) -> di
             assert scores[i] > scores[i + 1], f"{mode} {rows[i]['id']}: right {scores[i]} <= wrong {scores[i + 1]}"
         out[mode] = {"right_mean": sum(scores[::2]) / (len(rows) // 2), "wrong_mean": sum(scores[1::2]) / (len(rows) // 2)}
     server.shutdown()
-    return {"consumer": "vragrl", "fork_version": verl.__version__, "rows": len(rows) // 2, "rewards_checked": len(rows) // 2,
+    return {"consumer": "vragrl", "fork_version": verl.__version__, "splits": splits.report(found, held), "rows": len(rows) // 2, "rewards_checked": len(rows) // 2,
             "judge_requests": Judge.asked, "rollouts": how, "modes": out, "config": "verl/vragrl.yaml"}
 
 

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 ENVS = Path(os.environ.get("VRAG_CONSUMERS_DIR", HERE.parent / ".consumers")).resolve()
 sys.path.insert(0, str(HERE.parent))
 
+from consumers import splits  # noqa: E402
 from consumers.build_exports import VRAGRL, build  # noqa: E402
 from consumers.envs import ensure  # noqa: E402
 from consumers.make_tiny_model import make  # noqa: E402
@@ -54,10 +55,24 @@ def tiny(tmp_path_factory) -> Path:
 def run_check(env: str, script: str, root: Path, tiny: Path, extra_env: dict[str, str] | None = None,
               args: tuple[str, ...] = ()) -> dict:
     py = ensure(ENVS, env)
+    held = next((str(p / splits.SPLITS_FILE) for p in root.parents if (p / splits.SPLITS_FILE).is_file()), "")
     proc = subprocess.run([str(py), str(HERE / script), str(root), str(tiny), *args], capture_output=True, text=True,
-                          cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", **(extra_env or {})}, timeout=1800)
+                          cwd=root, env={**os.environ, "HF_HUB_OFFLINE": "1", splits.ENV: held, **(extra_env or {})},
+                          timeout=1800)
     assert proc.returncode == 0, f"{script} on {root.name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def no_test_task_trained(found: dict, where: str) -> None:
+    """A consumer's report of the tasks its training items ask (consumers/splits.py): it found a task in every item,
+    and none of them is a task imported with `--split test`."""
+    assert found["tasks"] and found["unmatched_items"] == 0, f"{where}: the questions were not found in what it read: {found}"
+    assert found["test_tasks"] == [], f"{where} trains on test tasks {found['test_tasks']}"
+
+
+@pytest.fixture(scope="session")
+def test_tasks(exports) -> set[str]:
+    return {tid for tid, t in splits.load(exports / splits.SPLITS_FILE).items() if t["split"] == "test"}
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -66,6 +81,7 @@ def test_llamafactory_sft_pipeline(exports, tiny, recipe):
     summary = json.loads((exports / recipe / "summary.json").read_text())
     assert got["records"] == summary["counts"]["llamafactory"][recipe] > 0
     assert got["deepspeed"] == "llamafactory/ds_z3_config.json"  # shipped in the export, read by the check
+    no_test_task_trained(got["splits"], f"LLaMA-Factory on {recipe}")
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -76,6 +92,7 @@ def test_verl_dataset_and_reward(exports, tiny, recipe):
     summary = json.loads((exports / recipe / "summary.json").read_text())
     assert got["rows"] == sum(summary["counts"]["verl"].values()) and summary["counts"]["verl"]["train"] > 0
     assert got["rewards_checked"] == got["rows"]
+    no_test_task_trained(got["splits"], f"verl on {recipe}")
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -90,6 +107,7 @@ def test_vragrl_fork_reward_and_config(exports, tiny, recipe):
     summary = json.loads((exports / VRAGRL / recipe / "summary.json").read_text())
     assert got["rows"] == got["rewards_checked"] == sum(summary["counts"]["verl"].values()) > 0
     assert all(m["right_mean"] > m["wrong_mean"] for m in got["modes"].values()) and got["judge_requests"] > 0
+    no_test_task_trained(got["splits"], f"VRAG-RL's fork on {recipe}")
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -103,25 +121,40 @@ def test_easyr1_dataset_and_reward(exports, tiny, recipe):
     summary = json.loads((exports / recipe / "summary.json").read_text())
     assert got["rows"] == summary["counts"]["easyr1"]["train"] > 0
     assert got["rewards_checked"] == sum(summary["counts"]["easyr1"].values())
+    no_test_task_trained(got["splits"], f"EasyR1 on {recipe}")
+
+
+def row_text(row: dict) -> str:
+    """The chat text of an HF row: `messages` of an SFT row, `prompt` of an RL row."""
+    return "\n".join(str(m["content"]) for m in row.get("messages") or row.get("prompt") or [])
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_datasets_load_each_config(exports, recipe, monkeypatch):
+def test_datasets_load_each_config(exports, test_tasks, recipe, monkeypatch):
     """`datasets.load_dataset` on the moved folder, one config per record type and split, in a clean environment's
-    sense: the main environment's `datasets`, with the workspace gone, from the export folder (images are its files)."""
+    sense: the main environment's `datasets`, with the workspace gone, from the export folder (images are its files).
+    The `train` split of each config asks no test task; the test tasks are under `test`, as the card's table says."""
     import datasets
 
     root = exports / recipe
     monkeypatch.chdir(root)
     summary = json.loads((root / "summary.json").read_text())
+    held = splits.load(exports / splits.SPLITS_FILE)
+    card = (root / "README.md").read_text()
     for config in ("sft", "rl"):
-        splits = summary["stats"]["splits"]["hf"][config]
-        assert sum(splits.values()) == summary["counts"]["hf"][config]
+        counts = summary["stats"]["splits"]["hf"][config]
+        assert sum(counts.values()) == summary["counts"]["hf"][config]
         ds = datasets.load_dataset("hf", config, split="train")
-        assert len(ds) == splits["train"]
+        assert len(ds) == counts["train"]
         row = next((r for r in ds if r["images"]), None)
         if row is not None:
             assert all(im.size[0] > 0 for im in row["images"])
+        no_test_task_trained(splits.report([splits.tasks_in(row_text(r), held) for r in ds], held),
+                             f"datasets' {config}/train on {recipe}")
+        test = datasets.load_dataset("hf", config, split="test")
+        in_test = set().union(*(splits.tasks_in(row_text(r), held) for r in test))
+        assert test and in_test <= test_tasks, (recipe, config, in_test - test_tasks)
+        assert f"| hf/{config} | test | {len(test)} |" in card
 
 
 BARE_PROBE = r"""
@@ -216,7 +249,7 @@ def test_export_with_nothing_to_write_stops(tmp_path):
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_bundled_trainer_reads_the_moved_export(exports, recipe):
     """`vrag-data train sft --data <export>` reads every SFT record of the moved folder, every image found on disk
-    (or embedded), nothing skipped."""
+    (or embedded), nothing skipped, and no test task."""
     from vrag_data.train.data import load_sft_examples
 
     root = exports / recipe
@@ -225,6 +258,9 @@ def test_bundled_trainer_reads_the_moved_export(exports, recipe):
     assert not skipped and len(examples) == summary["counts"]["llamafactory"][recipe] > 0
     for ex in examples:
         assert all(isinstance(im, bytes) or (Path(im).is_file() and root in Path(im).parents) for im in ex.images)
+    held = splits.load(exports / splits.SPLITS_FILE)
+    found = [splits.tasks_in("\n".join(text for _, text in ex.messages), held) for ex in examples]
+    no_test_task_trained(splits.report(found, held), f"the bundled trainer on {recipe}")
 
 
 def test_verl_agent_loop(tiny, tmp_path):
