@@ -421,3 +421,53 @@ def test_visor_retrieval_reward_gets_page_lists(exports, monkeypatch):
 def _score(result: dict | float) -> float:
     """verl's entry point returns a dict with `score`; the fork's a float."""
     return float(result["score"]) if isinstance(result, dict) else float(result)
+
+
+@pytest.fixture
+def served_search(exports):
+    """`vrag-data serve-search -w <moved export>/search` as a user starts it (a process on 127.0.0.1): a factory."""
+    import socket
+    import time
+    import urllib.request
+
+    procs = []
+
+    def start(root: Path) -> str:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        exe = Path(sys.executable).parent / "vrag-data"
+        proc = subprocess.Popen([str(exe), "serve-search", "-w", str(root / "search"), "--port", str(port)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}/search"
+        for _ in range(300):
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                urllib.request.urlopen(url + "?queries=revenue", timeout=2).read()
+                return url
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"serve-search on {root} did not answer in 30 s")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r != "evisrag"])  # EVisRAG's rows carry their pages
+@pytest.mark.skipif(not VRAGRL_SRC, reason="VRAG-RL's fork is not on the package registry: set VRAGRL_SRC to a checkout "
+                    "of Alibaba-NLP/VRAG (or put it in <consumers dir>/src/VRAG)")
+def test_vragrl_rollout_searches_the_pages_the_export_ships(exports, tiny, served_search, recipe):
+    """RL rows without images are self-contained with the export's search/: served from the moved folder (workspace
+    gone), VRAG-RL's own rollout step sends each row's question, opens the hit as its observation (an image from the
+    export's search/pages); every gold page is one of the served pages, and a question's first hit is a gold page
+    for some rows (the sample corpus's two documents share their wording: about half)."""
+    root = exports / VRAGRL / recipe
+    assert (root / "search" / "index").is_dir() and (root / "search" / "pages").is_dir()
+    got = run_check("verl", "check_vragrl_search.py", root, tiny, {"VRAGRL_SRC": VRAGRL_SRC, "SEARCH_URL": served_search(root)})
+    summary = json.loads((root / "summary.json").read_text())
+    print(f"{recipe}: {got['rows']} rows, first hit a gold page on {got['gold_first_hits']}")
+    assert got["rows"] == got["images_shown"] == sum(summary["counts"]["verl"].values()) > 0
+    assert got["gold_pages_missing"] == [] and got["gold_first_hits"] > 0, got
