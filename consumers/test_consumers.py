@@ -133,14 +133,20 @@ def row_text(row: dict) -> str:
 def test_datasets_load_each_config(exports, test_tasks, recipe, monkeypatch):
     """`datasets.load_dataset` on the moved folder, one config per record type and split, in a clean environment's
     sense: the main environment's `datasets`, with the workspace gone, from the export folder (images are its files).
-    The `train` split of each config asks no test task; the test tasks are under `test`, as the card's table says."""
+    The `train` split of each config asks no test task; the test tasks are under `test`, as the card's table says.
+    The Hub's own card parser reads the licence from the card's header: `other` for an export made without
+    `--license`, and the card says it is not fit to publish."""
     import datasets
+    from huggingface_hub import DatasetCard
 
     root = exports / recipe
     monkeypatch.chdir(root)
     summary = json.loads((root / "summary.json").read_text())
     held = splits.load(exports / splits.SPLITS_FILE)
     card = (root / "README.md").read_text()
+    hub_card = DatasetCard.load(root / "hf" / "README.md")
+    assert hub_card.data.license == "other" and "Not fit to publish" in hub_card.text
+    assert sorted(c["config_name"] for c in hub_card.data.configs) == ["rl", "sft"]
     for config in ("sft", "rl"):
         counts = summary["stats"]["splits"]["hf"][config]
         assert sum(counts.values()) == summary["counts"]["hf"][config]
