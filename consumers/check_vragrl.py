@@ -25,8 +25,10 @@ the fork's export holds no `hf/`.
   bundle accepts the generated answer against the reference. No model judge can run here.
 - Not the fork's code as released, and why: rm.py has a backslash followed by a space at two line ends (a
   SyntaxError on every Python version); the fork's `verl/` and `vrag_agent/` are copied and those trailing spaces are dropped.
-- The composed `train_files`, read with pandas as the fork's dataset reads them: the tasks whose questions their
-  `prompt` messages hold are reported (`splits`); the test asserts none is a held-out test task.
+- The fork's own `RLHFDataset`, built from the composed config as its trainer builds it (ray_trainer.py), on the
+  train and the validation files: every row survives its length filter and every item tokenizes, with its images
+  opened from the embedded bytes (the only form its dataset reads). The tasks whose questions the training items'
+  token ids hold are reported (`splits`); the test asserts none is a held-out test task.
 Prints one JSON line of counts.
 """
 
@@ -55,13 +57,14 @@ import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
+from transformers import AutoProcessor, AutoTokenizer  # noqa: E402
 
 import verl  # noqa: E402
 import splits  # noqa: E402
 from rollouts import right_and_wrong, sft_rollouts  # noqa: E402
 from verl import DataProto  # noqa: E402
 from verl.trainer.main_ppo import get_custom_reward_fn  # noqa: E402
+from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.reward_manager.rm import RMManager  # noqa: E402
 
 assert Path(verl.__file__).is_relative_to(_COPY), f"verl is not the fork: {verl.__file__}"
@@ -109,6 +112,17 @@ def hydra_config(keys: list[str]):
     return OmegaConf.create("\n".join(lines[start:]))
 
 
+def fork_dataset(cfg, files, tokenizer, processor) -> RLHFDataset:
+    """The fork's dataset on `files`, with the arguments its trainer passes (ray_trainer.py `_create_dataloader`)."""
+    return RLHFDataset(parquet_files=list(files), tokenizer=tokenizer, processor=processor,
+                       prompt_key=cfg.data.prompt_key, image_key=cfg.data.get("image_key", "images"),
+                       max_prompt_length=cfg.data.max_prompt_length, filter_prompts=True,
+                       cache_dir=tempfile.mkdtemp(prefix="fork-cache-"),
+                       return_raw_chat=cfg.data.get("return_raw_chat", False),
+                       truncation=cfg.data.get("truncation", "error"),
+                       filter_overlong_prompts=cfg.data.filter_overlong_prompts)
+
+
 def batch(rows: list[dict], tokenizer, eval_mode: bool) -> DataProto:
     """One DataProto as the fork's trainer hands it to its reward manager (left-padded prompts, right-padded responses)."""
     prompts = [tokenizer(r["prompt_text"], add_special_tokens=False)["input_ids"] or [0] for r in rows]
@@ -145,9 +159,20 @@ def check(root: Path, model_dir: Path, rollout_source: Path | None = None) -> di
     missing = [p for p in [*files, cfg.custom_reward_function.path] if not (root / p).is_file()]
     assert not missing, f"the composed config names files the export lacks: {missing}"
     compute_score = get_custom_reward_fn(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    processor = AutoProcessor.from_pretrained(model_dir)
     held = splits.load()
-    found = [splits.tasks_in("\n".join(str(m["content"]) for m in row["prompt"]), held)
-             for f in cfg.data.train_files for _, row in pd.read_parquet(f).iterrows()] if held else []
+    found, n_items, n_images = [], 0, 0
+    for part in ("train_files", "val_files")[:2 if list(cfg.data.val_files) != list(cfg.data.train_files) else 1]:
+        ds = fork_dataset(cfg, cfg.data[part], tokenizer, processor)
+        n_rows = sum(len(pd.read_parquet(f)) for f in cfg.data[part])
+        assert len(ds) == n_rows, f"the fork's dataset kept {len(ds)} of {n_rows} rows of {part}"
+        for i in range(len(ds)):
+            item = ds[i]
+            n_items += 1
+            n_images += len((item.get("multi_modal_data") or {}).get("image", []))
+            if part == "train_files" and held:
+                found.append(splits.tasks_in(tokenizer.decode(item["input_ids"][item["attention_mask"].bool()]), held))
 
     sys.path.insert(0, str(root / "reward"))
     from vrag_reward.rewards.answer import answer_correct  # the bundle's rule scorer stands in for the judge
@@ -156,7 +181,6 @@ def check(root: Path, model_dir: Path, rollout_source: Path | None = None) -> di
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Judge)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/judge"
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     sft = sft_rollouts(rollout_source or root)
     rows, how = [], {}
     for f in files:
@@ -178,7 +202,8 @@ def check(root: Path, model_dir: Path, rollout_source: Path | None = None) -> di
             assert scores[i] > scores[i + 1], f"{mode} {rows[i]['id']}: right {scores[i]} <= wrong {scores[i + 1]}"
         out[mode] = {"right_mean": sum(scores[::2]) / (len(rows) // 2), "wrong_mean": sum(scores[1::2]) / (len(rows) // 2)}
     server.shutdown()
-    return {"consumer": "vragrl", "fork_version": verl.__version__, "splits": splits.report(found, held), "rows": len(rows) // 2, "rewards_checked": len(rows) // 2,
+    return {"consumer": "vragrl", "fork_version": verl.__version__, "splits": splits.report(found, held),
+            "dataset_items": n_items, "dataset_images": n_images, "rows": len(rows) // 2, "rewards_checked": len(rows) // 2,
             "judge_requests": Judge.asked, "rollouts": how, "modes": out, "config": "verl/vragrl.yaml"}
 
 

@@ -101,12 +101,14 @@ def test_verl_dataset_and_reward(exports, tiny, recipe):
 def test_vragrl_fork_reward_and_config(exports, tiny, recipe):
     """VRAG-RL's fork: its CLI composes verl/vragrl.yaml, its reward loader loads reward/vragrl_reward.py and its
     reward manager (rm.py, with a judge stand-in) scores a right rollout above a wrong one on every row, in training
-    and in validation mode (consumers/check_vragrl.py), on the export made for it (`--for vragrl`)."""
+    and in validation mode (consumers/check_vragrl.py), on the export made for it (`--for vragrl`); the fork's own
+    dataset reads every row, EVisRAG's with its embedded page images."""
     got = run_check("verl", "check_vragrl.py", exports / VRAGRL / recipe, tiny, {"VRAGRL_SRC": VRAGRL_SRC},
                     args=(str(exports / recipe),))
     summary = json.loads((exports / VRAGRL / recipe / "summary.json").read_text())
     assert got["rows"] == got["rewards_checked"] == sum(summary["counts"]["verl"].values()) > 0
     assert all(m["right_mean"] > m["wrong_mean"] for m in got["modes"].values()) and got["judge_requests"] > 0
+    assert got["dataset_items"] == got["rows"] and (got["dataset_images"] > 0) == (recipe == "evisrag"), got
     no_test_task_trained(got["splits"], f"VRAG-RL's fork on {recipe}")
 
 
