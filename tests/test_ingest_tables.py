@@ -88,3 +88,58 @@ def test_real_10k_page_header_rows_become_column_names():
     assert cells[("Revenues", "As of/ Year Ended December 31, 2015")] == "$ 4,180,339"
     assert cells[("Net additions", "Change 2015 vs. 2014")] == "(70)"
     assert cells[("Cost of revenues", "Change 2014 vs. 2013 (%)")] == "18 %"
+
+
+def test_a_name_over_its_own_column_names_no_other_and_split_words_rejoin():
+    # three names each printed over its own column, "Total" only on the line below: "Intl Ops" must not be
+    # glued into "Total"; "World-" / "wide" is one word hyphenated over two header lines
+    words, rect = _page_words([
+        (250, 60, "Home"), (330, 60, "Abroad"), (405, 60, "Intl Ops"), (478, 60, "World-"),
+        (250, 72, "Segment"), (330, 72, "Segment"), (405, 72, "Segment"), (480, 72, "wide"), (530, 72, "Total"),
+        (40, 90, "Balance at start"), (250, 90, "$ 1,300"), (330, 90, "$ 2,700"), (405, 90, "$ 1,300"),
+        (478, 90, "$ 5,300"), (530, 90, "9,999"),
+        (40, 104, "Acquisition"), (250, 104, "934,000"), (330, 104, "12,000"), (405, 104, "16,000"),
+        (478, 104, "962,000"), (530, 104, "1,000"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["Home Segment", "Abroad Segment", "Intl Ops Segment", "Worldwide", "Total"]
+
+
+def test_a_lone_header_word_inside_one_column_names_that_column_only():
+    # "July 2," left-aligned over a column that its "$" signs widen: the first column's name, not both columns'
+    words, rect = _page_words([
+        (266, 60, "July 2,"),
+        (272, 72, "2023"), (330, 72, "December 31, 2022"),
+        (40, 90, "Equity securities"), (200, 90, "$"), (262, 90, "117,639"), (310, 90, "$"), (362, 90, "1,588"),
+        (40, 104, "Debt securities"), (262, 104, "124,091"), (362, 104, "18,743"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["July 2, 2023", "December 31, 2022"]
+
+
+def test_a_narrow_title_centred_over_all_columns_names_them_all():
+    # "2022" centred over three quarters: it lies inside the middle column, yet it is every column's year
+    words, rect = _page_words([
+        (289, 60, "2022"),
+        (250, 72, "Q1"), (290, 72, "Q2"), (330, 72, "Q3"),
+        (40, 90, "Net earnings"), (244, 90, "14,571"), (284, 90, "14,262"), (324, 90, "14,310"),
+        (40, 104, "Tax costs"), (244, 104, "11,014"), (284, 104, "10,995"), (324, 104, "10,958"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["2022 Q1", "2022 Q2", "2022 Q3"]
+
+
+def test_a_one_line_name_above_takes_no_words_from_the_column_beside_it():
+    # "Total" printed on the top line over its own column; "Bonus / Commission" below, over the next column but
+    # wider than it: the words belong to that column, not to the complete "Total"
+    words, rect = _page_words([
+        (252, 60, "Base"), (412, 60, "Total"), (492, 60, "Sitting"),
+        (252, 72, "Pay"), (322, 72, "Bonus /"), (492, 72, "Fees"),
+        (318, 84, "Commission"),
+        (40, 100, "First director"), (250, 100, "1,204.00"), (330, 100, "28.51"), (410, 100, "436.51"),
+        (490, 100, "1,214.00"),
+        (40, 114, "Second director"), (250, 114, "1,194.50"), (330, 114, "21.10"), (410, 114, "195.93"),
+        (490, 114, "1,212.00"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["Base Pay", "Bonus / Commission", "Total", "Sitting Fees"]

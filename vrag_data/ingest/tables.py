@@ -8,7 +8,8 @@ second shifted a column). Here the grid is rebuilt from word geometry, which PDF
   ("$" and a trailing ")" or "%" stick to their number);
 - columns = x ranges covered by the value segments of enough data lines (a single long label does not bridge two);
 - header = the leading lines before the first data line that have no row label (or the first line, when it holds no
-  values); each header line names the columns under it, and the names of all header lines are joined top to bottom;
+  values); each header line names the columns under it (a segment over some columns names only those), and the
+  names of all header lines are joined top to bottom (a word hyphenated at a line end joined again);
 - a header-like line (no label, no values, years or several segments) after data lines starts a new table;
 - a label-only line followed by a line whose label starts in lower case is one wrapped label.
 A table whose rows end in ascending page numbers (or with dot leaders, or titled contents / index) is a table of
@@ -140,12 +141,59 @@ def _place(segs: list[Seg], bands: list[tuple[float, float]]) -> dict[int, str]:
     return out
 
 
+def _over(s: Seg, b: tuple[float, float]) -> float:
+    return min(s.x1, b[1]) - max(s.x0, b[0])
+
+
+def _within(s: Seg, bands: list[tuple[float, float]]) -> int | None:
+    """The column whose extent holds the whole segment (a name printed over its own column), if any."""
+    return next((i for i, b in enumerate(bands) if b[0] - 2 <= s.x0 and s.x1 <= b[1] + 2), None)
+
+
+def _lone_picks(s: Seg, bands: list[tuple[float, float]]) -> dict[int, str]:
+    """The columns a header line's only segment names: all of them when it is a title centred over them ("2022"
+    over four quarters and the year), else the one whose extent holds it (a left-aligned "July 2," over a column
+    widened by its "$" signs), else all of them when it is roughly centred, else those it lies over."""
+    mid, span = (bands[0][0] + bands[-1][1]) / 2, bands[-1][1] - bands[0][0]
+    off = abs((s.x0 + s.x1) / 2 - mid)
+    own = _within(s, bands)
+    if off <= 0.05 * span or (own is None and off <= 0.1 * span):
+        return {i: s.text for i in range(len(bands))}
+    if own is not None:
+        return {own: s.text}
+    return {i: s.text for i, b in enumerate(bands) if _over(s, b) > 0}
+
+
+def _line_picks(segs: list[Seg], bands: list[tuple[float, float]], done: set[int]) -> tuple[dict[int, str], set[int]]:
+    """The names a header line of several segments gives, and the columns it gives their own name. A segment held
+    by one column's extent is that column's own name and names nothing else ("Other International" over its column
+    is no part of the "Total" beside it); every other column takes its nearest remaining segment (group titles are
+    centred over their columns), except a column already named by its own words on a line above with nothing over
+    it here ("Total" on the top line takes no "Bonus /" from the column beside it)."""
+    own = {i: s for s in segs if (i := _within(s, bands)) is not None}
+    titles = [s for s in segs if all(s is not o for o in own.values())]
+    picks = {i: s.text for i, s in own.items()}
+    for i, b in enumerate(bands):
+        if i in picks or not titles or (i in done and not any(_over(s, b) > 0 for s in titles)):
+            continue
+        picks[i] = min(titles, key=lambda s: (_dist(s, b), -_over(s, b))).text
+    return picks, set(own)
+
+
+def _join_name(name: str, text: str) -> str:
+    """A header line's text added under a name; a word hyphenated over two lines is joined ("World-" + "wide")."""
+    if name.endswith(text):
+        return name
+    if re.search(r"[A-Za-z]-$", name) and text[:1].islower():
+        return name[:-1] + text
+    return f"{name} {text}".strip()
+
+
 def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple[str, list[str]]:
-    """Column names from the header lines. A line of several segments partitions the columns (each column takes
-    its nearest segment: group titles are centred over their columns); a lone segment names the columns it
-    overlaps, or all of them when it is centred over them (a title); unit lines ("in millions") name nothing."""
+    """Column names from the header lines (top to bottom, joined); unit lines ("in millions") name nothing."""
     names = [""] * len(bands)
     label_name = ""
+    done: set[int] = set()  # columns named by their own words on a line above
     for ln in header:
         segs = [s for s in ln.cells if not _UNIT.match(s.text)]
         if ln.label and not _UNIT.match(ln.label):
@@ -153,17 +201,12 @@ def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple
         if not segs:
             continue
         if len(segs) == 1:
-            hit = [i for i, b in enumerate(bands) if min(segs[0].x1, b[1]) - max(segs[0].x0, b[0]) > 0]
-            mid, span = (bands[0][0] + bands[-1][1]) / 2, bands[-1][1] - bands[0][0]
-            centred = abs((segs[0].x0 + segs[0].x1) / 2 - mid) <= 0.1 * span
-            # a title centred over the columns names all of them ("13 Weeks Ended" over amounts and shares)
-            picks = {i: segs[0].text for i in (range(len(bands)) if centred else hit)}
+            picks = _lone_picks(segs[0], bands)
         else:
-            picks = {i: min(segs, key=lambda s: (_dist(s, b), -(min(s.x1, b[1]) - max(s.x0, b[0])))).text
-                     for i, b in enumerate(bands)}
+            picks, owned = _line_picks(segs, bands, done)
+            done |= owned
         for i, text in picks.items():
-            if not names[i].endswith(text):
-                names[i] = f"{names[i]} {text}".strip()
+            names[i] = _join_name(names[i], text)
     return label_name, names
 
 

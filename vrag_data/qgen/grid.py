@@ -1,17 +1,23 @@
 """Extracted tables read for questions: a markdown table -> named columns, unique readable row labels, clean values.
 
 Only what makes a well-formed question is kept: a table whose first row is data, whose column names text extraction
-broke or smeared, or that has values under unnamed columns gives nothing; rows whose label is not readable text,
-is not unique, or runs on into a column of numbers are dropped. `cell_at` re-reads a value at (row, column).
+broke or smeared, that has values under unnamed columns, or whose rows of values mostly lack a label gives nothing;
+rows whose label is not readable text, is not unique, or runs on into a column of numbers are dropped (their
+values are kept apart: "which row is the highest" must still see them). A column of unit names ("V", "mA", "ms")
+gives each row its unit. `cell_at` re-reads a value at (row, column).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*\d[\d,.]*\s*(%|pp|bps|x)?\)?", re.I)
+# thousands groups of three only: "3,5,7" is a list of numbers, not 357
+_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d*)?\s*(%|pp|bps|x)?\)?", re.I)
+# text that a line wrap cut: it ends in a comma or a word that needs more after it ("Executive Team,", "format and")
+_CUT = re.compile(r"([,;:&/\u2013-]|\b(and|or|of|the|to|for|with|in|on|by|a|an|from|at|as|than|per))$", re.I)
+_UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz", "ms", "\u00b5s", "%"
 _EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
 MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED = 60, 80, 4
 
@@ -28,6 +34,11 @@ def is_value(cell: str) -> bool:
     return is_number(cell) and not _YEAR.fullmatch(cell.strip())
 
 
+def quantity(cell: str) -> float | None:
+    """The number a cell states as an amount to compare: not a year ("approved 2021" is a date, not more than 2020)."""
+    return number(cell) if is_value(cell) else None
+
+
 @dataclass(frozen=True)
 class Grid:
     """A markdown table read for questions: named columns and rows with a unique, non-numeric label."""
@@ -35,6 +46,13 @@ class Grid:
     header: list[str]
     cells: list[tuple[str, str, str]]  # (row label, column name, value as printed)
     problem: str = ""  # why the table gives no question (empty when it does)
+    dropped: list[tuple[str, str, str]] = field(default_factory=list)  # cells of rows not asked about
+    units: dict[str, str] = field(default_factory=dict)  # row label -> its cell in a column of unit names
+
+    def unit(self, value: str, row: str) -> str:
+        """What a cell counts: `unit` refined by the row's own unit cell (45 ms and 90 \u00b5s are no pair)."""
+        own = self.units.get(row, "")
+        return f"{unit(value, row)}:{own.lower()}" if own else unit(value, row)
 
     def columns_phrase(self) -> str:
         named = [h for h in self.header[1:] if h]
@@ -57,14 +75,20 @@ def clean_name(cell: str) -> bool:
         return False
     if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
         return False
+    if any(re.fullmatch(r"[A-Za-z]{2,}-", t) for t in toks):  # "World-", "Inter-": a hyphenated word cut at a line end
+        return False
     if toks[0][0].islower() and len(toks[0]) <= 3 or toks[0] in ("-", "\u2013", "\u2022"):  # "th Ended", "d", "- Self-Ask"
+        return False
+    if len(toks) > 1 and _CUT.search(cell.strip()):  # "Net sales by" or "Shares in": the rest is on the next line
         return False
     return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
 
 
 def clean_value(cell: str) -> bool:
     c = cell.strip()
-    if c.lower() in _EMPTY or len(c) > 40:
+    if c.lower() in _EMPTY or len(c) > 40 or c.count("(") != c.count(")"):  # "Audit Committee.)": a cut note
+        return False
+    if not is_number(c) and _CUT.search(c):
         return False
     return not re.search(r"%\s*%|\$\s*\$|\s{2,}|\$$", c)  # "29% %", "$ 1,874 $": two cells run together
 
@@ -87,6 +111,39 @@ def _smeared(cols: list[str]) -> bool:
     return False
 
 
+def _header_problem(header: list[str]) -> str:
+    """Why the first row names no columns a question could use ("" when it does)."""
+    cols = [h for h in header[1:] if h]
+    if not cols or sum(is_value(h) for h in cols) * 2 >= len(cols):
+        return "the first row holds values, not column names"
+    if len(set(cols)) < len(cols) or not all(clean_name(h) and len(h) <= MAX_HEADER_CHARS for h in cols):
+        return "column names repeated or broken by text extraction"
+    words = [frozenset(h.lower().split()) for h in cols]
+    if any(i != j and a <= b for i, a in enumerate(words) for j, b in enumerate(words)):  # "Six Months" / "Six Months Ended"
+        return "one column name is part of another (a header split by text extraction)"
+    if _smeared(cols):
+        return "a group header smeared over its columns, or a column name cut by text extraction"
+    return ""
+
+
+def _unlabelled(body: list[list[str]]) -> bool:
+    """Most rows holding numbers have no row label: the table lays out records (a product, its period, region and
+    commentary), not one row per item, and a label found there names a fragment ("Business" of two lines)."""
+    with_values = [r for r in body if any(is_number(c) for c in r[1:])]
+    return len(with_values) >= 2 and 2 * sum(not r[0] for r in with_values) >= len(with_values)
+
+
+def unit_column(header: list[str], body: list[list[str]]) -> int | None:
+    """The column that names each row's unit ("Units": V, mA, ms), when there is one: it is named so, or holds
+    only short unit words, at least two different ones."""
+    for j in range(1, len(header)):
+        vals = [r[j] for r in body if r[j] and r[j].lower() not in _EMPTY]
+        if len(vals) >= 2 and all(_UNIT_CELL.fullmatch(v) for v in vals) and (
+                "unit" in header[j].lower() or len({v.lower() for v in vals}) >= 2):
+            return j
+    return None
+
+
 def table_grid(text: str) -> Grid:
     """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
     readable name (a table whose first row is data, or whose names text extraction broke, has nothing to ask by),
@@ -96,30 +153,50 @@ def table_grid(text: str) -> Grid:
     if len(rows) < 2 or len(rows[0]) < 2:
         return Grid([], [], "fewer than 2 rows or 2 columns")
     header = rows[0]
-    cols = [h for h in header[1:] if h]
-    if not cols or sum(is_value(h) for h in cols) * 2 >= len(cols):
-        return Grid(header, [], "the first row holds values, not column names")
-    if len(set(cols)) < len(cols) or not all(clean_name(h) and len(h) <= MAX_HEADER_CHARS for h in cols):
-        return Grid(header, [], "column names repeated or broken by text extraction")
-    words = [frozenset(h.lower().split()) for h in cols]
-    if any(i != j and a <= b for i, a in enumerate(words) for j, b in enumerate(words)):  # "Six Months" / "Six Months Ended"
-        return Grid(header, [], "one column name is part of another (a header split by text extraction)")
-    if _smeared(cols):
-        return Grid(header, [], "a group header smeared over its columns, or a column name cut by text extraction")
+    problem = _header_problem(header)
+    if problem:
+        return Grid(header, [], problem)
     body = [r for r in rows[1:] if len(r) == len(header)]
     if any(not header[j] and r[j] and r[j] not in _EMPTY for r in body for j in range(1, len(header))):
         return Grid(header, [], "values under unnamed columns (a range or a note split over cells)")
+    if _unlabelled(body):
+        return Grid(header, [], "most rows of values have no row label (records laid out, not one row per item)")
     # a text cell in a column of numbers is the rest of a row label ("Comparable Constant Currency | Growth % | (4)")
     numeric = {j for j in range(1, len(header))
                if sum(is_number(r[j]) for r in body) * 5 >= 3 * max(1, sum(bool(r[j]) and r[j] not in _EMPTY for r in body))}
+    whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
-    labels = Counter(r[0] for r in body)
-    cells = [(r[0], header[j], r[j]) for r in body
-             if labels[r[0]] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
+    labels = Counter(r[0].lower() for r in body)  # two labels equal but for case name no single row for a reader
+    asked = [r for r in body if labels[r[0].lower()] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
+    cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
     if not cells:
         return Grid(header, [], "no row with a unique readable label and a value under a named column")
-    return Grid(header, cells)
+    dropped = [(r[0], header[j], r[j]) for r in whole if r not in asked
+               for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in _EMPTY]
+    uj = unit_column(header, body)
+    units = {r[0]: r[uj] for r in asked if r[uj]} if uj is not None else {}
+    return Grid(header, cells, "", dropped, units)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """`a` and `b` differ by at most one letter (substituted, added or left out)."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) <= 1
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def same_columns(a: list[str], b: list[str]) -> bool:
+    """Two column lists a reader could not tell apart: equal but for case, spacing or one letter of a name of four
+    or more (a text layer's typo: "Unita" / "Units"); digits must match ("2023" / "2022" are two columns)."""
+    if len(a) != len(b):
+        return False
+    norm = [(" ".join(x.lower().split()), " ".join(y.lower().split())) for x, y in zip(a, b)]
+    return all(x == y or (min(len(x), len(y)) >= 4 and re.sub(r"\D", "", x) == re.sub(r"\D", "", y) and _one_edit(x, y))
+               for x, y in norm)
 
 
 def cell_at(text: str, row: str, col: str) -> str | None:

@@ -21,7 +21,7 @@ import json
 import random
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, number, table_grid, unit
+from vrag_data.qgen.grid import Grid, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.table_hops import linked, unnamed
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
@@ -135,9 +135,9 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
         return unnamed(region.stem)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     for row, col, value in grid.cells:
-        n = number(value)
+        n = quantity(value)  # a year is a date, not an amount to compare
         if n is not None and not row.lower().startswith("total"):  # a total beside its parts answers itself
-            by_col.setdefault(f"{col}\x00{unit(value, row)}", []).append((row, n, value))
+            by_col.setdefault(f"{col}\x00{grid.unit(value, row)}", []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
     if not usable:
         return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")

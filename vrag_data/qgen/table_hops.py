@@ -3,9 +3,11 @@
 The second hop depends on the first, so neither table alone answers:
 - bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
   row's value in table B; the question never names the row;
-- difference / ratio (logic): the same row label in both tables, under a column both share (the same column name, or
-  the same single year), same unit (across documents only percentages and per-share figures: money is stated in
-  each filing's own scale); the answer is computed and is printed in neither table.
+- difference / ratio (logic): the same row label in both tables (not a generic one: "Total" of two tables is two
+  lines), under a column both share (the same column name, or the same single year with no other words that
+  disagree: "Six Months ... Worldwide" and "Three Months ... U.S." are two periods), same unit (across documents only
+  percentages and per-share figures: money is stated in each filing's own scale); the answer is computed and is
+  printed in neither table.
 Every question names each table's document (`labels`: company, report, period) and the table by its columns.
 Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
 ambiguity and closed-book answering per hop.
@@ -18,11 +20,14 @@ import re
 from dataclasses import dataclass
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, number, table_grid, unit
+from vrag_data.qgen.grid import Grid, quantity, same_columns, table_grid, unit
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+# labels that name a kind of line, not one line: the "Total" of two tables are two different totals
+_GENERIC = frozenset({"total", "totals", "subtotal", "grand total", "total amount", "other", "others", "net", "all",
+                      "sum", "overall", "balance", "amount", "average", "mean"})
 
 
 def unnamed(stem: str) -> Rejected:
@@ -44,7 +49,7 @@ class Table:
         """(row, number, printed value) of a column, in row order."""
         out = []
         for r, c, v in self.grid.cells:
-            n = number(v)
+            n = quantity(v)
             if c == col and n is not None:
                 out.append((r, n, v))
         return out
@@ -54,8 +59,22 @@ def _is_total(row: str) -> bool:
     return row.lower().startswith(("total", "net total", "all "))
 
 
-def _one_unit(cells: list[tuple[str, float, str]]) -> bool:
-    return len({unit(v, r) for r, _, v in cells}) == 1
+def _generic(row: str) -> bool:
+    return " ".join(re.sub(r"[^a-z]+", " ", row.lower()).split()) in _GENERIC
+
+
+def _one_unit(grid: Grid, cells: list[tuple[str, float, str]]) -> bool:
+    return len({grid.unit(v, r) for r, _, v in cells}) == 1
+
+
+def _same_period(ca: str, cb: str) -> bool:
+    """Two column names for one period: the same single year, and the other words of one are all in the other
+    ("2015" / "Year ended December 31, 2015"), not two periods or places of that year."""
+    ya, yb = _YEAR.findall(ca), _YEAR.findall(cb)
+    if not (len(ya) == len(yb) == 1 and ya == yb):
+        return False
+    wa, wb = (set(re.sub(r"[^\w%]+", " ", _YEAR.sub(" ", c.lower())).split()) for c in (ca, cb))
+    return wa <= wb or wb <= wa
 
 
 def _fmt(x: float, like: list[str]) -> str:
@@ -73,8 +92,7 @@ def _shared_columns(a: Table, b: Table) -> list[tuple[str, str]]:
         for cb in b.grid.header[1:]:
             if not ca or not cb:
                 continue
-            ya, yb = _YEAR.findall(ca), _YEAR.findall(cb)
-            if ca.lower() == cb.lower() or (len(ya) == len(yb) == 1 and ya == yb):
+            if ca.lower() == cb.lower() or _same_period(ca, cb):
                 pairs.append((ca, cb))
     return pairs
 
@@ -85,11 +103,15 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     options = []
     for col in dict.fromkeys(c for _, c, _ in a.grid.cells):
         cells = a.numbers(col)
-        if len(cells) < 2 or not _one_unit(cells):
+        if len(cells) < 2 or not _one_unit(a.grid, cells):
             continue
         top = max(n for _, n, _ in cells)
         winners = [r for r, n, _ in cells if n == top]
-        if len(winners) != 1 or _is_total(winners[0]) or winners[0] not in rows_b:
+        if len(winners) != 1 or _is_total(winners[0]) or _generic(winners[0]) or winners[0] not in rows_b:
+            continue
+        # a row not asked about (its label unreadable or too long) still counts: it may hold the highest value, or
+        # a value no number can stand for ("3,5,7" options): then "the highest" is not known
+        if any(q is None or q >= top for q in (quantity(v) for _, c, v in a.grid.dropped if c == col)):
             continue
         for r, cb, vb in b.grid.cells:
             if r == winners[0]:
@@ -114,8 +136,8 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
             for rb, nb, vb in b.numbers(cb):
                 # two filings state money in their own scale (thousands, millions): across documents only shares
                 scale_free = a.label == b.label or unit(va, ra) in ("share", "per-share")
-                if ra.lower() == rb.lower() and unit(va, ra) == unit(vb, rb) and na != nb and 0 not in (na, nb) \
-                        and scale_free:
+                if ra.lower() == rb.lower() and not _generic(ra) and a.grid.unit(va, ra) == b.grid.unit(vb, rb) \
+                        and na != nb and 0 not in (na, nb) and scale_free:
                     options.append((ca, ra, na, va, cb, rb, nb, vb))
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no row label with values of one unit under a column "
@@ -147,7 +169,8 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return unnamed(r.stem)
         tables.append(Table(grid, labels[r.stem], i))
     a, b = tables
-    if a.where == b.where:  # two tables described alike: the question could not tell them apart
+    if a.label == b.label and same_columns(a.grid.header[1:], b.grid.header[1:]):
+        # two tables described alike (or but for a typo: "Unita" / "Units"): the question could not tell them apart
         return Rejected("writer", "writer_declined", "oracle: the two tables have the same columns in one document")
     if qtype == "extraction":
         out = bridge(rng, a, b)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import cell_at, table_grid
+from vrag_data.qgen.grid import cell_at, same_columns, table_grid
 from vrag_data.qgen.oracle_writer import visible
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
@@ -173,7 +173,7 @@ class Verifier:
             header = table_grid(own.text).header[1:]  # what the question names a table by: its columns
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
-                    if md.strip() == own.text.strip() or table_grid(md).header[1:] != header:
+                    if md.strip() == own.text.strip() or not same_columns(table_grid(md).header[1:], header):
                         continue
                     if idx in by_row:
                         return Rejected("verify", "ambiguous", f"another table with the same columns on {p.page_id}: "
