@@ -203,10 +203,11 @@ def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
     from vrag_data.tasks import load_tasks
 
     if qa is not None:
-        fmt = ctx.cfg.tasks.format
-        key = stage_key("tasks", [files_digest([qa]), tree_fingerprint(ctx.ws.corpus_table("documents"))], fmt)
+        fmt, split = ctx.cfg.tasks.format, ctx.cfg.tasks.split
+        key = stage_key("tasks", [files_digest([qa]), tree_fingerprint(ctx.ws.corpus_table("documents"))], [fmt, split])
         shard = f"{ctx.ws.tasks}/{_stem(qa)}.parquet"
-        s = run_one(ctx, submitter(ctx, "tasks", Path(qa).name, T.import_tasks, [shard], ctx.ws.root, qa, fmt, key=key))
+        s = run_one(ctx, submitter(ctx, "tasks", Path(qa).name, T.import_tasks, [shard], ctx.ws.root, qa, fmt, split,
+                                   key=key))
         if s.failed:
             raise VragError(f"tasks import: {s.message}")
     writer = planned_writer(ctx.cfg)

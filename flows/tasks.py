@@ -158,10 +158,10 @@ def build_index(ws_root: str, cfg: IndexConfig, key: str) -> dict[str, Any]:
 
 @task(name="import-tasks", cache_policy=SHARD_CACHE, persist_result=True)
 @reason_first("tasks import")
-def import_tasks(ws_root: str, file: str, fmt: str, key: str) -> dict[str, Any]:
+def import_tasks(ws_root: str, file: str, fmt: str, split: str, key: str) -> dict[str, Any]:
     from vrag_data.tasks import import_tasks as run_import
 
-    res = run_import(file, Workspace(ws_root), fmt)
+    res = run_import(file, Workspace(ws_root), fmt, split=split)
     return {"file": file, "imported": res.imported, "skipped": res.skipped, "errors": res.errors[:20]}
 
 

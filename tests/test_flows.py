@@ -190,12 +190,13 @@ def test_synth_flow_on_a_local_ray_instance(harness, ws, tmp_path):
 
 def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harness, tmp_path):
     """The tasks stage generates questions with the offline writer when the config says so (and the flow's
-    parameters `recipe`, `questions`, `samples` replace the config's): each task and the manifest name it."""
+    parameters `recipe`, `questions`, `samples` replace the config's): each task and the manifest name it. The imported
+    QA file goes in under `tasks.split` (a benchmark's test set), the generated questions under their own split."""
     ws = tmp_path / "ws"
     cfg = tmp_path / "offline.yaml"
     cfg.write_text(yaml.safe_dump({
         "workspace": str(ws), "ingest": {"sample_corpus": 1, "ocr": "off", "workers": 1},
-        "tasks": {"generate": {"writer": "offline", "min_share": 0.5}},
+        "tasks": {"split": "test", "generate": {"writer": "offline", "min_share": 0.5}},
         "synth": {"recipes": ["visor"]},
         "roles": {"policy": {"kind": "oracle"}, "judge": {"kind": "rules"}, "student": {"kind": "extractive"}},
         "runner": {"max_concurrency": 2, "retries": 0},
@@ -206,6 +207,8 @@ def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harnes
 
     generated = [t for t in load_tasks(Workspace(str(ws))) if t.benchmark == "generated"]
     assert generated and {t.extra["writer"] for t in generated} == {"oracle"}
+    imported = [t for t in load_tasks(Workspace(str(ws))) if t.benchmark != "generated"]
+    assert imported and {t.split for t in imported} == {"test"} and {t.split for t in generated} == {"train"}
     manifest = json.loads((ws / "tasks" / "generate_manifest.json").read_text())
     assert manifest["offline_writer"] is True and manifest["writer"] == "oracle"
     assert summary["generated"]["writer"] == "oracle" and set(summary["runs"]) == {"evisrag"}

@@ -148,3 +148,19 @@ def test_cli_import_reports_and_exits_zero(ws: Workspace) -> None:
     assert bad.exit_code == 2 and "unknown --format" in bad.output and "Traceback" not in bad.output
     missing = runner.invoke(app, ["tasks", "import", "/nonexistent/qa.jsonl", "-w", ws.root])
     assert missing.exit_code == 2 and "file not found" in missing.output
+
+
+@pytest.mark.parametrize("split", ["Test", "test set", "../outside", "", "x" * 33])
+def test_a_split_that_cannot_name_a_file_or_an_hf_split_is_refused(ws: Workspace, split: str) -> None:
+    """The split names export files, folders (`easyr1/<split>/`) and HF splits: anything but lower-case letters,
+    digits and _ stops the import with one line, before any task is written."""
+    res = CliRunner().invoke(app, ["tasks", "import", str(DATA / "slidevqa_sample.jsonl"), "-w", ws.root,
+                                   "--format", "slidevqa", "--split", split])
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "--split" in lines[0] and "lower-case" in lines[0], res.output
+    assert load_tasks(ws) == []
+
+
+def test_a_test_split_is_stored_on_every_task(ws: Workspace) -> None:
+    import_tasks(str(DATA / "slidevqa_sample.jsonl"), ws, "slidevqa", split="validation_2")
+    assert {t.split for t in load_tasks(ws)} == {"validation_2"}

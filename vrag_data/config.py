@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from vrag_data.errors import ConfigError
 from vrag_data.ingest.options import IngestOptions
+from vrag_data.schema.records import SPLIT_PATTERN
 from vrag_data.yamlio import read_yaml_mapping
 
 ROLES = ("policy", "grounding", "judge", "student", "reader", "planner", "question_writer")
@@ -104,7 +105,7 @@ class GenerateConfig(Section):
     ambiguity_pages: int = 3  # non-evidence pages shown to the verifier
     dedup_threshold: float = 0.8  # question-token Jaccard that counts as a near-duplicate
     max_pixels: int = 1_003_520  # image budget per page shown to the writer and the verifier
-    split: str = "train"
+    split: str = Field(default="train", pattern=SPLIT_PATTERN)
     # who writes the questions when the flows (`vrag-data run`, the synth deployment) generate tasks: `model` =
     # roles.question_writer (an endpoint); `offline` = the template writer over extracted tables and sample-corpus
     # facts, only when asked for here (recorded in each task's provenance and the stage's manifest). Unset: the
@@ -115,6 +116,9 @@ class GenerateConfig(Section):
 class TasksConfig(Section):
     file: str | None = None  # a QA file to import; None with sample_corpus = its qa.jsonl
     format: Literal["corpus", "mmlongbench", "slidevqa", "vrag", "financebench"] = "corpus"
+    # split stored on every imported task (`tasks import --split`): `test` for a benchmark's test set, whose records an
+    # export keeps out of every training file
+    split: str = Field(default="train", pattern=SPLIT_PATTERN)
     limit: int | None = None
     generate: GenerateConfig = Field(default_factory=GenerateConfig)
 

@@ -99,6 +99,10 @@ class EvidenceBox(Record):
     text: str = ""
 
 
+# A task's split names shard files, folders and HF splits of an export: lower-case letters, digits and "_" only
+SPLIT_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+
+
 class Task(Record):
     task_id: str  # hash of doc ids + question
     question: str

@@ -8,6 +8,7 @@ same shard with the same content-derived task ids, so it is idempotent.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.errors import VragError
-from vrag_data.schema.records import IngestError, Task
+from vrag_data.schema.records import SPLIT_PATTERN, IngestError, Task
 from vrag_data.store import Workspace
 from vrag_data.store.shards import exists, open_text
 from vrag_data.tasks.formats import FORMATS, RowError, parse_row
@@ -93,8 +94,17 @@ def _source_key(file: str) -> str:
     return file if "://" in file else str(Path(file).resolve())
 
 
+def check_split(split: str) -> str:
+    """A split name an export can use as a file, folder and HF split name, or one line saying what is wrong."""
+    if not re.match(SPLIT_PATTERN, split):
+        raise VragError(f"--split {split!r}: a split name is lower-case letters, digits and _ (e.g. train, test, "
+                        "validation), at most 32 characters")
+    return split
+
+
 def import_tasks(file: str, ws: Workspace, fmt: str, split: str = "train",
                  benchmark: str | None = None) -> ImportSummary:
+    check_split(split)
     if fmt not in FORMATS:
         raise VragError(f"unknown format {fmt!r}; use one of: {', '.join(FORMATS)}")
     rows = read_numbered_rows(file)
