@@ -87,3 +87,27 @@ def test_easyr1_rows_reuse_the_rows_images(exported):
     rows = _jsonl(out / "easyr1" / "test")
     assert all(Path(p).name in names for r in rows for p in r["image"])
     assert len(names) == len({(out / "images" / n).read_bytes() for n in names})  # no two files hold the same bytes
+
+
+def test_the_bundled_trainer_never_reads_a_test_task(exported, tmp_path):
+    """`vrag-data train sft --data` on the export, its HF folder or an HF shard file, and `train rl --data` on the
+    export: only the train split's records and rows (t2 is a test task; its records are in the export, apart)."""
+    from vrag_data.errors import VragError
+    from vrag_data.train.data import load_sft_examples
+    from vrag_data.train.rl_env import _task_ids_from_export
+
+    out, _ = exported
+    for data in (out, out / "hf"):
+        examples, errors = load_sft_examples(data)
+        assert not errors and len(examples) == 1  # tr1 only
+    test_shard = next((out / "hf" / "data").glob("sft-test-*.parquet"))
+    with pytest.raises(VragError, match="test or validation tasks"):
+        load_sft_examples(test_shard)
+    only_test = tmp_path / "hf" / "data"
+    only_test.mkdir(parents=True)
+    (only_test / test_shard.name).write_bytes(test_shard.read_bytes())
+    with pytest.raises(VragError, match="no train split"):
+        load_sft_examples(tmp_path / "hf")
+    assert sorted(set(_task_ids_from_export(str(out)))) == ["t1", "t4"]
+    with pytest.raises(VragError, match="test or validation tasks"):
+        _task_ids_from_export(str(next((out / "verl").glob("test-*.parquet"))))

@@ -271,8 +271,12 @@ def test_rl_export_selects_tasks(workspace, tmp_path):
 
     ws, tasks = workspace
     export = oracle_export(ws, tmp_path / "export")
-    env = RlEnvironment.open(str(ws.root), str(export / "hf"))  # the HF `rl` split names every task
-    assert sorted(t.task_id for t in env.tasks) == sorted(t.task_id for t in tasks)
+    env = RlEnvironment.open(str(ws.root), str(export / "hf"))  # the HF `rl` config's train split
+    rows = [r for f in (export / "hf" / "data").glob("rl-*.parquet") for r in pq.read_table(f).to_pylist()]
+    infos = [json.loads(r["extra_info"]) if isinstance(r["extra_info"], str) else r["extra_info"] for r in rows]
+    held_out = {i["task_id"] for i in infos if i.get("split") != "train"}
+    assert len(held_out) == 1  # export.val_share: one task held out for validation, never trained on
+    assert sorted(t.task_id for t in env.tasks) == sorted(t.task_id for t in tasks if t.task_id not in held_out)
     one = tmp_path / "one.parquet"
     pq.write_table(pa.table({"extra_info": [json.dumps({"task_id": tasks[1].task_id})]}), one)
     assert [t.task_id for t in RlEnvironment.open(str(ws.root), str(one)).tasks] == [tasks[1].task_id]

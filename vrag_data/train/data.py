@@ -76,10 +76,14 @@ def _files_in(folder: Path) -> list[Path]:
     for info in (folder / "dataset_info.json", folder / "llamafactory" / "dataset_info.json"):
         if info.is_file():
             return _llamafactory_files(info)
-    for pattern in ("hf/data/sft-*.parquet", "data/sft-*.parquet"):
-        files = sorted(folder.glob(pattern))
-        if files:
-            return files
+    for base in ("hf/data", "data"):
+        files = sorted(folder.glob(f"{base}/sft-*.parquet"))
+        if files:  # HF shards are named by split: `sft-train-*`, `sft-test-*`; only the train split is trained on
+            train = [f for f in files if f.name.startswith("sft-train-")]
+            if not train:
+                raise VragError(f"{folder / base}: no train split among its SFT shards ({files[0].name}, ...); "
+                                "a test or validation split is never trained on")
+            return train
     skip = {"summary.json", "dataset_dict.json", "state.json", "dataset_info.json"}
     return sorted(p for p in folder.iterdir() if p.suffix in (".json", ".jsonl", ".parquet") and p.name not in skip)
 
@@ -155,9 +159,13 @@ def load_sft_examples(path: str | Path, max_samples: int | None = None) -> tuple
         raise VragError(f"{p}: no .json/.jsonl/.parquet SFT files inside; run `vrag-data export` first")
     examples: list[SftExample] = []
     errors: list[str] = []
+    held_out = 0
     for f in files:
         for i, row in enumerate(_rows_from_file(f)):
             src = f"{f.name}#{i}"
+            if _row_split(row) not in ("", "train"):
+                held_out += 1  # a record of a test (or validation) task: never trained on
+                continue
             try:
                 ex = row_to_example(row, [f.parent, *f.parent.parents[:3], p if p.is_dir() else p.parent], src)
                 missing = [str(x) for x in ex.images if isinstance(x, Path) and not x.is_file()]
@@ -168,7 +176,20 @@ def load_sft_examples(path: str | Path, max_samples: int | None = None) -> tuple
                 errors.append(str(err))
             if max_samples is not None and len(examples) >= max_samples:
                 return examples, errors
+    if held_out and not examples and not errors:
+        raise VragError(f"{p}: all {held_out} records are of test or validation tasks; training reads train records only")
     return examples, errors
+
+
+def _row_split(row: dict[str, Any]) -> str:
+    """The split an exported SFT row names (`metadata.split`, a JSON string in HF rows), "" when it names none."""
+    meta = row.get("metadata")
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return ""
+    return str(meta.get("split") or "") if isinstance(meta, dict) else ""
 
 
 # ---------------------------------------------------------------- encoding

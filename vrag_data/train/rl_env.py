@@ -31,7 +31,8 @@ def _load_tasks(ws: Workspace) -> list[Task]:
 
 
 def _task_ids_from_export(path: str) -> list[str]:
-    """Task ids named by an RL export (verl / HF parquet, jsonl): `extra_info.task_id` of every row."""
+    """Task ids of the training rows of an RL export (verl / HF parquet, jsonl): `extra_info.task_id` of every row whose
+    `extra_info.split` is train (a test task, or a train task held out for validation, is never trained on)."""
     import json
 
     import pyarrow.parquet as pq
@@ -39,14 +40,21 @@ def _task_ids_from_export(path: str) -> list[str]:
     p = Path(path)
     files = sorted(p.rglob("*.parquet")) + sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
     ids: list[str] = []
+    held_out = 0
     for f in files:
         rows = pq.read_table(f).to_pylist() if f.suffix == ".parquet" else [
             json.loads(x) for x in f.read_text().splitlines() if x.strip()]
         for r in rows:
             info = r.get("extra_info")
             info = json.loads(info) if isinstance(info, str) else (info or {})
-            if info.get("task_id"):
-                ids.append(str(info["task_id"]))
+            if not info.get("task_id"):
+                continue
+            if str(info.get("split") or "train") != "train":
+                held_out += 1
+                continue
+            ids.append(str(info["task_id"]))
+    if held_out and not ids:
+        raise VragError(f"{path}: all {held_out} RL rows are of test or validation tasks; training reads train rows only")
     return ids
 
 
