@@ -255,10 +255,12 @@ def test_export_with_nothing_to_write_stops(tmp_path):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_bundled_trainer_reads_the_moved_export(exports, recipe):
+def test_bundled_trainer_reads_the_moved_export(exports, test_tasks, recipe):
     """`vrag-data train sft --data <export>` reads every SFT record of the moved folder, every image found on disk
-    (or embedded), nothing skipped, and no test task."""
+    (or embedded), nothing skipped, and no test task, from LLaMA-Factory's files or the HF folder alike;
+    `train rl --data <export>` takes its tasks from the train rows only."""
     from vrag_data.train.data import load_sft_examples
+    from vrag_data.train.rl_env import _task_ids_from_export
 
     root = exports / recipe
     summary = json.loads((root / "summary.json").read_text())
@@ -267,8 +269,13 @@ def test_bundled_trainer_reads_the_moved_export(exports, recipe):
     for ex in examples:
         assert all(isinstance(im, bytes) or (Path(im).is_file() and root in Path(im).parents) for im in ex.images)
     held = splits.load(exports / splits.SPLITS_FILE)
-    found = [splits.tasks_in("\n".join(text for _, text in ex.messages), held) for ex in examples]
-    no_test_task_trained(splits.report(found, held), f"the bundled trainer on {recipe}")
+    for data in (root / "llamafactory", root / "hf"):
+        examples, skipped = load_sft_examples(data)
+        assert not skipped
+        found = [splits.tasks_in("\n".join(text for _, text in ex.messages), held) for ex in examples]
+        no_test_task_trained(splits.report(found, held), f"the bundled trainer on {recipe}'s {data.name}")
+    rl_tasks = set(_task_ids_from_export(str(root)))
+    assert rl_tasks and not rl_tasks & test_tasks
 
 
 def test_verl_agent_loop(tiny, tmp_path):
