@@ -143,3 +143,62 @@ def test_a_one_line_name_above_takes_no_words_from_the_column_beside_it():
     ])
     (table,) = tables_in_region(words, rect)
     assert table.header[1:] == ["Base Pay", "Bonus / Commission", "Total", "Sitting Fees"]
+
+
+def test_header_words_stacked_over_a_column_name_only_that_column():
+    # fourth hand check: "Gross" / "Unrealized" stacked over "Losses", "Estimated" / "Fair" over "Value"; the "Cost"
+    # column beside them has a one-line name and takes none of their words; "Defense, Space" over "& Security"
+    # is no part of the "Global Services" beside it
+    words, rect = _page_words([
+        (300, 60, "Gross"), (360, 60, "Estimated"),
+        (290, 72, "Unrealized"), (372, 72, "Fair"),
+        (40, 84, "Description"), (240, 84, "Cost"), (300, 84, "Losses"), (366, 84, "Value"),
+        (40, 100, "State bonds"), (240, 100, "64"), (306, 100, "(10)"), (372, 100, "54"),
+        (40, 114, "Treasury notes"), (234, 114, "3,859"), (306, 114, "(73)"), (366, 114, "3,786"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["Cost", "Gross Unrealized Losses", "Estimated Fair Value"]
+    words, rect = _page_words([
+        (230, 60, "Commercial"), (300, 60, "Defense, Space"),
+        (236, 72, "Airplanes"), (316, 72, "& Security"), (380, 72, "Global Services"), (470, 72, "Total"),
+        (40, 90, "Balance at start"), (240, 90, "$1,316"), (320, 90, "$3,224"), (400, 90, "$3,454"),
+        (470, 90, "$8,081"),
+        (40, 104, "Balance at end"), (240, 104, "$1,316"), (320, 104, "$3,224"), (400, 104, "$3,443"),
+        (470, 104, "$8,068"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["Commercial Airplanes", "Defense, Space & Security", "Global Services", "Total"]
+
+
+def test_a_group_title_stacked_over_a_group_names_that_group_only():
+    # "Notional" over "amounts (1)" (a group of two year columns; the footnote mark is no date); "Other assets" has
+    # no word above it
+    words, rect = _page_words([
+        (262, 60, "Notional"), (460, 60, "Accrued"),
+        (262, 72, "amounts (1)"), (360, 72, "Other assets"), (456, 72, "liabilities"),
+        (240, 84, "2022"), (290, 84, "2021"), (340, 84, "2022"), (390, 84, "2021"), (440, 84, "2022"),
+        (490, 84, "2021"),
+        (40, 100, "Foreign exchange"), (240, 100, "1,200"), (290, 100, "1,300"), (340, 100, "45"), (390, 100, "28"),
+        (440, 100, "(74)"), (490, 100, "(80)"),
+        (40, 114, "Commodity swaps"), (240, 114, "3,091"), (290, 114, "2,951"), (340, 114, "100"), (390, 114, "100"),
+        (440, 114, "(100)"), (490, 114, "—"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert table.header[1:] == ["Notional amounts (1) 2022", "Notional amounts (1) 2021", "Other assets 2022",
+                                "Other assets 2021", "Accrued liabilities 2022", "Accrued liabilities 2021"]
+
+
+def test_a_word_spread_as_a_title_passes_no_words_up_to_other_columns():
+    # a guard on the stacking rule (passes on the code before it too): "(% points)" under "Reduction" only; the
+    # nearest-column rule also gives it to the two columns left of it,
+    # but "Average Rate" stacked over "Reduction" names the Reduction column only
+    words, rect = _page_words([
+        (430, 60, "Average Rate"),
+        (240, 72, "Number of Accounts"), (340, 72, "Account Balances"), (445, 72, "Reduction"),
+        (442, 84, "(% points)"),
+        (40, 100, "Card Member loans"), (270, 100, "120"), (370, 100, "1,042"), (460, 100, "12.3"),
+        (40, 114, "Card Member receivables"), (270, 114, "30"), (370, 114, "150"), (460, 114, "9.9"),
+    ])
+    (table,) = tables_in_region(words, rect)
+    assert not any("Average" in h or "Reduction" in h for h in table.header[1:3])
+    assert table.header[3] == "Average Rate Reduction (% points)"

@@ -66,7 +66,7 @@ class IngestOptions(_Settings):
         if self.layout == "mineru":
             keep["mineru_tier"] = self.mineru.tier
         if self.layout == "pymupdf":
-            keep["tables"] = 3  # table grids from word geometry (ingest/tables.py): older workspaces re-ingest
+            keep["tables"] = 4  # table grids from word geometry (ingest/tables.py): older workspaces re-ingest
         return config_hash(keep)
 
 

@@ -19,47 +19,18 @@ contents and never question material.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 
-Rect = tuple[float, float, float, float]
-Word = tuple[Rect, str]
+from vrag_data.ingest.table_cells import (  # noqa: F401 - is_value is part of this module's interface
+    STICK_LEFT, STICK_RIGHT, YEAR, Line, Rect, Seg, Word, dist, is_value, overlap,
+)
+from vrag_data.ingest.table_headers import header_names
 
-_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*\(?\d[\d,.]*\)?\s*(%|pp|bps|x)?\)?%?", re.I)
-_YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
-_UNIT = re.compile(r"^\(?\s*((in\s+|\$\s*)?(thousands|millions|billions)\b|dollars in|amounts in|unaudited|except\b)", re.I)
-_STICK_RIGHT = re.compile(r"^[$\u20ac\u00a3]$")  # a currency sign stands left of its number
-_STICK_LEFT = re.compile(r"^[)%]+$|^\)%$")  # a closing bracket or percent sign printed apart from its number
 _PAGE_NO = re.compile(r"^(\d{1,4}|[ivxlc]{1,6})$", re.I)
 _TOC_WORDS = re.compile(r"\b(table of contents|contents|index)\b", re.I)
 GAP_EM = 0.8  # a horizontal gap wider than this many word heights separates two cells
 MIN_COVER = 0.25  # share of data lines that must cover an x position for it to belong to a column
-
-
-def is_value(text: str) -> bool:
-    """A number as printed in a cell ("$ 4,180,339", "(26)%", "1.5x"), not a year (a year names a column)."""
-    t = text.strip()
-    return bool(t) and bool(_NUMBER.fullmatch(t)) and not _YEAR.fullmatch(t) and any(c.isdigit() for c in t)
-
-
-@dataclass
-class Seg:
-    x0: float
-    x1: float
-    text: str
-
-
-@dataclass
-class Line:
-    y0: float
-    y1: float
-    segs: list[Seg]
-    label: str = ""  # the row label (left-most text segment), when the line has one
-    cells: list[Seg] = field(default_factory=list)  # the other segments
-
-    @property
-    def has_value(self) -> bool:
-        return any(is_value(s.text) for s in self.cells)
 
 
 @dataclass
@@ -96,8 +67,8 @@ def _group_lines(words: list[Word]) -> list[list[Word]]:
 def _segments(line: list[Word], gap: float) -> list[Seg]:
     segs: list[Seg] = []
     for r, t in sorted(line, key=lambda w: w[0][0]):
-        joins = r[0] - segs[-1].x1 <= gap and not _STICK_RIGHT.match(t) if segs else False
-        if segs and (joins or _STICK_RIGHT.match(segs[-1].text) or _STICK_LEFT.match(t)):
+        joins = r[0] - segs[-1].x1 <= gap and not STICK_RIGHT.match(t) if segs else False
+        if segs and (joins or STICK_RIGHT.match(segs[-1].text) or STICK_LEFT.match(t)):
             segs[-1] = Seg(segs[-1].x0, max(segs[-1].x1, r[2]), f"{segs[-1].text} {t}")
         else:
             segs.append(Seg(r[0], r[2], t))
@@ -128,86 +99,13 @@ def _bands(lines: list[Line], width: Rect) -> list[tuple[float, float]]:
     return bands
 
 
-def _dist(s: Seg, b: tuple[float, float]) -> float:
-    return max(0.0, b[0] - s.x1, s.x0 - b[1])
-
-
 def _place(segs: list[Seg], bands: list[tuple[float, float]]) -> dict[int, str]:
     """Body cells: each segment to the band it overlaps most (the nearest when none)."""
     out: dict[int, str] = {}
     for s in segs:
-        k = min(range(len(bands)), key=lambda i: (_dist(s, bands[i]), -(min(s.x1, bands[i][1]) - max(s.x0, bands[i][0]))))
+        k = min(range(len(bands)), key=lambda i: (dist(s, bands[i]), -overlap(s, bands[i])))
         out[k] = f"{out[k]} {s.text}" if k in out else s.text
     return out
-
-
-def _over(s: Seg, b: tuple[float, float]) -> float:
-    return min(s.x1, b[1]) - max(s.x0, b[0])
-
-
-def _within(s: Seg, bands: list[tuple[float, float]]) -> int | None:
-    """The column whose extent holds the whole segment (a name printed over its own column), if any."""
-    return next((i for i, b in enumerate(bands) if b[0] - 2 <= s.x0 and s.x1 <= b[1] + 2), None)
-
-
-def _lone_picks(s: Seg, bands: list[tuple[float, float]]) -> dict[int, str]:
-    """The columns a header line's only segment names: all of them when it is a title centred over them ("2022"
-    over four quarters and the year), else the one whose extent holds it (a left-aligned "July 2," over a column
-    widened by its "$" signs), else all of them when it is roughly centred, else those it lies over."""
-    mid, span = (bands[0][0] + bands[-1][1]) / 2, bands[-1][1] - bands[0][0]
-    off = abs((s.x0 + s.x1) / 2 - mid)
-    own = _within(s, bands)
-    if off <= 0.05 * span or (own is None and off <= 0.1 * span):
-        return {i: s.text for i in range(len(bands))}
-    if own is not None:
-        return {own: s.text}
-    return {i: s.text for i, b in enumerate(bands) if _over(s, b) > 0}
-
-
-def _line_picks(segs: list[Seg], bands: list[tuple[float, float]], done: set[int]) -> tuple[dict[int, str], set[int]]:
-    """The names a header line of several segments gives, and the columns it gives their own name. A segment held
-    by one column's extent is that column's own name and names nothing else ("Other International" over its column
-    is no part of the "Total" beside it); every other column takes its nearest remaining segment (group titles are
-    centred over their columns), except a column already named by its own words on a line above with nothing over
-    it here ("Total" on the top line takes no "Bonus /" from the column beside it)."""
-    own = {i: s for s in segs if (i := _within(s, bands)) is not None}
-    titles = [s for s in segs if all(s is not o for o in own.values())]
-    picks = {i: s.text for i, s in own.items()}
-    for i, b in enumerate(bands):
-        if i in picks or not titles or (i in done and not any(_over(s, b) > 0 for s in titles)):
-            continue
-        picks[i] = min(titles, key=lambda s: (_dist(s, b), -_over(s, b))).text
-    return picks, set(own)
-
-
-def _join_name(name: str, text: str) -> str:
-    """A header line's text added under a name; a word hyphenated over two lines is joined ("World-" + "wide")."""
-    if name.endswith(text):
-        return name
-    if re.search(r"[A-Za-z]-$", name) and text[:1].islower():
-        return name[:-1] + text
-    return f"{name} {text}".strip()
-
-
-def _header_names(header: list[Line], bands: list[tuple[float, float]]) -> tuple[str, list[str]]:
-    """Column names from the header lines (top to bottom, joined); unit lines ("in millions") name nothing."""
-    names = [""] * len(bands)
-    label_name = ""
-    done: set[int] = set()  # columns named by their own words on a line above
-    for ln in header:
-        segs = [s for s in ln.cells if not _UNIT.match(s.text)]
-        if ln.label and not _UNIT.match(ln.label):
-            label_name = f"{label_name} {ln.label}".strip()
-        if not segs:
-            continue
-        if len(segs) == 1:
-            picks = _lone_picks(segs[0], bands)
-        else:
-            picks, owned = _line_picks(segs, bands, done)
-            done |= owned
-        for i, text in picks.items():
-            names[i] = _join_name(names[i], text)
-    return label_name, names
 
 
 def _split_label(segs: list[Seg], first_band: float | None, left: float = 0.0) -> tuple[str, list[Seg]]:
@@ -220,7 +118,7 @@ def _split_label(segs: list[Seg], first_band: float | None, left: float = 0.0) -
 
 def _header_like(ln: Line) -> bool:
     return not ln.label and bool(ln.cells) and not ln.has_value and (
-        len(ln.cells) >= 2 or any(_YEAR.search(s.text) for s in ln.cells))
+        len(ln.cells) >= 2 or any(YEAR.search(s.text) for s in ln.cells))
 
 
 def _header_rows(lines: list[Line], n_cols: int) -> int:
@@ -245,7 +143,7 @@ def _build(lines: list[Line], rect: Rect) -> Table | None:
         ln.label, ln.cells = _split_label(ln.segs, bands[0][0], left)
     n_head = _header_rows(lines, len(bands))
     head, body = lines[:n_head], lines[n_head:]
-    label_name, names = _header_names(head, bands)
+    label_name, names = header_names(head, bands)
     rows: list[list[str]] = []
     pending = ""  # a wrapped label's first line
     for ln in body:

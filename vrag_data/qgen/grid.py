@@ -18,6 +18,8 @@ _NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(
 # text that a line wrap cut: it ends in a comma or a word that needs more after it ("Executive Team,", "format and")
 _CUT = re.compile(r"([,;:&/\u2013-]|\b(and|or|of|the|to|for|with|in|on|by|a|an|from|at|as|than|per))$", re.I)
 _UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz", "ms", "\u00b5s", "%"
+_PER_SHARE = re.compile(r"\bper\s+(\w+\s+){0,2}share\b|\beps\b", re.I)
+_SHARE_COLUMN = re.compile(r"(\b(rate|rates|percent|percentage|yield|margin)\b|%)", re.I)  # a column of shares
 _EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
 MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED = 60, 80, 4
 
@@ -48,11 +50,14 @@ class Grid:
     problem: str = ""  # why the table gives no question (empty when it does)
     dropped: list[tuple[str, str, str]] = field(default_factory=list)  # cells of rows not asked about
     units: dict[str, str] = field(default_factory=dict)  # row label -> its cell in a column of unit names
+    sections: dict[str, str] = field(default_factory=dict)  # row label -> the label-only row above it (normalised)
 
-    def unit(self, value: str, row: str) -> str:
-        """What a cell counts: `unit` refined by the row's own unit cell (45 ms and 90 \u00b5s are no pair)."""
+    def unit(self, value: str, row: str, col: str = "") -> str:
+        """What a cell counts: `unit` refined by its column's name (a "Rate" column holds shares printed without
+        "%") and by the row's own unit cell (45 ms and 90 \u00b5s are no pair)."""
+        base = "share" if _SHARE_COLUMN.search(col) else unit(value, row)
         own = self.units.get(row, "")
-        return f"{unit(value, row)}:{own.lower()}" if own else unit(value, row)
+        return f"{base}:{own.lower()}" if own else base
 
     def columns_phrase(self) -> str:
         named = [h for h in self.header[1:] if h]
@@ -133,6 +138,43 @@ def _unlabelled(body: list[list[str]]) -> bool:
     return len(with_values) >= 2 and 2 * sum(not r[0] for r in with_values) >= len(with_values)
 
 
+def _label_key(label: str) -> str:
+    """A row label as a reader tells labels apart: "income / (loss)" and "Income/(Loss)" are one label."""
+    return re.sub(r"[^a-z0-9]+", "", label.lower())
+
+
+_ENDS_CUT = re.compile(r"\b(and|or|of|in|the|to|for|with|by|from|at|on)$", re.I)  # a label going on below
+
+
+def _wrapped(body: list[list[str]]) -> bool:
+    """Text cells wrapped over several lines, each line read as a row ("Listing existing" / "domain names"): at
+    least two rows, and a fifth of them, go on from the line above (the label starts with a lower-case word, the
+    label above ends in a hyphen or a word that needs more, the row has no label but text in a cell, or a text
+    cell starts with a lower-case word: "| Aerospace Workers (IAM) | | and one in July 2025. |")."""
+    goes_on, prev = 0, ""
+    for r in body:
+        lab = r[0]
+        texts = [c for c in r[1:] if c and c.lower() not in _EMPTY and not is_number(c)]
+        cut_above = bool(re.search(r"[A-Za-z]-$", prev)) or (" " in prev and bool(_ENDS_CUT.search(prev)))
+        goes_on += (bool(re.match(r"[a-z]+\b", lab)) or cut_above or (not lab and bool(texts))
+                    or any(re.match(r"[a-z]+\s+\S", c) for c in texts))  # "and one in ...", not "mA"
+        prev = lab or prev
+    return goes_on >= 2 and goes_on * 5 >= len(body)
+
+
+def _sections(body: list[list[str]]) -> dict[str, str]:
+    """Each row label's section: the nearest label-only row above it ("Provisions for credit losses" over "Card
+    Member receivables"), normalised; "" before any."""
+    out: dict[str, str] = {}
+    section = ""
+    for r in body:
+        if r[0] and not any(c and c.lower() not in _EMPTY for c in r[1:]):
+            section = " ".join(re.sub(r"[^a-z0-9]+", " ", r[0].lower()).split())
+        elif r[0]:
+            out.setdefault(r[0], section)
+    return out
+
+
 def unit_column(header: list[str], body: list[list[str]]) -> int | None:
     """The column that names each row's unit ("Units": V, mA, ms), when there is one: it is named so, or holds
     only short unit words, at least two different ones."""
@@ -161,13 +203,15 @@ def table_grid(text: str) -> Grid:
         return Grid(header, [], "values under unnamed columns (a range or a note split over cells)")
     if _unlabelled(body):
         return Grid(header, [], "most rows of values have no row label (records laid out, not one row per item)")
+    if _wrapped(body):
+        return Grid(header, [], "text cells wrapped over several lines (row labels are fragments of one cell)")
     # a text cell in a column of numbers is the rest of a row label ("Comparable Constant Currency | Growth % | (4)")
     numeric = {j for j in range(1, len(header))
                if sum(is_number(r[j]) for r in body) * 5 >= 3 * max(1, sum(bool(r[j]) and r[j] not in _EMPTY for r in body))}
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
-    labels = Counter(r[0].lower() for r in body)  # two labels equal but for case name no single row for a reader
-    asked = [r for r in body if labels[r[0].lower()] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
+    labels = Counter(_label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
+    asked = [r for r in body if labels[_label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
     cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
     if not cells:
@@ -176,7 +220,7 @@ def table_grid(text: str) -> Grid:
                for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in _EMPTY]
     uj = unit_column(header, body)
     units = {r[0]: r[uj] for r in asked if r[uj]} if uj is not None else {}
-    return Grid(header, cells, "", dropped, units)
+    return Grid(header, cells, "", dropped, units, _sections(whole))
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -213,7 +257,7 @@ def unit(value: str, label: str) -> str:
     rate = lab.rstrip(" ()%").endswith("rate")  # "tax rate", not "effect of exchange rate changes"
     if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or rate:
         return "share"
-    if "per share" in lab:
+    if _PER_SHARE.search(lab):  # "per share", "per common share", "Diluted EPS": not an amount in millions
         return "per-share"
     return "$" if "$" in v else "plain"
 

@@ -137,7 +137,7 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     for row, col, value in grid.cells:
         n = quantity(value)  # a year is a date, not an amount to compare
         if n is not None and not row.lower().startswith("total"):  # a total beside its parts answers itself
-            by_col.setdefault(f"{col}\x00{grid.unit(value, row)}", []).append((row, n, value))
+            by_col.setdefault(f"{col}\x00{grid.unit(value, row, col)}", []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
     if not usable:
         return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, quantity, same_columns, table_grid, unit
+from vrag_data.qgen.grid import Grid, quantity, same_columns, table_grid
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
@@ -135,8 +135,12 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         for ra, na, va in a.numbers(ca):
             for rb, nb, vb in b.numbers(cb):
                 # two filings state money in their own scale (thousands, millions): across documents only shares
-                scale_free = a.label == b.label or unit(va, ra) in ("share", "per-share")
-                if ra.lower() == rb.lower() and not _generic(ra) and a.grid.unit(va, ra) == b.grid.unit(vb, rb) \
+                ua = a.grid.unit(va, ra, ca)
+                scale_free = a.label == b.label or ua.split(":")[0] in ("share", "per-share")
+                # the same line under the same section: "Card Member receivables" under "Provisions for credit
+                # losses" is a provision, not the receivables balance of another table
+                same_line = ra.lower() == rb.lower() and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
+                if same_line and not _generic(ra) and ua == b.grid.unit(vb, rb, cb) \
                         and na != nb and 0 not in (na, nb) and scale_free:
                     options.append((ca, ra, na, va, cb, rb, nb, vb))
     if not options:
@@ -148,7 +152,8 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     cells = ((a.region, ra, ca, va), (b.region, rb, cb, vb))
     first = f"the {ca} value of {ra} in {a.where}"
     second = f"the {cb} value of {rb} in {b.where}"
-    if na > 0 and nb > 0 and unit(va, ra) != "share" and 0.01 <= na / nb <= 100 and rng.random() < 0.4:
+    if na > 0 and nb > 0 and not a.grid.unit(va, ra, ca).startswith("share") and 0.01 <= na / nb <= 100 \
+            and rng.random() < 0.4:
         ratio = na / nb
         q = f"What is the ratio of {first} to {second}, rounded to two decimals?"
         return Written(q, f"{ratio:.2f}", "Float", "logic", (va, vb), NAME, cells, (hop_a, hop_b))
