@@ -12,10 +12,12 @@ so the writer is not shown the same table twice.
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vrag_data.qgen.grid import label_key, generic_label, quantity, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
 from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_layout, load_pages
@@ -107,6 +109,7 @@ class EvidencePool:
     by_doc: dict[str, list[Region]] = field(default_factory=dict)  # stem -> regions in page order
     # stem -> text of the title blocks on page 1, top first (how docname names a paper without metadata)
     first_titles: dict[str, list[str]] = field(default_factory=dict)
+    _links: list[tuple[Region, list[Region]]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, ws: Workspace, sources: list[str], min_chars: int = 2) -> "EvidencePool":
@@ -129,6 +132,18 @@ class EvidencePool:
         """Only the regions `keep` accepts (a writer that can only use some regions says which)."""
         by_doc = {s: [r for r in rs if keep(r)] for s, rs in self.by_doc.items()}
         return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
+
+    def cross_links(self) -> list[tuple[Region, list[Region]]]:
+        """Tables with a table of another document that shares a line (a non-generic row label with an amount, under
+        the same section) and a year in its column names (worked out once): where a cross-document linked question
+        can be."""
+        if self._links is None:
+            tabs = [(r, lines(r.text), header_years(r.text)) for rs in self.by_doc.values() for r in rs
+                    if r.source == "table"]
+            self._links = [(r, [o for o, ro, yo in tabs if o.stem != r.stem and rows & ro and years & yo])
+                           for r, rows, years in tabs]
+            self._links = [(r, ps) for r, ps in self._links if ps]
+        return self._links
 
     def sources(self) -> set[str]:
         return {r.source for rs in self.by_doc.values() for r in rs}
@@ -157,6 +172,10 @@ class EvidencePool:
             first = _weighted(rng, self.by_doc[stem])
             others = [r for r in self.by_doc[stem] if r.page_id != first.page_id]
         else:
+            links = self.cross_links()
+            if links and rng.random() < 0.5:  # half of the time two tables of the same line and year
+                first, partners = links[rng.randrange(len(links))]
+                return Evidence(kind, (first, _weighted(rng, partners)))
             first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
             others = [r for s in stems if s != first.stem for r in self.by_doc[s]]
         # A table is paired, most of the time, with a table that shares a row label: a linked question (a row
@@ -164,6 +183,10 @@ class EvidencePool:
         if first.source == "table":
             rows = row_labels(first.text)
             linked = [r for r in others if r.source == "table" and rows & row_labels(r.text)]
+            if kind == "cross_doc":  # two companies share "Total" in every table: the same line of the same year
+                rows = frozenset(r for r in rows if not generic_label(r))
+                years = header_years(first.text)
+                linked = [r for r in linked if rows & row_labels(r.text) and years & header_years(r.text)]
             if linked and rng.random() < 0.8:
                 return Evidence(kind, (first, _weighted(rng, linked)))
         # Half of the time the second region has the same kind of content as the first (table and table,
@@ -178,6 +201,19 @@ def row_labels(text: str) -> frozenset[str]:
     rows = [line.strip().strip("|").split("|")[0].strip().lower() for line in text.splitlines()
             if line.strip().startswith("|")]
     return frozenset(r for r in rows[1:] if len(r) >= 3 and not set(r) <= set("-: "))
+
+
+def lines(text: str) -> frozenset[tuple[str, str]]:
+    """(section, row label) of a table's rows holding an amount, labels normalised, generic ones ("Total") left out."""
+    grid = table_grid(text)
+    return frozenset((grid.sections.get(r, ""), label_key(r)) for r, _, v in grid.cells
+                     if quantity(v) is not None and not generic_label(r))
+
+
+def header_years(text: str) -> frozenset[str]:
+    """The years named in a markdown table's first line (its column names)."""
+    head = next((line for line in text.splitlines() if line.strip().startswith("|")), "")
+    return frozenset(re.findall(r"(?<!\d)(?:19|20)\d\d(?!\d)", head))
 
 
 def _weighted(rng: random.Random, regions: list[Region]) -> Region:

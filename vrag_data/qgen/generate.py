@@ -297,6 +297,10 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
                 elif t.task_id not in kept and done + summary.already < gcfg.n:
                     kept[t.task_id] = t
                     done += 1
+                else:  # verified, but not stored: every attempt is accounted for in the rejections
+                    why = ("near_duplicate", "the same question as a task kept in this batch") if t.task_id in kept \
+                        else ("target_met", "verified, but --n was met by earlier attempts of its batch")
+                    rejections.append(run.rejection(a, Rejected("dedup", *why, t.question, t.answer)))
             if progress is not None:
                 progress(done + summary.already, summary.attempted)
     finally:

@@ -138,7 +138,16 @@ def _unlabelled(body: list[list[str]]) -> bool:
     return len(with_values) >= 2 and 2 * sum(not r[0] for r in with_values) >= len(with_values)
 
 
-def _label_key(label: str) -> str:
+# labels that name a kind of line, not one line: the "Total" of two tables are two different totals
+_GENERIC = frozenset({"total", "totals", "subtotal", "grand total", "total amount", "other", "others", "net", "all",
+                      "sum", "overall", "balance", "amount", "average", "mean"})
+
+
+def generic_label(label: str) -> bool:
+    return " ".join(re.sub(r"[^a-z]+", " ", label.lower()).split()) in _GENERIC
+
+
+def label_key(label: str) -> str:
     """A row label as a reader tells labels apart: "income / (loss)" and "Income/(Loss)" are one label."""
     return re.sub(r"[^a-z0-9]+", "", label.lower())
 
@@ -210,8 +219,8 @@ def table_grid(text: str) -> Grid:
                if sum(is_number(r[j]) for r in body) * 5 >= 3 * max(1, sum(bool(r[j]) and r[j] not in _EMPTY for r in body))}
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
-    labels = Counter(_label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
-    asked = [r for r in body if labels[_label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
+    labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
+    asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
     cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
     if not cells:

@@ -3,11 +3,13 @@
 The second hop depends on the first, so neither table alone answers:
 - bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
   row's value in table B; the question never names the row;
-- difference / ratio (logic): the same row label in both tables (not a generic one: "Total" of two tables is two
-  lines), under a column both share (the same column name, or the same single year with no other words that
-  disagree: "Six Months ... Worldwide" and "Three Months ... U.S." are two periods), same unit (across documents only
-  percentages and per-share figures: money is stated in each filing's own scale); the answer is computed and is
-  printed in neither table.
+- difference / ratio (logic): the same row label in both tables (equal but for case, spacing and punctuation; not a
+  generic one: "Total" of two tables is two lines), under a column both share (the same column name, or the same
+  single year with no other words that disagree: "Six Months ... Worldwide" and "Three Months ... U.S." are two
+  periods), same unit; the answer is computed and is printed in neither table. Across documents the two columns
+  must also cover the same kind of period, and amounts (money is stated in each filing's own scale) need both
+  tables' scales known (`cross_doc`: a difference in one scale, or which company's amount is higher);
+  percentages and per-share figures need no scale.
 Every question names each table's document (`labels`: company, report, period) and the table by its columns.
 Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
 ambiguity and closed-book answering per hop.
@@ -17,17 +19,16 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind, table_title
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, quantity, same_columns, table_grid
+from vrag_data.qgen.grid import Grid, label_key, generic_label, quantity, same_columns, table_grid
+from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
-# labels that name a kind of line, not one line: the "Total" of two tables are two different totals
-_GENERIC = frozenset({"total", "totals", "subtotal", "grand total", "total amount", "other", "others", "net", "all",
-                      "sum", "overall", "balance", "amount", "average", "mean"})
 
 
 def unnamed(stem: str) -> Rejected:
@@ -40,10 +41,14 @@ class Table:
     grid: Grid
     label: str  # the document's readable name
     region: int  # index of the evidence region
+    scale: float | None = None  # the scale its amounts are stated in (1e6: "in millions"), None when not known
+    above: str = ""  # the page lines right above the table (its title, period and unit lines)
+    title: str = ""  # its printed title, named in questions across documents
 
     @property
     def where(self) -> str:
-        return f"the table with the columns {self.grid.columns_phrase()} in {self.label}"
+        named = f"the {self.title} table" if self.title else "the table"
+        return f"{named} with the columns {self.grid.columns_phrase()} in {self.label}"
 
     def numbers(self, col: str) -> list[tuple[str, float, str]]:
         """(row, number, printed value) of a column, in row order."""
@@ -60,7 +65,7 @@ def _is_total(row: str) -> bool:
 
 
 def _generic(row: str) -> bool:
-    return " ".join(re.sub(r"[^a-z]+", " ", row.lower()).split()) in _GENERIC
+    return generic_label(row)
 
 
 def _one_unit(grid: Grid, cells: list[tuple[str, float, str]]) -> bool:
@@ -128,24 +133,35 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
 
 def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     """One value from each table in a column they share; the question asks for their difference or ratio."""
-    options = []
+    options, money = [], []
+    cross = a.label != b.label
     # the same line (row label) in both tables, under a column they share: a difference between two unrelated lines
     # is well defined but no question a person would ask
     for ca, cb in _shared_columns(a, b):
+        if cross and not same_kind(a, ca, b, cb):  # "Three Months Ended ... 2023" is no year 2023
+            continue
         for ra, na, va in a.numbers(ca):
             for rb, nb, vb in b.numbers(cb):
-                # two filings state money in their own scale (thousands, millions): across documents only shares
-                ua = a.grid.unit(va, ra, ca)
-                scale_free = a.label == b.label or ua.split(":")[0] in ("share", "per-share")
+                ua, ub = a.grid.unit(va, ra, ca), b.grid.unit(vb, rb, cb)
                 # the same line under the same section: "Card Member receivables" under "Provisions for credit
                 # losses" is a provision, not the receivables balance of another table
-                same_line = ra.lower() == rb.lower() and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
-                if same_line and not _generic(ra) and ua == b.grid.unit(vb, rb, cb) \
-                        and na != nb and 0 not in (na, nb) and scale_free:
+                same_line = label_key(ra) == label_key(rb) \
+                    and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
+                if not same_line or _generic(ra) or na == nb or 0 in (na, nb):
+                    continue
+                # two filings state money in their own scale (thousands, millions): shares need none, amounts both
+                if (not cross or ua.split(":")[0] in ("share", "per-share")) and ua == ub:
                     options.append((ca, ra, na, va, cb, rb, nb, vb))
+                elif cross and is_amount(a, b, ra, ua, ub):
+                    money.append((ca, ra, na, va, cb, rb, nb, vb))
+    if money and (not options or rng.random() < 0.5):
+        out = money_question(rng, a, b, money)
+        if out is not None:
+            return out
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no row label with values of one unit under a column "
-                        "both tables share")
+                        "both tables share" + (" (across documents: same period kind, both scales known)" if cross
+                                               else ""))
     ca, ra, na, va, cb, rb, nb, vb = rng.choice(options)
     hop_a = Hop(f"In {a.where}, what is the {ca} value of {ra}?", va, a.region)
     hop_b = Hop(f"In {b.where}, what is the {cb} value of {rb}?", vb, b.region)
@@ -172,8 +188,12 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
         if not labels.get(r.stem):
             return unnamed(r.stem)
-        tables.append(Table(grid, labels[r.stem], i))
+        zone = zone_above(r.text, r.page.text)
+        tables.append(Table(grid, labels[r.stem], i, table_scale(r.text, r.page.text), " ".join(zone),
+                            table_title(zone)))
     a, b = tables
+    if a.label == b.label:  # within one document questions name tables by their columns, as before
+        a, b = replace(a, title=""), replace(b, title="")
     if a.label == b.label and same_columns(a.grid.header[1:], b.grid.header[1:]):
         # two tables described alike (or but for a typo: "Unita" / "Units"): the question could not tell them apart
         return Rejected("writer", "writer_declined", "oracle: the two tables have the same columns in one document")
