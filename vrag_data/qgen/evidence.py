@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vrag_data.qgen.grid import label_key, generic_label, quantity, table_grid
+from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, quantity, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
 from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_layout, load_pages
@@ -212,8 +212,8 @@ def lines(text: str) -> frozenset[tuple[str, str]]:
 
 def header_years(text: str) -> frozenset[str]:
     """The years named in a markdown table's first line (its column names)."""
-    head = next((line for line in text.splitlines() if line.strip().startswith("|")), "")
-    return frozenset(re.findall(r"(?<!\d)(?:19|20)\d\d(?!\d)", head))
+    rows = markdown_rows(text)
+    return frozenset(re.findall(r"(?<!\d)(?:19|20)\d\d(?!\d)", " | ".join(rows[0]) if rows else ""))
 
 
 def _weighted(rng: random.Random, regions: list[Region]) -> Region:

@@ -195,12 +195,17 @@ def unit_column(header: list[str], body: list[list[str]]) -> int | None:
     return None
 
 
+def markdown_rows(text: str) -> list[list[str]]:
+    """The rows of a markdown table (header first), cells stripped; the `|---|` rule left out."""
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
+
+
 def table_grid(text: str) -> Grid:
     """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
     readable name (a table whose first row is data, or whose names text extraction broke, has nothing to ask by),
     rows whose label is readable text and unique, and cells with a clean value."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
-            if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
+    rows = markdown_rows(text)
     if len(rows) < 2 or len(rows[0]) < 2:
         return Grid([], [], "fewer than 2 rows or 2 columns")
     header = rows[0]

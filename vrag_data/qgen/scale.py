@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from vrag_data.qgen.grid import is_value
+from vrag_data.qgen.grid import is_value, markdown_rows
 
 SCALES = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}
 WORDS = {v: k for k, v in SCALES.items()}
@@ -50,9 +50,7 @@ def _one(lines: list[str]) -> float | None | str:
 
 
 def _row_labels(table_md: str) -> list[str]:
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table_md.splitlines()
-            if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
-    return [r[0] for r in rows[1:] if r and r[0]]
+    return [r[0] for r in markdown_rows(table_md)[1:] if r and r[0]]
 
 
 def zone_above(table_md: str, page_text: str, max_lines: int = 20) -> list[str]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind, table_title
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, label_key, generic_label, quantity, same_columns, table_grid
+from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, same_columns, table_grid
 from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
@@ -62,10 +62,6 @@ class Table:
 
 def _is_total(row: str) -> bool:
     return row.lower().startswith(("total", "net total", "all "))
-
-
-def _generic(row: str) -> bool:
-    return generic_label(row)
 
 
 def _one_unit(grid: Grid, cells: list[tuple[str, float, str]]) -> bool:
@@ -112,7 +108,7 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
             continue
         top = max(n for _, n, _ in cells)
         winners = [r for r, n, _ in cells if n == top]
-        if len(winners) != 1 or _is_total(winners[0]) or _generic(winners[0]) or winners[0] not in rows_b:
+        if len(winners) != 1 or _is_total(winners[0]) or generic_label(winners[0]) or winners[0] not in rows_b:
             continue
         # a row not asked about (its label unreadable or too long) still counts: it may hold the highest value, or
         # a value no number can stand for ("3,5,7" options): then "the highest" is not known
@@ -147,7 +143,7 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
                 # losses" is a provision, not the receivables balance of another table
                 same_line = label_key(ra) == label_key(rb) \
                     and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
-                if not same_line or _generic(ra) or na == nb or 0 in (na, nb):
+                if not same_line or generic_label(ra) or na == nb or 0 in (na, nb):
                     continue
                 # two filings state money in their own scale (thousands, millions): shares need none, amounts both
                 if (not cross or ua.split(":")[0] in ("share", "per-share")) and ua == ub:
