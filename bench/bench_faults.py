@@ -208,8 +208,9 @@ def round2(tmp: Path, ws: Path) -> None:
     iws = _injection_workspace(inj)
     with OpenAIServer(reply=_echoing_teacher) as srv:
         cfg = inj / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": model_roles({"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
-                                                             "max_retries": 1})}))
+        # the offline student for UniDoc-RL's difficulty filters (synth checks it before any episode)
+        cfg.write_text(yaml.safe_dump({"roles": {**model_roles({"endpoints": [{"base_url": srv.base_url, "model": "teacher"}],
+                                                                "max_retries": 1}), "student": {"kind": "extractive"}}}))
         for recipe in ("mmdoc_r1", "unidoc_rl", "visor"):
             cli("synth", "-w", iws, "--recipe", recipe, "--config", cfg, "--run", f"inj-{recipe}", "-q")
         texts = [t for r in srv.requests if r.body for t in _user_texts(r.body)]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from consumers.splits import SPLITS_FILE  # noqa: E402
 from tests.support.synth_workspace import cli  # noqa: E402
-from vrag_data.recipe import recipe_names  # noqa: E402
+from vrag_data.recipe import get_recipe, recipe_names  # noqa: E402
 from vrag_data.schema.records import Task  # noqa: E402
 from vrag_data.store import Workspace, read_records  # noqa: E402
 
@@ -61,12 +61,14 @@ def build(out: Path) -> list[str]:
         staged = base / "exports"
         for recipe in recipes:
             run = f"oracle-{recipe}"
-            cli("synth", "-w", ws, "--recipe", recipe, "--policy", "oracle", "--run", run, "-q")
+            cli("synth", "-w", ws, "--recipe", recipe, "--policy", "oracle", "--run", run, "--config", student, "-q")
             cli("filter", "-w", ws, "--run", run, "--config", student)
             cli("export", "-w", ws, "--run", run, "--out", staged / recipe,
                 "--format", "hf", "--format", "llamafactory", "--format", "verl", "--format", "easyr1")
-            # VRAG-RL's fork reads only embedded image bytes: the same run exported for it
-            cli("export", "-w", ws, "--run", run, "--out", staged / VRAGRL / recipe, "--format", "verl", "--for", "vragrl")
+            # VRAG-RL's fork reads only embedded image bytes: the same run exported for it (not for a recipe whose
+            # loop the fork cannot run: its export refuses `--for vragrl` in one line, tested in tests/)
+            if "vragrl" not in get_recipe(recipe).export.not_for:
+                cli("export", "-w", ws, "--run", run, "--out", staged / VRAGRL / recipe, "--format", "verl", "--for", "vragrl")
         (staged / SPLITS_FILE).write_text(json.dumps(splits, indent=1))
         if out.exists():
             shutil.rmtree(out)

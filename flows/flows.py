@@ -22,7 +22,9 @@ from prefect import flow, get_run_logger
 
 from flows import stages
 from flows.artifacts import publish
+from flows.run_hints import log_cancel_hint
 from flows.runner import describe_runner, make_task_runner, resolve_runner
+from flows.secret_keys import use_secret_blocks
 from flows.tasks import flush_logs, one_line
 from vrag_data.config import EndpointConfig, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
@@ -42,6 +44,7 @@ FLOW = "vrag-data"
 def _reason_logged() -> Iterator[None]:
     """A failing flow says why in one line in its run logs before Prefect's own traceback and its Failed state
     (`prefect deployment run --watch` and `prefect flow-run logs` show one flow run's logs: each flow says it)."""
+    log_cancel_hint()  # first line of a top-level run: how to stop it (Ctrl-C on --watch stops only the watcher)
     try:
         yield
     except Exception as err:
@@ -59,6 +62,7 @@ def load(config: str | None, workspace: str | None = None, runner: str | None = 
          sets: list[str] | None = None) -> tuple[RunConfig, Workspace]:
     """The config with the flow's parameters applied, checked completely (recipes, roles, endpoint URLs, every
     stage's inputs), then every endpoint asked for its models: all before any work."""
+    use_secret_blocks()  # api keys: this process's environment, then Prefect Secret blocks (`flows.secret_keys`)
     cfg = load_config(config, sets or ())  # `--set key=value` items, as on every command that takes a config
     over = dict(overrides or {})
     if workspace:
@@ -158,8 +162,10 @@ def _finish(key: str, title: str, ws: Workspace, summary: dict[str, Any]) -> dic
     for recipe, e in summary.get("exports", {}).items():
         log.info("export %s (run %s): %s", recipe, e["run_id"], e["dir"])
     if failed:
+        # each shard's reason whole (bounded on its own by `stages.bounded`), so no fix is cut off
+        more = f" | and {len(failed) - 3} more (see pipeline.json)" if len(failed) > 3 else ""
         raise ShardsFailed(f"{len(failed)} shard(s) failed after retries (others kept): "
-                           + "; ".join(f"{s['stage']} {s['label']}: {s['message']}" for s in failed[:3]))
+                           + " | ".join(f"{s['stage']} {s['label']}: {s['message']}" for s in failed[:3]) + more)
     return summary
 
 

@@ -3,7 +3,8 @@
 State lives under `<workspace>/.prefect/`: PREFECT_HOME (the SQLite database `prefect.db`), the logs of both
 processes and `up.json` (PIDs, API and UI addresses). The server binds 127.0.0.1 on a stable port (DEFAULT_PORT
 unless `--port` says otherwise, so PREFECT_API_URL stays the same from one `up` to the next) with analytics off.
-`down` stops exactly the processes `up.json` names (and their process groups, i.e. the flow runs they started),
+The deployments' process gets this environment (API keys included) as it is at `up` time, plus
+UP_STARTED_ENV (when), so a key exported later is reported as such. `down` stops exactly the processes `up.json` names (and their process groups, i.e. the flow runs they started),
 after checking each PID still runs the command `up` started (PIDs get reused).
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 
 from vrag_data.errors import VragError
+from vrag_data.keys import UP_STARTED_ENV
 from vrag_data.offline import OFFLINE_ENV
 from vrag_data.process import pid_alive
 
@@ -36,7 +38,10 @@ def api_url_for(port: int) -> str:
 
 
 def port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`. Connections a stopped server left in TIME-WAIT do not count: the probe
+    binds as the server will (SO_REUSEADDR, as uvicorn does), so `down` then `up` on one port works at once."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -146,7 +151,9 @@ def up(ws_root: str | Path, port: int | None = None, timeout: float = 240.0, cwd
     started: list[tuple[subprocess.Popen[bytes], Path]] = [(server, server_log)]
     try:
         _wait("prefect server", lambda: healthy(api_url), started, timeout)
-        serve = _spawn([sys.executable, "-m", "flows.serve"], {**env, "PREFECT_API_URL": api_url}, serve_log, workdir)
+        # the flow runs' environment is this one, fixed now: a missing key's error says since when (`vrag_data.keys`)
+        serve_env = {**env, "PREFECT_API_URL": api_url, UP_STARTED_ENV: time.strftime("%H:%M:%S UTC", time.gmtime())}
+        serve = _spawn([sys.executable, "-m", "flows.serve"], serve_env, serve_log, workdir)
         started.append((serve, serve_log))
         _wait("deployments", lambda: _deployment_exists(api_url, DEPLOYMENT), started, timeout)
     except BaseException:

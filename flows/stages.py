@@ -25,6 +25,7 @@ from flows.scheduling import run_bounded, run_lanes
 from vrag_data.config import RunConfig
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
+from vrag_data.ingest.backends import ingest_hash
 from vrag_data.recipe.base import Recipe
 from vrag_data.schema.records import Task as VTask
 from vrag_data.store.run import EPISODE_GLOB, RunDir
@@ -68,11 +69,25 @@ class Ctx:
         return s
 
 
+MAX_REASON = 1200  # one shard's reason in a summary line; a longer one loses its middle, never its fix
+
+
 def _reason(state: State) -> str:
     """A failed shard's reason without Prefect's wrapping ("Task run encountered an exception VragError: ...")."""
     text = " ".join(str(state.message or state.name).split())
     text = re.sub(r"^Task run encountered an exception:? ", "", text)
-    return re.sub(r"^(VragError|ConfigError|TeacherError): ", "", text)[:300]
+    return bounded(re.sub(r"^[A-Z]\w*(Error|Refused|Failed|Exception): ", "", text))
+
+
+def bounded(text: str, limit: int = MAX_REASON) -> str:
+    """`text` within `limit` characters, cut in its cause, never in its fix: the last `; ` clause (where a reason says
+    what to do) is kept whole, and the cause before it loses its end, marked with `...`."""
+    if len(text) <= limit:
+        return text
+    cause, sep, fix = text.rpartition("; ")
+    if not sep or len(fix) > limit // 2:
+        return text[:limit - 3] + "..."
+    return f"{cause[:limit - len(fix) - 5]}...; {fix}"
 
 
 def result_storage(ws: Workspace) -> Any:
@@ -177,7 +192,7 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
                             "folders) or ingest.sample_corpus in the config")
         return
     files = discover_inputs(paths)
-    opts_hash = c.options().output_hash()
+    opts_hash = ingest_hash(c.options())
     lanes = []
     for i, shard in enumerate(doc_shards(files, c.docs_per_shard)):
         outputs = [f"{ctx.ws.corpus_table('documents')}/{_stem(f)}.parquet" for f in shard]
@@ -185,6 +200,22 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
         label = f"shard {i}: {len(shard)} document(s) {_stem(shard[0])}..{_stem(shard[-1])}"
         lanes.append([submitter(ctx, "ingest", label, T.ingest_shard, outputs, ctx.ws.root, shard, c, i, key=key)])
     run_all(ctx, lanes)
+    _ingest_outcome(ctx)
+
+
+def _ingest_outcome(ctx: Ctx) -> None:
+    """Files the shards could not use are named in the run's logs (the batch went on without them); when no shard
+    ingested anything, the stage fails with their reasons, before the index says there are no pages."""
+    from prefect import get_run_logger
+
+    mine = [s for s in ctx.states if s.stage == "ingest"]
+    for s in mine:
+        for err in (s.result or {}).get("errors") or []:
+            get_run_logger().warning("ingest: skipped %s", err)
+    failed = [s for s in mine if s.failed]
+    if mine and len(failed) == len(mine):
+        raise VragError("ingest: nothing could be ingested: " + " | ".join(s.message for s in failed[:3])
+                        + (f" | and {len(failed) - 3} more shard(s)" if len(failed) > 3 else ""))
 
 
 def index(ctx: Ctx) -> None:
@@ -200,12 +231,12 @@ def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
     """The tasks stage: import the QA file (the config's or the sample corpus's), then generate questions from the
     ingested pages when the config has a writer (`vrag_data.qgen.plan`), then every task of the workspace."""
     from vrag_data.qgen.plan import planned_writer
-    from vrag_data.tasks import load_tasks
+    from vrag_data.tasks import import_shard_path, load_tasks
 
     if qa is not None:
         fmt, split = ctx.cfg.tasks.format, ctx.cfg.tasks.split
         key = stage_key("tasks", [files_digest([qa]), tree_fingerprint(ctx.ws.corpus_table("documents"))], [fmt, split])
-        shard = f"{ctx.ws.tasks}/{_stem(qa)}.parquet"
+        shard = import_shard_path(ctx.ws, qa)  # one shard per imported file, named from where the file is
         s = run_one(ctx, submitter(ctx, "tasks", Path(qa).name, T.import_tasks, [shard], ctx.ws.root, qa, fmt, split,
                                    key=key))
         if s.failed:

@@ -168,19 +168,29 @@ def import_tasks(ws_root: str, file: str, fmt: str, split: str, key: str) -> dic
 @task(name="generate-tasks", cache_policy=SHARD_CACHE, persist_result=True)
 @reason_first("tasks generate")
 def generate_tasks(ws_root: str, cfg: RunConfig, writer: str, key: str) -> dict[str, Any]:
-    """Questions from the ingested pages (`vrag-data tasks generate` as one task): `writer` is `model`
-    (roles.question_writer) or `oracle` (the offline writer, asked for by tasks.generate.writer: offline). Fewer
-    than tasks.generate.min_share x n kept tasks fail the stage, with the largest rejection causes."""
-    from vrag_data.qgen import generate_tasks as generate
+    """Questions from the ingested pages, topped up to tasks.generate.n (`vrag_data.qgen.topup`: the generated tasks
+    that fit the config count, so a re-run with other roles adds none): `writer` is `model` (roles.question_writer)
+    or `oracle` (the offline writer, asked for by tasks.generate.writer: offline). Fewer than
+    tasks.generate.min_share x n tasks fail the stage, with the largest rejection causes."""
+    from vrag_data.qgen.topup import top_up
     from vrag_data.teacher.roles import resolve_roles
 
     ws = Workspace(ws_root)
     cfg = cfg.model_copy(update={"roles": resolve_roles(cfg.roles)})  # `same_as` roles become their endpoints here
     gcfg = cfg.tasks.generate
     log = get_run_logger()
-    s = generate(ws, cfg, writer=writer,  # type: ignore[arg-type]  # checked by qgen.plan
-                 progress=lambda kept, tried: log.info("tasks generate: %d of %d kept, %d attempts", kept, gcfg.n, tried))
-    got = s.kept + s.already
+    up = top_up(ws, cfg, writer,  # type: ignore[arg-type]  # checked by qgen.plan
+                progress=lambda kept, tried: log.info("tasks generate: %d new kept, %d attempts", kept, tried))
+    log.info("tasks generate: %d of %d generated tasks were there, %d added", up.had, gcfg.n, up.added)
+    s = up.summary
+    manifest = ws.path("tasks", "generate_manifest.json")
+    if s is None:  # the workspace holds the config's questions already: nothing generated; an earlier manifest stays
+        out = {"target": gcfg.n, "had": up.had, "kept": 0, "total": up.total}
+        if not ws.fs.exists(manifest):
+            with ws.fs.open(manifest, "w") as f:
+                f.write(json.dumps({**out, "config": gcfg.model_dump(mode="json")}, indent=2))
+        return {**out, "manifest": manifest}
+    got = up.total
     for note in s.notices:
         log.warning("tasks generate: %s", note)
     causes = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items(), key=lambda kv: -kv[1])[:3]) or "none"
@@ -189,8 +199,7 @@ def generate_tasks(ws_root: str, cfg: RunConfig, writer: str, key: str) -> dict[
                         f"below tasks.generate.min_share {gcfg.min_share:.0%}; largest rejection causes: {causes}; "
                         f"see {s.rejections_file}); raise tasks.generate.max_attempts, widen tasks.generate.kinds/sources "
                         "or use another writer")
-    out = s.model_dump(mode="json")
-    manifest = ws.path("tasks", "generate_manifest.json")
+    out = {**s.model_dump(mode="json"), "target": gcfg.n, "had": up.had, "total": up.total}
     with ws.fs.open(manifest, "w") as f:  # which writer made the tasks, next to them (each task also names it)
         f.write(json.dumps({**out, "offline_writer": writer == "oracle", "config": gcfg.model_dump(mode="json")}, indent=2))
     return {**out, "manifest": manifest}
@@ -216,7 +225,7 @@ def synth_shard(ws_root: str, cfg: RunConfig, recipe: Recipe, run_id: str, task_
 @task(name="judge-filter-augment", cache_policy=SHARD_CACHE, persist_result=True)
 @reason_first("filter")
 def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, key: str) -> dict[str, Any]:
-    from vrag_data.synth.postprocess import judge_and_filter as run_filters
+    from vrag_data.curate.postprocess import judge_and_filter as run_filters
 
     with _progress_lines():
         res = run_filters(Workspace(ws_root), run_id, cfg, recipe, progress=True)

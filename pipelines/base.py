@@ -1,6 +1,6 @@
 """The recipe type lives in the library (`vrag_data.recipe`); this module re-exports it for recipe modules."""
 
 from vrag_data.recipe.base import Recipe, RecipeOptions, append_only, base_env
-from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, SftHints
+from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, SampleGate, SftHints
 
-__all__ = ["ExportHints", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SftHints", "append_only", "base_env"]
+__all__ = ["ExportHints", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SampleGate", "SftHints", "append_only", "base_env"]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
+from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
 from vrag_data.augment.evisrag import TeacherTopKVariants
 from vrag_data.env import EnvPrompts
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
@@ -40,7 +40,7 @@ from vrag_data.recipe import register
 from vrag_data.schema.records import Action, Message, Task
 
 if TYPE_CHECKING:
-    from vrag_data.synth.episode import EpisodeRun
+    from vrag_data.recipe.episode_state import EpisodeState
 
 INSTRUCTION = (
     "You are a visual question-answering assistant. Below are a question and {k} numbered image(s) of document pages. "
@@ -70,10 +70,12 @@ class EvisragOptions(RecipeOptions):
 
 @dataclasses.dataclass(frozen=True)
 class EvisragRecipe(Recipe):
+    OPTIONS = EvisragOptions
+
     def initial_prompt(self, task: Task) -> list[Message]:
         return [Message(role="user", text=INSTRUCTION.format(k=self.env.top_k, question=task.question.strip()))]
 
-    async def prepare(self, ep: "EpisodeRun") -> None:
+    async def prepare(self, ep: "EpisodeState") -> None:
         st = ep.env.state
         res = ep.env.step(Action(kind="search", query=ep.task.question.strip()))
         shown = [im.page_id for im in res.observation.images]
@@ -100,9 +102,9 @@ RECIPE = register(EvisragRecipe(
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=1003520, search_mode="first_unseen", top_k=3,
                  # 1 retrieval step + 2 free answer attempts; the forced-answer turn makes the 3rd
                  scope="corpus", max_turns=3, prompts=EnvPrompts(invalid=INVALID)),
-    roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply"),
+    roles=(RoleSpec("policy", "the teacher that writes the observe/evidence/think/answer reply", vision=True),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
-           RoleSpec("student", "the SFT model; RL tasks it always answers right are dropped", required=False)),
+           RoleSpec("student", "the SFT model; RL tasks it always answers right are dropped", required=False, vision=True)),
     # SFT: the 80 % SFT part, correct trajectories only
     filters=(TaskSplit(part="sft", rl_share=0.2), Correctness(), Dedup()),
     # RL: the 20 % GRPO part, minus what the student always answers (8 samples), simple -> complex
@@ -114,7 +116,9 @@ RECIPE = register(EvisragRecipe(
                                          "think": ("derivation", "format"), "answer": ("derivation", "format"),
                                          "other": ("format",)}),
     export=ExportHints(max_pixels=3920000, data_source="rag", sft=SftHints(16384, 5.0e-7, 1.0, 4, "EVisRAG Table 5"),
-                       evidence_rows=True),
+                       evidence_rows=True,
+                       # the paper's SFT samples: one correct reply in the four-tag form, over pages it was shown
+                       gate=SampleGate(saw_pages=True, max_assistant_turns=1)),
     oracle=OracleSpec(style="evidence", crop_gold=False),
     options_model=EvisragOptions,
     setup_steps=1,  # the retrieval before the single turn is an environment step, not a policy turn

@@ -28,8 +28,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, base_env
-from vrag_data.env import EnvPrompts, parse_action, sanitize_text
+from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SampleGate, base_env
+from vrag_data.env import EnvPrompts, sanitize_text
 from vrag_data.env.grammar import KEYWORD_READ_FINISH
 from vrag_data.export.conversation import ROLE_PROMPTS
 from vrag_data.filters import Correctness, Dedup, Structure
@@ -37,7 +37,7 @@ from vrag_data.recipe import register
 from vrag_data.schema.records import ImageRef, Message, Observation, Turn
 
 if TYPE_CHECKING:
-    from vrag_data.synth.episode import EpisodeRun
+    from vrag_data.recipe.episode_state import EpisodeState
 
 PLANNER = (
     "You plan how to explore a long document to answer a question, using every clue the document's structure offers.\n"
@@ -89,7 +89,7 @@ FORCED = "No steps are left. End with <FINISH>; the answer agent will answer fro
 ANSWER_INVALID = "Your reply had no usable answer: {reason}. Reason inside <think>...</think>, then write <answer>...</answer>."
 
 
-def toc_text(ep: "EpisodeRun") -> tuple[str, str]:
+def toc_text(ep: "EpisodeState") -> tuple[str, str]:
     toc, figs = [], []
     for stem in ep.task.doc_stems:
         doc = ep.deps.documents.get(stem)
@@ -101,7 +101,7 @@ def toc_text(ep: "EpisodeRun") -> tuple[str, str]:
     return "\n".join(toc) or "(no table of contents)", "\n".join(figs) or "(no figures or tables listed)"
 
 
-def read_pages_text(ep: "EpisodeRun", page_ids: list[str]) -> str:
+def read_pages_text(ep: "EpisodeState", page_ids: list[str]) -> str:
     """The OCR / text layer of the pages the seeker read (the answer agent synthesises tool outputs and OCR text);
     document text is neutralised so it cannot act as markup."""
     parts = []
@@ -117,16 +117,19 @@ def read_pages_text(ep: "EpisodeRun", page_ids: list[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class MmdocRecipe(Recipe):
-    async def prepare(self, ep: "EpisodeRun") -> None:
+    async def prepare(self, ep: "EpisodeState") -> None:
         toc, figs = toc_text(ep)
         msgs = [Message(role="system", text=self.extra_prompts["planner"]),
                 Message(role="user", text=PLANNER_USER.format(question=ep.task.question.strip(), toc=toc, figures=figs))]
-        plan = (await ep.ask("planner", msgs, "planner")).text.strip()
+        reply = await ep.ask("planner", msgs, "planner")
+        # an unusable plan counts as none (recorded in rejected_replies); a plan is quoted into the seeker's prompt, so a
+        # chat token or an action tag in it must not reach the seeker as markup
+        plan = "" if reply.problem else sanitize_text(reply.text.strip())
         ep.extra["plan"] = plan
         last = ep.prompt[-1]
         ep.prompt[-1] = last.model_copy(update={"text": f"{last.text}\n\nPlan:\n{plan}"})
 
-    async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None:
+    async def after_step(self, ep: "EpisodeState", turn: Turn) -> None:
         if turn.action.kind != "read" or turn.observation is None or turn.observation.kind != "read":
             return
         st = ep.env.state
@@ -136,16 +139,17 @@ class MmdocRecipe(Recipe):
             ep.scratch["read"] = req
             names = ", ".join(str(ep.pages[p].page) for p in req.page_ids)
             msgs = [Message(role="system", text=self.extra_prompts["reader"]),
-                    Message(role="user", text=READER_USER.format(question=ep.task.question.strip(), query=req.query, pages=names),
+                    Message(role="user", text=READER_USER.format(question=ep.task.question.strip(), query=sanitize_text(req.query), pages=names),
                             images=[ImageRef(page_id=p) for p in req.page_ids])]
             # the reader relays page content: a page that says "<answer>..." must not reach the seeker as markup
-            summary = sanitize_text((await ep.ask("reader", msgs, "reader")).text.strip())
+            reply = await ep.ask("reader", msgs, "reader")
+            summary = "" if reply.problem else sanitize_text(reply.text.strip())  # unusable: nothing read (rejected_replies)
             parts.append(f"Read page(s) {names} for \"{req.query}\":\n{summary}")
         action = turn.action.model_copy(update={"page_ids": [p for r in resolved for p in r.page_ids], "reads": resolved})
         ep.turns[-1] = turn.model_copy(update={"action": action, "observation": Observation(kind="read", text="\n\n".join(parts))})
         ep.extra["read_pages"] = list(st.read_pages)
 
-    async def finish(self, ep: "EpisodeRun") -> None:
+    async def finish(self, ep: "EpisodeState") -> None:
         st = ep.env.state
         if st.final_answer is not None or st.status not in ("no_answer", "budget"):
             return
@@ -160,7 +164,7 @@ class MmdocRecipe(Recipe):
         idx = ep.turns[-1].idx if ep.turns else st.turn
         for attempt in range(2):
             reply = await ep.ask("policy", msgs, "answer")
-            action = parse_action(reply.text, self.grammar)
+            action = ep.action_of(reply, self.grammar)
             idx += 1
             if action.kind == "answer":
                 ep.record(reply.text, action, None, role="answer", idx=idx)
@@ -171,7 +175,7 @@ class MmdocRecipe(Recipe):
             st.invalid_reasons.append(f"answer agent: {reason}")
             obs = Observation(kind="error", text=ANSWER_INVALID.format(reason=reason))
             ep.record(reply.text, action, obs, role="answer", idx=idx)
-            msgs = [*msgs, Message(role="assistant", text=reply.text), Message(role="user", text=obs.text)]
+            msgs = [*msgs, Message(role="assistant", text=ep.replayed(reply.text, action)), Message(role="user", text=obs.text)]
         st.reason = "the answer agent gave no <answer>"
 
 
@@ -188,13 +192,20 @@ RECIPE = register(MmdocRecipe(
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
     roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
            RoleSpec("planner", "writes the initial plan from the question and the document outline"),
-           RoleSpec("reader", "reads the requested pages for the seeker's sub-query"),
+           RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     filters=(Structure(), Correctness(), Dedup()),
     reward=RewardSpec("mmdoc_r1", scopes={"search": ("recall",), "read": ("recall",), "answer": ("correctness",),
                                           "other": ("recall", "correctness")}),
     # the paper trains with RL only: it gives no SFT settings (the LLaMA-Factory yaml says so)
-    export=ExportHints(max_pixels=401408, data_source="rag", sft=None),
+    export=ExportHints(max_pixels=401408, data_source="rag", sft=None,
+                       # the seeker gathers information (a search and a read) before <FINISH>: no closed-book sample
+                       gate=SampleGate(requires=("search", "read")),
+                       # the fork's loop is one policy that searches, crops and answers in <answer>: a planner, a seeker
+                       # that reads and ends in <FINISH>, a reader and an answer agent do not run there
+                       not_for={"vragrl": "VRAG-RL's fork runs one policy with search/crop/answer; this recipe's "
+                                          "planner/seeker/reader/answer-agent loop cannot run there; export without "
+                                          "--for and train with verl (verl/config.yaml) or EasyR1 (easyr1/)"}),
     oracle=OracleSpec(style="seeker", crop_gold=False),
     extra_prompts={"planner": PLANNER, "reader": READER, "answer": ANSWER},
 ))

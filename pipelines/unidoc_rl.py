@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
-from vrag_data.env import EnvPrompts, parse_action, render_action, sanitize_text
+from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
+from vrag_data.env import EnvPrompts, render_action, sanitize_text
 from vrag_data.env.geometry import box_to_model, crop_box, iou
 from vrag_data.env.settings import EnvSettings
 from vrag_data.env.grammar import REACT_SELECT_CROP
@@ -48,7 +48,7 @@ from vrag_data.schema.records import Action, LayoutBlock, Message, Turn
 from vrag_data.synth.annotate import LabelledRef
 
 if TYPE_CHECKING:
-    from vrag_data.synth.episode import EpisodeRun
+    from vrag_data.recipe.episode_state import EpisodeState
 
 SYSTEM = (
     "You answer questions over a collection of document page images, step by step.\n"
@@ -121,7 +121,9 @@ class UniDocOptions(RecipeOptions):
 
 @dataclasses.dataclass(frozen=True)
 class UniDocRecipe(Recipe):
-    async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None:
+    OPTIONS = UniDocOptions
+
+    async def after_step(self, ep: "EpisodeState", turn: Turn) -> None:
         st = ep.env.state
         if turn.action.kind != "select" or turn.observation is None or turn.observation.kind != "select" or st.done or st.forced:
             return  # no turn left for a crop: the teacher must answer now
@@ -148,12 +150,13 @@ class UniDocRecipe(Recipe):
                 how = "the candidate step's call budget is spent"
                 break
             reply = await ep.ask("policy", msgs, "candidates")
-            chosen, thought, how, problem = self._choice(reply.text, shown, ep, page_id)
+            action = ep.action_of(reply, self.grammar)  # a reply cut at max_tokens, undecodable or runaway is invalid
+            chosen, thought, how, problem = self._choice(action, shown, ep, page_id)
             if not problem:
                 break
             st.n_invalid += 1  # counted with the run's invalid actions
             st.invalid_reasons.append(f"candidate step: {problem}")
-            msgs = [*msgs, Message(role="assistant", text=reply.text),
+            msgs = [*msgs, Message(role="assistant", text=ep.replayed(reply.text, action)),
                     Message(role="user", text=self.env.prompts.invalid.format(reason=problem))]
             how = f"unusable reply ({problem})"
         ep.note("candidates", {**record, "choice": None if chosen is None else (chosen if isinstance(chosen, str) else "box"), "how": how})
@@ -167,9 +170,8 @@ class UniDocRecipe(Recipe):
         crop = Action(kind="crop", thought=thought or "A closer view of this region shows the detail I need.", boxes=[box])
         ep.step(render_action(crop, self.grammar), crop)
 
-    def _choice(self, text: str, shown: list[LayoutBlock], ep: "EpisodeRun", page_id: str) -> tuple[object, str, str, str]:
-        """(block id | model box | None, thought, how, problem)."""
-        a = parse_action(text, self.grammar)
+    def _choice(self, a: Action, shown: list[LayoutBlock], ep: "EpisodeState", page_id: str) -> tuple[object, str, str, str]:
+        """(block id | model box | None, thought, how, problem) for the action of a candidate-step reply."""
         if a.kind == "select":
             if a.indices == [0]:
                 return None, a.thought, "no crop needed", ""
@@ -200,16 +202,17 @@ RECIPE = register(UniDocRecipe(
     user_template=USER,
     env=base_env(coord_space="qwen3-vl", page_max_pixels=1003520, search_mode="candidates", top_k=5,
                  scope="corpus", select_base=1, max_turns=8, prompts=EnvPrompts(invalid=INVALID, candidates=CANDIDATES_PROMPT)),
-    roles=(RoleSpec("policy", "the teacher: searches, selects candidates, picks the region to crop, answers"),
+    roles=(RoleSpec("policy", "the teacher: searches, selects candidates, picks the region to crop, answers", vision=True),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False),
-           RoleSpec("student", "the model to be trained, whose wrong answers mark the hard tasks", required=False)),
+           RoleSpec("student", "the model to be trained, whose wrong answers mark the hard tasks", required=False, vision=True)),
     # A.3: quality (correct), then difficulty-aware (every student attempt wrong)
     filters=(Structure(), Correctness(), Difficulty(rule="all_wrong", samples=1, temperature=0.0), Dedup()),
     # A.3 RL curation: retrieved the gold pages yet answered wrong in >= 1 of 5 rollouts; quality-rejected tasks first
     rl_filters=(Difficulty(rule="retrieved_but_wrong", samples=5, temperature=1.0), RlOrder(first="quality_rejected")),
     reward=RewardSpec("unidoc_rl", scopes={"search": ("ndcg", "format"), "select": ("select", "format"),
                                            "bbox": ("crop", "format"), "answer": ("judge", "format"), "other": ("format",)}),
-    export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix")),
+    export=ExportHints(max_pixels=200704, data_source="rag", sft=SftHints(40000, 1.0e-5, 3.0, 2, "UniDoc-RL appendix"),
+                       gate=SampleGate(requires=("search",), saw_pages=True)),  # answers from retrieved pages only
     oracle=OracleSpec(style="react", crop_gold=False),  # the crop comes from the candidate-region step
     options_model=UniDocOptions,
     extra_prompts={"candidates": CANDIDATE_STEP},

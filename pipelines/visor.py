@@ -26,7 +26,7 @@ import dataclasses
 
 from pydantic import Field
 
-from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
+from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
 from vrag_data.augment.visor import TeacherVerification
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import ContextPolicy, EnvPrompts, VisorContext
@@ -60,7 +60,7 @@ class VisorOptions(RecipeOptions):
 
 @dataclasses.dataclass(frozen=True)
 class VisorRecipe(Recipe):
-    pass  # the context policy and the environment carry everything VISOR adds
+    OPTIONS = VisorOptions  # the context policy and the environment carry everything else VISOR adds
 
 
 def evidence_window(options: VisorOptions) -> ContextPolicy:
@@ -80,7 +80,7 @@ RECIPE = register(VisorRecipe(
                  prompts=EnvPrompts(invalid=INVALID)),
     context=evidence_window,
     options_model=VisorOptions,
-    roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
+    roles=(RoleSpec("policy", "the teacher that takes every action of an episode", vision=True),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     # crop immediately after a retrieval, no trivial full-image crop (>= 99 % of the page once the margin is
     # added, i.e. a box written as [0, 0, 1000, 1000] or close), <= 10 retrievals; completeness; correctness
@@ -89,5 +89,6 @@ RECIPE = register(VisorRecipe(
     # the format term is a penalty (1 = bad), so the scopes use the answer and retrieval rewards only
     reward=RewardSpec("visor", scopes={"search": ("retrieval",), "bbox": ("answer",), "answer": ("answer",),
                                        "other": ("answer", "retrieval")}),
-    export=ExportHints(max_pixels=401408, data_source="rag", sft=SftHints(16384, 1.0e-5, 3.0, 2, "VISOR Table 5")),
+    export=ExportHints(max_pixels=401408, data_source="rag", sft=SftHints(16384, 1.0e-5, 3.0, 2, "VISOR Table 5"),
+                       gate=SampleGate(requires=("search",), saw_pages=True)),  # answers from retrieved pages only
 ))

@@ -31,7 +31,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SftHints, base_env
+from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import EnvPrompts, parse_action
 from vrag_data.env.grammar import REACT_CROP
@@ -41,7 +41,7 @@ from vrag_data.schema.records import Action, ImageRef, Message
 from vrag_data.teacher.pool import TeacherError
 
 if TYPE_CHECKING:
-    from vrag_data.synth.episode import EpisodeRun
+    from vrag_data.recipe.episode_state import EpisodeState
 
 SYSTEM = (
     "You answer questions using a search engine over a collection of document page images.\n"
@@ -97,11 +97,13 @@ class VragRlOptions(RecipeOptions):
 
 @dataclasses.dataclass(frozen=True)
 class VragRlRecipe(Recipe):
+    OPTIONS = VragRlOptions
+
     def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> Recipe:
         # the trained policy writes its own boxes: no grounding expert during RL rollouts
         return self.configure({**self._rl_options(max_turns, max_pixels, coord_space), "grounding": False})
 
-    async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
+    async def refine(self, ep: "EpisodeState", action: Action, text: str) -> tuple[Action, str]:
         if action.kind != "crop" or not self.options.grounding:
             return action, text
         page_id = action.page_ids[0] if action.page_ids else ep.env.state.current_page
@@ -118,6 +120,8 @@ class VragRlRecipe(Recipe):
             reply = await ep.ask("grounding", msgs, "grounding")
         except TeacherError as err:
             return self._without_grounding(ep, record, f"grounding failed: {err}", action, text)
+        if reply.problem:  # truncated, undecodable or runaway: no box is read from it
+            return self._without_grounding(ep, record, f"unusable grounding reply: {reply.problem}", action, text)
         box = parse_grounding(reply.text)
         if box is None:
             return self._without_grounding(ep, record, f"no box in the grounding reply {reply.text[:120]!r}", action, text)
@@ -129,7 +133,7 @@ class VragRlRecipe(Recipe):
         ep.note("grounding", {**record, "grounding_boxes": [box], "used": True, "request_id": reply.request_id})
         return new_action, new_text
 
-    def _without_grounding(self, ep: "EpisodeRun", record: dict, why: str, action: Action, text: str) -> tuple[Action, str]:
+    def _without_grounding(self, ep: "EpisodeState", record: dict, why: str, action: Action, text: str) -> tuple[Action, str]:
         """The grounding expert gave no box. The episode ends in error (the role is part of the recipe) unless the
         run config asks for the teacher's box instead (`grounding_fallback: true`), which is recorded."""
         if not self.options.grounding_fallback:
@@ -149,15 +153,16 @@ RECIPE = register(VragRlRecipe(
     user_template=USER,
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
                  scope="corpus", max_turns=8, crop_min_pixels=VRAG_MIN_PIXELS, prompts=EnvPrompts(invalid=INVALID)),
-    roles=(RoleSpec("policy", "the teacher that takes every action of an episode"),
-           RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)"),
+    roles=(RoleSpec("policy", "the teacher that takes every action of an episode", vision=True),
+           RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)", vision=True),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     # correct teacher trajectories, well-formed, balanced by steps (2-6) and action types, de-duplicated
     filters=(Structure(), Correctness(), Balance(), Dedup()),
     reward=RewardSpec("vrag_rl", scopes={"search": ("ndcg", "format"), "bbox": ("ndcg", "format"),
                                          "answer": ("judge", "format"), "other": ("format",)}),
     export=ExportHints(max_pixels=401408, data_source="rag",
-                       sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4")),
+                       sft=SftHints(16384, 1.0e-5, 3.0, 2, "VRAG-RL Table 4"),
+                       gate=SampleGate(requires=("search",), saw_pages=True)),  # answers from retrieved pages only
     options_model=VragRlOptions,
     extra_prompts={"grounding": GROUNDING},
 ))

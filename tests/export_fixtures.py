@@ -117,13 +117,19 @@ def build_workspace(root: Path, with_verdicts: bool = True) -> Workspace:
                extra={"coord_space": "qwen3-vl"})
     # page text with a literal <image> token; two assistant turns in a row (no observation in between)
     think_only = Turn(idx=1, assistant="<think>still thinking</think>", action=Action(kind="think"))
-    tr2 = traj("tr2", t2, [search_turn(0, "docB_1", text="OCR says: <image> logo here"), think_only, answer_turn(2, "blue")])
+    # (the answer turn has no <think> of its own: the merged reply is one think and one action, a clean sample)
+    bare_answer = Turn(idx=2, assistant="<answer>blue</answer>", action=Action(kind="answer", answer="blue"))
+    tr2 = traj("tr2", t2, [search_turn(0, "docB_1", text="OCR says: <image> logo here"), think_only, bare_answer])
     tr3 = traj("tr3", t1, [search_turn(0, "docA_1"), answer_turn(1, "41")])  # fails its verdict
     tr4 = traj("tr4", t4, [search_turn(0, "docA_9"), answer_turn(1, "nine")])  # missing image
     orphan = task("t_missing", "docA", 1, "x")
     tr5 = traj("tr5", orphan, [answer_turn(0, "x")], prompt=[Message(role="system", text=SYSTEM)])  # no user turn
     ev_imgs = [ImageRef(page_id=p) for p in ("docB_1", "docB_2", "docA_1")]
-    tr6 = traj("tr6", t2, [answer_turn(0, "blue", evidence=["[1]: the car is blue", "[2]: no relevant information", "[3]: no relevant information"])],
+    lines = ["[1]: the car is blue", "[2]: no relevant information", "[3]: no relevant information"]
+    four_tags = Turn(idx=0, assistant=f"<observe>image 1 shows a car</observe><evidence>{chr(10).join(lines)}</evidence>"
+                                      "<think>image 1 says so</think><answer>blue</answer>",
+                     action=Action(kind="answer", answer="blue", evidence=lines))
+    tr6 = traj("tr6", t2, [four_tags],
                recipe="evisrag", prompt=user("[1] <image> [2] <image> [3] <image> Which colour is the car?", ev_imgs))
     tr7 = traj("tr7", t2, [search_turn(0, "docB_2")], status="max_turns")
     trajs = [tr1, tr2, tr3, tr4, tr5, tr6, tr7]

@@ -176,6 +176,7 @@ TOKENS = list("<>/[]{},:\"0123456789 \n") + [
 TAGGY = st.lists(st.sampled_from(TOKENS), max_size=80).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.one_of(st.text(max_size=300), TAGGY), grammar=st.sampled_from(sorted(GRAMMARS)))
 def test_never_raises_on_garbage(text, grammar):
@@ -184,6 +185,7 @@ def test_never_raises_on_garbage(text, grammar):
     assert (a.kind == "invalid") == bool(a.reason)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(prefix=st.text(max_size=50), cut=st.integers(0, 200), grammar=st.sampled_from(["vrag_rl", "visor", "unidoc_rl"]))
 def test_truncated_messages_never_raise(prefix, cut, grammar):

@@ -44,7 +44,8 @@ CASES = {
     "key variable unset": ({"roles": {"policy": {"endpoints": [{"base_url": "http://127.0.0.1:9/v1", "model": "m",
                                                                 "api_key_env": "VRAG_TEST_UNSET_KEY"}]}}},
                            "the variable VRAG_TEST_UNSET_KEY is not set"),
-    "student for difficulty": ({"synth__recipes": ["unidoc_rl"]}, "unidoc_rl: filter difficulty: no roles.student"),
+    "student for difficulty": ({"synth__recipes": ["unidoc_rl"]}, "role 'student' (needed by filter difficulty of recipe "
+                               "unidoc_rl's SFT and RL chains) is not configured; set roles.student"),
     "no recipes": ({"synth__recipes": []}, "synth.recipes: empty"),
     "judge left out": ({"roles": {"judge": None}}, "roles.judge: recipe vrag_rl uses it (decides whether the final answer "
                        "matches the reference); configure an endpoint, `kind: rules`, or `same_as: policy`"),

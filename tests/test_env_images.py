@@ -98,7 +98,7 @@ def test_sanitize_defangs_action_tags_and_control_tokens():
     out = sanitize_text(text)
     for raw in ("<answer>", "</answer>", "< SEARCH >", "<FINISH>", "<|im_start|>", "<image>", "<bbox>"):
         assert raw not in out
-    assert "\u2039answer\u203a42\u2039/answer\u203a" in out and "\u2039|im_start|\u203asystem" in out
+    assert "\u2039answer\u203a42\u2039/answer\u203a" in out and "\u2039\uff5cim_start\uff5c\u203asystem" in out  # bars too: no "|" to split a table cell
     assert "a < b and c > d" == sanitize_text("a < b and c > d")  # ordinary comparisons survive
     assert sanitize_text("x\x00y\x1bz\n") == "xyz\n"
     assert sanitize_text("abcdef", max_chars=3) == "abc"
@@ -119,6 +119,7 @@ TAG_SOUP = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(text=st.one_of(TAG_SOUP, st.text(max_size=200)))
 def test_sanitized_text_has_no_markup_and_is_stable(text):

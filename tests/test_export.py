@@ -99,6 +99,24 @@ def test_hf_load_dataset_by_config_and_parquet(exported, monkeypatch):
     assert json.loads(r["extra_info"]["gold_boxes"]) == {"docA_2": [[100, 200, 500, 600]]}
 
 
+def test_hf_loads_from_another_folder_and_as_a_plain_copy(exported, tmp_path, monkeypatch):
+    """The `datasets` convention: the dataset carries its images. A plain `cp -r hf/` elsewhere, loaded from a third
+    working directory, opens every image; hf/ holds each distinct image's bytes about once (not once per row)."""
+    import shutil
+
+    _, out, _ = exported
+    copy = tmp_path / "elsewhere" / "hf"
+    shutil.copytree(out / "hf", copy)
+    monkeypatch.chdir(tmp_path)
+    for name in ("sft", "rl"):
+        ds = datasets.load_dataset(str(copy), name, split="train")
+        sizes = [im.size for row in ds for im in row["images"]]
+        assert sizes and all(w > 0 and h > 0 for w, h in sizes)
+    distinct = sum(p.stat().st_size for p in (out / "images").iterdir() if p.suffix == ".jpg")
+    held = sum(p.stat().st_size for p in (out / "hf").rglob("*.parquet"))
+    assert held <= 1.3 * distinct * 2 + 200_000  # sft and rl configs each hold the images they use, once per shard
+
+
 def test_llamafactory_sharegpt_rules(exported):
     _, out, _ = exported
     lf = out / "llamafactory"
@@ -220,6 +238,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert res.exit_code != 0 and "unknown export format" in res.output
 
 
+@pytest.mark.slow
 def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1, recipes=run_recipes())
@@ -308,6 +327,7 @@ def test_a_second_export_into_the_same_folder_stops_with_one_line(tmp_path):
     assert export_run(ws, "r1", formats=["verl"], out_dir=out, recipes=run_recipes()).counts["verl"]  # once free, it runs
 
 
+@pytest.mark.slow
 def test_two_exports_of_one_run_are_byte_identical(tmp_path_factory, tmp_path):
     """Same run, same settings: every file of the export is the same bytes (only summary.json names its folder)."""
     import hashlib

@@ -96,6 +96,7 @@ def test_a_format_registered_in_code_runs_next_to_the_built_ins(toy_format, tmp_
     assert "configs:" not in card  # the export folder itself is not a dataset: no configs pointing at hf/data
 
 
+@pytest.mark.slow
 def test_the_cli_exports_a_registered_format(toy_format, tmp_path):
     build_workspace(tmp_path / "ws")
     res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "r1", "--format", "toy", "--out", str(tmp_path / "o")])

@@ -19,6 +19,7 @@ from vrag_data.export.images import ImageStore  # noqa: E402
 from vrag_data.schema.geometry_types import Box  # noqa: E402
 from vrag_data.schema.records import ImageRef, Task  # noqa: E402
 from vrag_data.store import read_records, write_records  # noqa: E402
+from tests.support.extras import needs_torch
 
 FORMATS = ["hf", "llamafactory", "verl", "easyr1"]
 
@@ -89,6 +90,7 @@ def test_easyr1_rows_reuse_the_rows_images(exported):
     assert len(names) == len({(out / "images" / n).read_bytes() for n in names})  # no two files hold the same bytes
 
 
+@needs_torch
 def test_the_bundled_trainer_never_reads_a_test_task(exported, tmp_path):
     """`vrag-data train sft --data` on the export, its HF folder or an HF shard file, and `train rl --data` on the
     export: only the train split's records and rows (t2 is a test task; its records are in the export, apart)."""

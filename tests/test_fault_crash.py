@@ -94,6 +94,7 @@ def _content(run_dir: Path) -> dict[tuple[str, int], tuple]:
             for t in read_trajectories(run_dir)}
 
 
+@pytest.mark.soak  # `make test-soak`: minutes of kill -9 and resume; CI runs the ingest one
 def test_synth_kill_9_at_random_points_then_resume_equals_an_uninterrupted_run(ws, tmp_path):
     rng = random.Random(9)
     with OpenAIServer(reply=teacher, faults=Faults(latency_s=0.02)) as srv:
@@ -166,6 +167,7 @@ def _corpus_state(root: Path) -> tuple:
     return docs, sorted(pages), len(pages), images
 
 
+@pytest.mark.slow
 def test_ingest_kill_9_then_resume_equals_an_uninterrupted_ingest(tmp_path):
     rng = random.Random(19)
     inputs = _ingest_inputs(tmp_path / "in")
@@ -232,6 +234,7 @@ def _n_shards(out: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_export_kill_9_then_rerun_equals_an_uninterrupted_export(ws, tmp_path):
     rng = random.Random(29)
     cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--samples", 3, "--run", "fault-export", "-q")

@@ -8,6 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
+import pytest
+
 from tests.support.roles import model_roles
 from tests.support.synth_workspace import sample_workspace
 from typer.testing import CliRunner
@@ -36,6 +38,7 @@ class _Echo(BaseHTTPRequestHandler):
         self._send(401, {"error": f"invalid credentials: {self.headers.get('Authorization')}"})
 
 
+@pytest.mark.slow
 def test_an_echoed_api_key_is_redacted_everywhere(tmp_path_factory, tmp_path, monkeypatch):
     import shutil
 

@@ -28,6 +28,7 @@ def ws(tmp_path_factory):
     return sample_workspace(tmp_path_factory.getbasetemp())
 
 
+@pytest.mark.slow
 def test_flaky_teacher_run_finishes_with_bounded_retries_and_the_report_breaks_errors_down(ws, tmp_path):
     run = "fault-flaky"
     with OpenAIServer(reply=teacher, faults=FAULTS, seed=7) as srv:

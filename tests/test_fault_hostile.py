@@ -66,6 +66,7 @@ def _ingest_subprocess(inputs: Path, ws: Path, log: Path) -> tuple[int, float]:
     return proc.returncode, peak
 
 
+@pytest.mark.slow
 def test_hostile_corpus_is_rejected_or_neutralised_with_bounded_memory(tmp_path):
     made = hostile_corpus(tmp_path / "in", many_pages=MANY)
     ws_root = tmp_path / "ws"
@@ -168,14 +169,17 @@ def _echoing_teacher(req: dict) -> str:
     return teacher(req)
 
 
+@pytest.mark.slow
 def test_action_tags_from_documents_reach_the_model_only_defanged(tmp_path):
     ws = _injection_workspace(tmp_path)
-    assert any("<search>ocr-steal" in p.ocr_text for p in load_pages(Workspace(str(ws))))  # OCR really read the tags
+    # OCR really read the tags, and the page record keeps them inert from the start
+    assert any("\u2039search\u203aocr-steal" in p.ocr_text for p in load_pages(Workspace(str(ws))))
     with OpenAIServer(reply=_echoing_teacher) as srv:
         policy = {"endpoints": [{"base_url": srv.base_url, "model": "teacher"}], "max_retries": 1, "timeout_s": 20,
                   "sampling": {"temperature": 0.0}}
         cfg = tmp_path / "cfg.yaml"
-        cfg.write_text(yaml.safe_dump({"roles": model_roles(policy)}))
+        # the offline student for UniDoc-RL's difficulty filters (synth checks it before any episode)
+        cfg.write_text(yaml.safe_dump({"roles": {**model_roles(policy), "student": {"kind": "extractive"}}}))
         for recipe in ("mmdoc_r1", "unidoc_rl"):
             cli("synth", "-w", ws, "--recipe", recipe, "--config", cfg, "--run", f"inj-{recipe}", "-q")
         bodies = [r.body for r in srv.requests if r.body]
@@ -221,12 +225,15 @@ def test_action_tags_from_documents_reach_the_model_only_defanged(tmp_path):
                 assert not any(raw in obs for raw in RAW), obs[:300]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1"])
 def test_oracle_replies_never_carry_document_markup(tmp_path_factory, recipe):
     """The oracle writes trained-on replies partly from page text (search queries, evidence notes)."""
     base = tmp_path_factory.getbasetemp() / "inj-oracle"
     ws = base / "ws" if (base / "ws").is_dir() else _injection_workspace(base.mkdir(parents=True) or base)
-    cli("synth", "-w", ws, "--recipe", recipe, "--policy", "oracle", "--run", f"oracle-{recipe}", "-q")
+    # the offline student for the recipes whose filters need one (synth checks it before any episode)
+    cli("synth", "-w", ws, "--recipe", recipe, "--policy", "oracle", "--set", "roles.student.kind=extractive",
+        "--run", f"oracle-{recipe}", "-q")
     trajs = read_trajectories(ws / "runs" / f"oracle-{recipe}")
     assert trajs
     for t in trajs:

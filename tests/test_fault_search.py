@@ -21,6 +21,9 @@ import pytest
 
 from tests.support.synth_workspace import sample_workspace
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "search-token-for-tests"
 SECRET = b"TOP-SECRET-OUTSIDE-THE-CORPUS-41c9"
@@ -198,6 +201,7 @@ async def _load(url: str, n: int, in_flight: int) -> tuple[Counter[int], list[fl
     return statuses, latencies, answers
 
 
+@pytest.mark.soak  # `make test-soak`: a load test (thousands of requests), not a check of one behaviour
 def test_a_few_thousand_concurrent_requests_all_answered_correctly(server):
     statuses, latencies, answers = asyncio.run(_load(server["url"], N_LOAD, IN_FLIGHT))
     assert statuses == Counter({200: N_LOAD - N_LOAD // 10, 422: N_LOAD // 10}), statuses

@@ -21,6 +21,9 @@ from tests.support.scripted_teacher import teacher
 from tests.support.synth_workspace import sample_workspace
 from vrag_data.cli.main import app
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 # every role the recipes use besides the policy is named: the teacher plays them (nothing is filled in)
 SAME = {r: {"same_as": "policy"} for r in ("judge", "grounding", "reader", "planner")}
 
@@ -177,7 +180,8 @@ def test_planted_api_key_is_used_but_never_written(ws, tmp_path):
     assert not [o for o in outputs if KEY in o]  # console output
 
 
-@pytest.mark.slow  # starts a temporary Prefect server (~30-60 s on 2 cores); still part of the suite
+@pytest.mark.slow  # starts a temporary Prefect server and runs a deployment (minutes on 2 cores)
+@pytest.mark.soak  # `make test-soak`; the headline-command test runs the Prefect path in CI
 def test_planted_api_key_stays_out_of_a_prefect_run(tmp_path):
     """The whole pipeline as `vrag-data run` (Prefect flows, artifacts, results and the server's database
     under the workspace) with the teacher behind a key: the key is in none of it."""

@@ -21,6 +21,9 @@ from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 
 from flows.flows import ShardsFailed, synth  # noqa: E402
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def harness():
@@ -70,6 +73,7 @@ def files_with_mtimes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.heavy
 def test_synth_flow_end_to_end_then_rerun_skips_finished_shards(harness, ws, tmp_path):
     cfg_path = write_config(tmp_path / "tiny.yaml", ws, ["vrag_rl", "evisrag"])
     summary = synth(str(cfg_path))
@@ -172,7 +176,8 @@ def test_train_flow_on_an_export(harness, ws, tmp_path):
     assert arts and "global_step | 2" in arts[0]["data"]
 
 
-@pytest.mark.slow
+@pytest.mark.soak
+@pytest.mark.heavy
 def test_synth_flow_on_a_local_ray_instance(harness, ws, tmp_path):
     pytest.importorskip("prefect_ray")
     cfg_path = write_config(tmp_path / "ray.yaml", ws, ["unidoc_rl"], kind="ray")

@@ -39,6 +39,8 @@ def prefect_servers(root: int) -> set[int]:
     return out
 
 
+@pytest.mark.soak
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_ray_workers_start_no_prefect_server(tmp_path):
     pytest.importorskip("prefect_ray")

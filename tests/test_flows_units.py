@@ -85,6 +85,7 @@ def test_a_recipe_whose_filters_need_a_student_fails_before_any_work(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"workspace": str(tmp_path / "ws"), "synth": {"recipes": ["unidoc_rl"]},
                                    "roles": ORACLE_ROLES}))
-    with pytest.raises(ConfigError, match=r"unidoc_rl: filter difficulty: no roles\.student"):
+    with pytest.raises(ConfigError, match=r"role 'student' \(needed by filter difficulty of recipe unidoc_rl's SFT and RL "
+                                          r"chains\) is not configured; set roles\.student"):
         load(str(cfg))
     assert not (tmp_path / "ws").exists()  # nothing was created

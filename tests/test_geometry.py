@@ -92,6 +92,7 @@ def test_smart_resize_agrees_with_qwen_vl_utils_on_a_grid():
     budget=st.sampled_from(BUDGETS),
     factor=st.sampled_from([28, 32, 14]),
 )
+@pytest.mark.slow
 def test_smart_resize_agrees_with_qwen_vl_utils_random(h, w, budget, factor):
     _agree(h, w, budget[0], budget[1], factor)
 
@@ -125,6 +126,7 @@ def test_sqrt_budget_resize_follows_vrag_rule():
     assert sqrt_budget_resize(500, 600, None, None) == (500, 600)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(h=st.integers(1, 20_000), w=st.integers(1, 20_000))
 def test_sqrt_budget_resize_properties(h, w):
@@ -163,6 +165,7 @@ def test_fit_pixels_stays_in_budget_and_handles_slivers():
     fw=st.floats(0.05, 0.1),
     fh=st.floats(0.05, 0.1),
 )
+@pytest.mark.slow
 def test_conversions_round_trip(rw, rh, fx, fy, fw, fh):
     raw = (fx * rw, fy * rh, (fx + fw) * rw, (fy + fh) * rh)
     # 0-1000 space: at most half a permille of the side
@@ -239,6 +242,7 @@ def test_crop_box_rejects_missing_display_size_and_unknown_space():
     w=st.integers(1, 4000),
     h=st.integers(1, 4000),
 )
+@pytest.mark.slow
 def test_crop_box_never_raises_and_ok_boxes_are_inside(box, space, w, h):
     r = crop_box(box, space, (w, h), (868, 1120))
     if r.ok:

@@ -42,6 +42,7 @@ def corpus(tmp_path_factory):
     return d
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("mode", ["threads", "processes"])
 @pytest.mark.slow
 def test_concurrent_first_imports_of_the_layout_model(corpus, tmp_path, mode):
@@ -52,6 +53,7 @@ def test_concurrent_first_imports_of_the_layout_model(corpus, tmp_path, mode):
     assert got and all(n > 0 and errors == [] for n, errors in got.values()), got
 
 
+@pytest.mark.slow
 def test_a_retry_that_succeeds_leaves_no_error_row(corpus, tmp_path):
     from vrag_data.ingest import ingest_paths
     from vrag_data.ingest.options import IngestOptions

@@ -14,6 +14,9 @@ from vrag_data.ingest import IngestOptions, ingest_paths
 from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_documents, load_errors, load_layout, load_pages, page_index
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 REPORT = "Independents-Report.pdf"
 SLIDES = "germanwingsdigitalcrisisanalysis-150403064828-conversion-gate01_95.pdf"  # no text layer at all
 SCAN = "DSA-278777.pdf"  # 1-bit scans with an OCR text layer and an outline
@@ -34,7 +37,6 @@ def _real(errors):
     return [e for e in errors if e.stage != "notice"]
 
 
-@pytest.mark.slow
 def test_summary_counts(ingested):
     ws, summary, _ = ingested
     assert _real(summary.errors) == []
@@ -112,7 +114,6 @@ def test_documents_have_toc_and_metadata(ingested):
     assert docs[Path(SLIDES).stem].text_layer_fraction == 0.0
 
 
-@pytest.mark.slow
 def test_rerun_is_a_no_op(ingested):
     ws, _, corpus = ingested
     img = Path(ws.root) / "pages" / "Independents-Report_1.jpg"

@@ -75,6 +75,7 @@ def test_page_ranges_shrink_towards_the_end():
         assert r[0][0] == 1 and r[-1][1] == n and all(b[0] == a[1] + 1 for a, b in zip(r, r[1:]))
 
 
+@pytest.mark.slow
 def test_split_ingest_equals_whole_ingest_and_resumes(big, tmp_path):
     whole = Workspace(str(tmp_path / "whole"))
     s1 = ingest_paths([str(big.parent)], whole, IngestOptions(layout="off", ocr="off", workers=1), progress=False)
@@ -91,6 +92,7 @@ def test_split_ingest_equals_whole_ingest_and_resumes(big, tmp_path):
     assert again.n_skipped_unchanged == 1 and again.n_docs == 0 and _state(split) == b
 
 
+@pytest.mark.slow
 def test_one_split_document_moves_the_progress_line_by_its_parts(big, tmp_path, monkeypatch, caplog):
     import logging
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from vrag_data.progress import LineProgress
 
@@ -41,6 +44,7 @@ def test_line_progress_counts_rate_and_eta():
     assert any("ingest: 2/4" in r.getMessage() for r in lines_seen.records)  # the same lines reach the logs
 
 
+@pytest.mark.slow
 def test_synth_prints_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
     from tests.support.synth_workspace import sample_workspace
 
@@ -65,6 +69,7 @@ def test_stage_progress_as_lines_inside_an_orchestrator_task(capsys):
     assert err[-1].startswith("filter r1 (judged): 3/3 (100%)") and "loss 0.5000" in err[-1] and err[-1].endswith("· done")
 
 
+@pytest.mark.slow
 def test_index_and_filter_print_progress_lines_when_stderr_is_a_pipe(tmp_path_factory):
     from tests.support.synth_workspace import sample_workspace
 
@@ -114,3 +119,42 @@ def test_a_silent_stage_still_prints_a_line_on_time_and_no_done_when_interrupted
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3 and lines[0].startswith("ingest: 0/3 (0%)") and "elapsed" in lines[0]
     assert lines[-1].endswith("· stopped") and not any(x.endswith("done") for x in lines)
+
+
+@pytest.mark.slow
+def test_one_long_document_moves_the_ingest_line_page_by_page(tmp_path):
+    """A single document is ingested in the main process: its progress lines count its pages as they are done
+    (`page k/n`, a fraction of the document), so a long one is never a run of '0/1' lines."""
+    import re
+
+    import pymupdf
+
+    pdf = tmp_path / "long.pdf"
+    doc = pymupdf.open()
+    for i in range(40):
+        doc.new_page().insert_text((72, 72), f"Page {i + 1} of a long report. " * 4)
+    doc.save(pdf)
+    exe = Path(sys.executable).parent / "vrag-data"
+    env = {**os.environ, "VRAG_DATA_PROGRESS_EVERY": "0.01"}
+    r = subprocess.run([str(exe), "ingest", str(pdf), "-w", str(tmp_path / "ws"), "--workers", "1", "--layout", "off",
+                        "--ocr", "off"], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    inside = [x for x in r.stderr.splitlines() if re.match(r"ingest: 0\.\d+/1 \(\d+%\)", x)]
+    assert inside, r.stderr
+    pages = [int(m.group(1)) for x in inside if (m := re.search(r"long page (\d+)/40", x))]
+    assert pages and pages == sorted(pages) and pages[-1] < 41, r.stderr
+    assert r.stderr.splitlines()[-3].startswith("ingest: 1/1 (100%)") or "ingest: 1/1 (100%)" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_bad_progress_interval_is_one_line(tmp_path):
+    import pymupdf
+
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "one page")
+    doc.save(tmp_path / "one.pdf")
+    exe = Path(sys.executable).parent / "vrag-data"
+    r = subprocess.run([str(exe), "ingest", str(tmp_path / "one.pdf"), "-w", str(tmp_path / "ws")], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "VRAG_DATA_PROGRESS_EVERY": "soon"})
+    assert r.returncode == 2, r.stderr
+    assert "VRAG_DATA_PROGRESS_EVERY='soon'" in r.stderr and "Traceback" not in r.stderr

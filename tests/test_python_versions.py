@@ -23,6 +23,7 @@ def test_requires_python_covers_the_supported_versions():
     assert {f"Programming Language :: Python :: {v}" for v in VERSIONS} <= set(meta["classifiers"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_sources_compile_on(version, tmp_path):
     exe = sys.executable if version == f"{sys.version_info[0]}.{sys.version_info[1]}" else shutil.which(f"python{version}")

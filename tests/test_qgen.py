@@ -23,6 +23,9 @@ from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_documents, page_index
 from vrag_data.tasks import load_tasks
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 
 def _words_in_box(pdf: str, page: int, raw: tuple[float, ...], dpi: int) -> str:
     """The PDF's own words whose centre lies inside the box (raw px at `dpi` -> points)."""

@@ -3,7 +3,9 @@ period, and amounts only when both tables state their scale. Small synthetic tab
 
 from __future__ import annotations
 
-from vrag_data.qgen.cross_doc import company, period_kind, table_title
+from vrag_data.qgen.cross_doc import company
+from vrag_data.qgen.naming import table_title
+from vrag_data.qgen.periods import period_kind
 from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.scale import table_scale

@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
+import pytest
+
 from tests.support.openai_server import OpenAIServer
 from tests.support.qgen_workspace import qgen_workspace
 from vrag_data.cli.main import app
@@ -21,6 +23,10 @@ from vrag_data.qgen import generate_tasks, load_rejections
 from vrag_data.rewards.answer import normalize_answer
 from vrag_data.store.corpus import load_documents
 from vrag_data.tasks import load_tasks
+from vrag_data.rewards.judge_prompts import unfenced
+
+# a module-wide fixture builds a workspace or serves for tens of seconds: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
 
 # "{doc}" is filled with the company the writer is told the pages come from (every question names its document)
 GOOD = ("What was {doc}'s revenue in 2021, in USD millions?", "5,000")
@@ -74,8 +80,7 @@ class Script:
                 reply = self.writer_replies.pop(0) if self.writer_replies else '{"decline": "script exhausted"}'
                 return reply.replace("{doc}", _company(user))
             if system.startswith("You grade"):
-                ref = user.split("Reference answer:", 1)[1].split("\n", 1)[0]
-                pred = user.split("Assistant's answer:", 1)[1]
+                _, ref, pred = unfenced(user)
                 return f"<judge>{normalize_answer(ref) == normalize_answer(pred)}</judge>"
             question = user.removeprefix("Question: ").strip()
             template = _template(question)

@@ -8,6 +8,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+import pytest
+
 from tests.support.qgen_workspace import qgen_workspace
 from vrag_data.cli.main import app
 from vrag_data.qgen.evidence import Evidence, Region
@@ -161,6 +163,7 @@ def test_compare_uses_one_unit_and_skips_totals():
         assert out.answer == "Net sales"
 
 
+@pytest.mark.slow
 def test_a_shortfall_is_reported_and_below_the_floor_fails(tmp_path: Path):
     ws = qgen_workspace(tmp_path / "ws")
     cfg = tmp_path / "few.yaml"

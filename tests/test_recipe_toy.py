@@ -26,7 +26,7 @@ from vrag_data.rewards.verl import compute_score
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import Workspace, write_records
 from vrag_data.store.run import RunDir
-from vrag_data.synth.postprocess import judge_and_filter
+from vrag_data.curate.postprocess import judge_and_filter
 from vrag_data.synth.run import default_run_id, synth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +48,7 @@ def oracle_cfg(**synth) -> RunConfig:
     return RunConfig.model_validate({"roles": ORACLE_ROLES, "synth": synth})
 
 
+@pytest.mark.slow
 def test_toy_recipe_runs_through_every_stage(toy, ws, tmp_path):
     assert "toy_crop" in recipe_names()
     cfg = oracle_cfg()
@@ -118,6 +119,7 @@ def test_run_id_follows_the_recipe_description(toy):
     assert default_run_id(dataclasses.replace(toy, filters=()), cfg) == base
 
 
+@pytest.mark.slow
 def test_newest_record_wins_and_stale_verdicts_stop_the_export(toy, ws, tmp_path):
     cfg = oracle_cfg()
     synth(str(ws), cfg, toy, run_id="toy-resume", limit=1, progress=False)

@@ -57,6 +57,7 @@ def _check(run: subprocess.CompletedProcess, ws: Path) -> list[dict]:
     return [s for s in summary["shards"] if s["stage"] == "synth"]
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_toy_recipe_by_reference_through_run_on_threads(tmp_path):
     run, ws = _run(tmp_path, "local")
@@ -64,6 +65,8 @@ def test_toy_recipe_by_reference_through_run_on_threads(tmp_path):
     assert shards and all(not s["failed"] for s in shards)
 
 
+@pytest.mark.soak
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_toy_recipe_by_reference_through_run_on_ray_workers(tmp_path):
     pytest.importorskip("prefect_ray")

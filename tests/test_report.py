@@ -48,6 +48,7 @@ def _dict(con, sql: str) -> dict:
     return {r[0] if len(r) == 2 else r[:-1]: r[-1] for r in con.execute(sql).fetchall()}
 
 
+@pytest.mark.slow
 def test_tables_hold_every_record_once(built: Built, con) -> None:
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in
               ("documents", "pages", "layout_blocks", "ingest_errors", "tasks", "runs", "trajectories", "turns", "crops", "requests", "verdicts", "exports")}
@@ -216,6 +217,7 @@ def test_every_view_is_documented_and_answers(con) -> None:
         con.execute(f"SELECT * FROM {v.name}").fetchall()
 
 
+@pytest.mark.slow
 def test_single_run_report(tmp_path: Path) -> None:
     b = build_report_workspace(tmp_path / "ws")
     build_report(b.ws, "r2")
@@ -229,6 +231,7 @@ def test_single_run_report(tmp_path: Path) -> None:
         c.close()
 
 
+@pytest.mark.slow
 def test_empty_workspace_gives_empty_tables(tmp_path: Path) -> None:
     from vrag_data.store import Workspace
 
@@ -257,6 +260,7 @@ def test_readme_documents_every_table_and_view() -> None:
         assert f"- `{v.name}`: {v.description}" in readme
 
 
+@pytest.mark.slow
 def test_report_over_an_fsspec_workspace(built: Built) -> None:
     """A workspace behind an fsspec URL (memory:// here, s3:// in production) gives the same tables."""
     import uuid
@@ -276,6 +280,7 @@ def test_report_over_an_fsspec_workspace(built: Built) -> None:
     fs.rm(root, recursive=True)
 
 
+@pytest.mark.slow
 def test_foreign_shards_in_a_run_folder_are_left_out(tmp_path: Path) -> None:
     """A parquet file of another record type beside the verdicts (a stray log) does not break the tables."""
     from vrag_data.schema.records import RequestLog

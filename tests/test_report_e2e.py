@@ -8,12 +8,15 @@ from pathlib import Path
 
 import duckdb
 
+import pytest
+
 from tests.support.synth_workspace import cli, sample_workspace
 from vrag_data.export.kept import Verdicts, iter_trajectories
 from vrag_data.report import build_report
 from vrag_data.store import Workspace
 
 
+@pytest.mark.slow
 def test_report_matches_the_exporter_on_an_oracle_run(tmp_path: Path) -> None:
     root = sample_workspace(tmp_path)
     cli("synth", "-w", root, "--recipe", "visor", "--policy", "oracle", "--run", "v1", "-q")

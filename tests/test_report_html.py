@@ -18,6 +18,9 @@ from tests.report_fixtures import XSS, Built, build_report_workspace
 from vrag_data.cli.main import app
 from vrag_data.report import VIEWS, build_report, print_run_summary
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
@@ -98,6 +101,7 @@ def test_print_run_summary(built: Built) -> None:
     assert "vrag_rl" in buf.getvalue() and "run r1" in buf.getvalue()
 
 
+@pytest.mark.heavy
 def test_a_copied_report_in_a_real_browser(built: Built, tmp_path: Path) -> None:
     """report.html copied ALONE to an empty folder, opened in Chromium: KPIs equal to the database, the funnel,
     and a trajectory's page with its crop box drawn over an embedded picture; the injected text did not run."""

@@ -161,6 +161,7 @@ def _write(ws: Workspace, docs: dict[str, list[str]]) -> None:
                                 n_pages=len(pages), n_bytes=1)], Document)
 
 
+@pytest.mark.slow
 @needs_model
 def test_dense_and_hybrid_index_with_minilm(tmp_path: Path) -> None:
     ws = Workspace(str(tmp_path / "ws"))

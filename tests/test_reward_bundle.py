@@ -14,15 +14,17 @@ from pathlib import Path
 import pytest
 
 from vrag_data.export.reward_bundle import ENTRY_POINTS, PACKAGE, REWARD_MODULES, bundle_files, write_reward_bundle
-from vrag_data.recipe import recipe_names
+from tests.support.shipped import SHIPPED
 
 EVIDENCE_GT = "<evidence>\n[1]: revenue was 42\n</evidence>\n<answer>42</answer>"
 # one rollout per reward: (verl data_source, extra_info, right response, ground truth); the wrong response is the
 # right one with its final answer replaced
 CASES = {
-    "vrag_rl": ("rag", {"reward": "vrag_rl", "question": "q", "gold_pages": ["d_1"], "retrieved_pages": ["d_1"]},
+    "vrag_rl": ("rag", {"reward": "vrag_rl", "question": "q", "gold_pages": ["d_1"], "retrieved_pages": ["d_1"],
+                        "search_results": [["d_1"]]},
                 "<think>a</think><search>q</search><think>b</think><answer>42</answer>", "42"),
-    "unidoc_rl": ("rag", {"reward": "unidoc_rl", "question": "q", "gold_pages": ["d_1"], "search_results": [["d_1"]]},
+    "unidoc_rl": ("rag", {"reward": "unidoc_rl", "question": "q", "gold_pages": ["d_1"], "search_results": [["d_1"]],
+                          "selections": [], "gold_boxes": {}, "coord_space": "qwen3-vl"},
                   "<think>a</think><search>q</search>\n<think>b</think><answer>42</answer>", "42"),
     "visor": ("rag", {"reward": "visor", "question": "q", "gold_pages": ["d_1"], "search_results": [["d_1"], ["d_1"]],
                       "retrieved_pages": ["d_1"]},
@@ -77,13 +79,14 @@ def bare(bundle: Path, tmp_path: Path, kw: dict | None = None, env: dict | None 
 def test_the_cases_cover_every_recipes_reward():
     from vrag_data.recipe import get_recipe
 
-    assert {get_recipe(r).reward.name for r in recipe_names()} <= set(CASES)
+    assert {get_recipe(r).reward.name for r in SHIPPED} <= set(CASES)
 
 
 def test_library_reward_closure_is_the_bundle_and_the_standard_library():
     """The modules the entry points import, in a fresh interpreter, are exactly REWARD_MODULES: no pydantic, nothing
     outside the standard library (the package's editable-install finder aside)."""
     probe = ("import sys, json; import vrag_data.rewards.verl, vrag_data.rewards.easyr1, vrag_data.rewards.vragrl\n"
+             "vrag_data.rewards.registry.known_rewards()  # the registered rewards' modules load on first use\n"
              "print(json.dumps([sorted(m for m in sys.modules if m.split('.')[0] == 'vrag_data'),\n"
              "  sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names))]))")
     got, top = json.loads(subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True).stdout)
@@ -169,7 +172,8 @@ def test_bundle_without_a_judge_stops_with_one_line(tmp_path):
     bundle = write_reward_bundle(tmp_path / "export")
     code = (f"import sys; sys.path.insert(0, {str(bundle)!r})\n"
             "from compute_score import compute_score\n"
-            "compute_score('rag', '<search>q</search><answer>1</answer>', '1', {'reward': 'vrag_rl'})\n")
+            "compute_score('rag', '<search>q</search><answer>1</answer>', '1',\n"
+            "              {'reward': 'vrag_rl', 'gold_pages': ['d_1'], 'search_results': [['d_1']]})\n")
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env={})
     assert proc.returncode != 0 and "VRAG_JUDGE_URL" in proc.stderr.strip().splitlines()[-1]
 

@@ -99,6 +99,7 @@ def test_infer_format_and_lists():
     assert is_unanswerable("insufficient to answer")
 
 
+@pytest.mark.slow
 @given(st.text(max_size=30))
 def test_self_match_is_perfect(s):
     assert anls(s, s) == 1.0
@@ -106,6 +107,7 @@ def test_self_match_is_perfect(s):
     assert answer_correct(s, s, "Str") == 1.0 or not s.strip()
 
 
+@pytest.mark.slow
 @given(st.text(max_size=20), st.text(max_size=20))
 def test_scores_are_bounded(a, b):
     for f in (anls, token_f1, exact_match):

@@ -60,7 +60,8 @@ def test_verl_entry_point_asks_the_configured_judge(tmp_path, monkeypatch):
     from vrag_data.rewards.verl import compute_score
 
     monkeypatch.delenv("VRAG_REWARD_JUDGE", raising=False)
-    extra = {"reward": "vrag_rl", "question": "What was revenue?", "gold_pages": ["doc_3"], "retrieved_pages": ["doc_3"]}
+    extra = {"reward": "vrag_rl", "question": "What was revenue?", "gold_pages": ["doc_3"], "retrieved_pages": ["doc_3"],
+             "search_results": [["doc_3"]]}
     sol = "<think>s</think><search>revenue</search><think>a</think><answer>forty-two</answer>"
     with pytest.raises(JudgeConfigError, match="VRAG_JUDGE_URL"):
         compute_score("rag", sol, "42", extra)  # no judge and no explicit rules: one line, no silent fallback
@@ -86,10 +87,11 @@ def test_verl_entry_point_asks_the_configured_judge(tmp_path, monkeypatch):
 
 
 def test_visor_reward_without_the_agent_loops_page_lists():
-    """A verl rollout that carries no `retrieved_pages`/`search_results` and names no page: which pages the agent saw
-    is unknown, so the honesty gate is not applied and the answer is judged (rules here). Right 1.0 > wrong 0.0;
-    the score dict says retrieval was unknown. With the page lists the gate applies as before."""
-    extra = {"reward": "visor", "question": "What was net income?", "gold_pages": ["doc_3"]}
+    """A verl rollout scored on its exported row (`search_results: []`, no `retrieved_pages`: no agent loop filled
+    them) that names no page: which pages the agent saw is unknown, so the honesty gate is not applied and the answer
+    is judged (rules here). Right 1.0 > wrong 0.0; the score dict says retrieval was unknown. With the page lists the
+    gate applies as before."""
+    extra = {"reward": "visor", "question": "What was net income?", "gold_pages": ["doc_3"], "search_results": []}
     right = "<think>a</think><search>net income</search>\n<think>b</think><answer>673</answer>"
     wrong = right.replace("673", "512")
     r, w = compute_score("rag", right, "673", extra), compute_score("rag", wrong, "673", extra)
@@ -109,7 +111,8 @@ def test_easyr1_reward_scores_other_recipes_with_their_own_reward():
     import json
 
     gt = json.dumps({"data_source": "rag", "ground_truth": "42",
-                     "extra_info": {"reward": "vrag_rl", "question": "q", "gold_pages": ["d_1"], "retrieved_pages": ["d_1"]}})
+                     "extra_info": {"reward": "vrag_rl", "question": "q", "gold_pages": ["d_1"], "retrieved_pages": ["d_1"],
+                                    "search_results": [["d_1"]]}})
     good = "<think>a</think><search>q</search><think>b</think><answer>42</answer>"
     right, wrong = easyr1.compute_score([{"response": good, "ground_truth": gt},
                                          {"response": good.replace("42", "7"), "ground_truth": gt}])

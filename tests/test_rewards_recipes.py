@@ -119,6 +119,19 @@ def test_evisrag_reward_via_verl():
     assert bad["format"] == 0.0
 
 
+def test_a_rollout_decoded_with_its_special_tokens_scores_as_without_them():
+    """A trainer that decodes without skipping special tokens (VRAG-RL's fork) hands over "...</answer><|im_end|>" and
+    padding: the score is the one of the reply alone, not 0 for a broken format."""
+    gt = "<evidence>\n[1]: revenue was 42 million\n[2]: no relevant information\n</evidence>\n<answer>42</answer>"
+    extra = {"recipe": "evisrag", "gold_pages": ["doc_3"], "shown_pages": ["doc_3", "doc_9"], "answer_format": "Int"}
+    clean = compute_score("evisrag", _evis_solution("revenue 42", "42"), gt, extra)
+    for tail in ("<|im_end|>", "<|im_end|>\n<|endoftext|><|endoftext|>", "</s>", "<|eot_id|>", "<end_of_turn>"):
+        assert compute_score("evisrag", _evis_solution("revenue 42", "42") + tail, gt, extra) == clean, tail
+    assert clean["format"] == 1.0
+    mm = {"recipe": "mmdoc_r1", "gold_pages": ["doc_3"], "read_pages": ["doc_3"], "answer_format": "Str"}
+    assert compute_score("mmlongbench", "<answer>Paris</answer><|im_end|>", "Paris", mm)["correctness"] == 1.0
+
+
 def test_mmdoc_r1_reward_via_verl():
     extra = {"recipe": "mmdoc_r1", "gold_pages": ["doc_3", "doc_5"], "read_pages": ["doc_3", "doc_4"],
              "answer_format": "Float"}
@@ -133,15 +146,15 @@ def test_verl_matches_score_trajectory():
     solution = "".join(f"<|im_start|>assistant\n{t.assistant}<|im_end|>\n<|im_start|>user\n[image]<|im_end|>\n"
                        for t in traj.turns)
     extra = {"recipe": "vrag_rl", "gold_pages": ["doc_3"], "answer_format": "Int", "question": task.question,
-             "gold_boxes": {}, "task_id": task.task_id, "retrieved_pages": traj.retrieved_pages}
+             "gold_boxes": {}, "task_id": task.task_id, "retrieved_pages": traj.retrieved_pages, "search_results": []}
     out = compute_score("rag", solution, "42", extra)
     assert out["score"] == pytest.approx(score_trajectory(traj, task).total)
     # without the rollout keys, page ids of the gold document mentioned in the text are used
     plain = "<search>revenue</search>\nResults: doc_1, doc_3\n<answer>42</answer>"
-    out2 = compute_score("rag", plain, "42", {"gold_pages": ["doc_3"], "answer_format": "Int"})
+    out2 = compute_score("rag", plain, "42", {"gold_pages": ["doc_3"], "answer_format": "Int", "search_results": []})
     assert out2["ndcg"] == pytest.approx(NDCG_RANK2)
     # every rollout of a recipe returns the same keys (verl logs them as columns)
-    assert set(compute_score("rag", "garbage", "42", {"gold_pages": ["doc_3"]})) == set(out)
+    assert set(compute_score("rag", "garbage", "42", {"gold_pages": ["doc_3"], "search_results": []})) == set(out)
 
 
 def test_verl_unknown_source_needs_recipe():
@@ -183,7 +196,7 @@ def test_verl_crop_reward_reads_boxes_in_the_rows_coordinate_space():
 
     gold_norm = [100, 200, 500, 600]  # 0-1000 on a 1000 x 1400 page = raw (100, 280, 500, 840)
     base = {"gold_pages": ["doc_3"], "gold_boxes": {"doc_3": [gold_norm]}, "retrieved_pages": ["doc_3"],
-            "reward": "unidoc_rl", "question": "q", "answer_format": "Int"}
+            "reward": "unidoc_rl", "question": "q", "answer_format": "Int", "search_results": [], "selections": []}
 
     def score(space, box):  # noqa: ANN001, ANN202
         extra = {**base, "coord_space": space, "max_pixels": 401408, "page_sizes": {"doc_3": [1000, 1400]}}

@@ -5,7 +5,6 @@ is recorded in the manifest, the dataset card and the report; every correctness 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import duckdb
@@ -21,6 +20,7 @@ from vrag_data.cli.main import app
 from vrag_data.schema.records import Trajectory, Verdict
 from vrag_data.store import read_records
 from vrag_data.synth.ledger import read_manifest
+from vrag_data.rewards.judge_prompts import unfenced
 
 GRADER = "You grade the answers"  # the model judge's system prompt
 
@@ -62,6 +62,7 @@ def test_a_role_the_recipe_uses_left_out_stops_synth_with_one_line(ws, tmp_path)
     assert not (ws / "runs" / "no-judge").exists()  # stopped before any work
 
 
+@pytest.mark.slow
 def test_self_judging_policy_is_recorded_and_flagged_against_the_gold(ws, tmp_path):
     run = "liar-42"
     roles = {"policy": endpoint("POLICY"), "judge": {"same_as": "policy"}}
@@ -117,13 +118,13 @@ def _judged(srv: OpenAIServer) -> list[tuple[str, str]]:
     out = []
     for r in srv.requests:
         user = text_of(r.body["messages"][-1])
-        ref = re.search(r"Reference answer: (.*)", user)
-        pred = re.search(r"Assistant's answer: (.*)", user)
-        assert GRADER in text_of(r.body["messages"][0]) and ref and pred
-        out.append((ref.group(1), pred.group(1)))
+        quoted = unfenced(user)
+        assert GRADER in text_of(r.body["messages"][0]) and len(quoted) == 3
+        out.append((quoted[1], quoted[2]))
     return out
 
 
+@pytest.mark.slow
 def test_every_correctness_decision_goes_to_the_configured_judge(ws, tmp_path):
     """EVisRAG's top-k variants, its student's attempts and VISOR's restated answer are decided by the model judge.
     The judge here accepts everything, where the rule scorers would refuse: an insufficient context answered

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.support.rewards_factory import make_task, make_traj
 from vrag_data.schema.records import Trajectory
 from vrag_data.store import write_records
@@ -73,6 +75,7 @@ def test_a_killed_compaction_loses_nothing(tmp_path):
     assert view(rd) == expected
 
 
+@pytest.mark.slow
 def test_kill_9_during_compaction_keeps_every_episode(tmp_path):
     run = tmp_path / "r"
     write_shards(run, [[episode(i, f"v{i}")] for i in range(40)])

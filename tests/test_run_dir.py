@@ -49,6 +49,7 @@ def _report(ws: Path, run: str) -> tuple[str, dict, str]:
     return out, {"kept": kept, "trajectories": n, "state": state, "funnel_kept": funnel}, (ws / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_report_and_export_agree_on_stale_verdicts(ws, tmp_path):
     run = "stale-check"
     ok("synth", "-w", ws, "--recipe", RECIPE, "--policy", "oracle", "--limit", "2", "--run", run, "--quiet")
@@ -130,6 +131,7 @@ def _offences(path: Path) -> list[str]:
     return sorted(set(out), key=lambda o: int(o.split(":")[1]))
 
 
+@pytest.mark.slow
 def test_only_the_store_spells_the_run_folder_layout():
     store = REPO / "vrag_data" / "store"
     files = [p for root in ("vrag_data", "flows") for p in sorted((REPO / root).rglob("*.py")) if store not in p.parents]

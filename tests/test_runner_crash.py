@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.openai_server import Faults, OpenAIServer
 from vrag_data.store.shards import read_table
 from vrag_data.synth.ledger import read_manifest, shard_paths
@@ -44,6 +46,7 @@ def _wait_for_shards(proc: subprocess.Popen[str], run_dir: Path, n: int, timeout
         time.sleep(0.005)
 
 
+@pytest.mark.soak
 def test_kill_9_and_sigint_then_resume_loses_nothing_and_repays_nothing(tmp_path):
     run_dir = tmp_path / "runs" / "crashy"
     with OpenAIServer(reply=lambda req: f"step {len(req['messages'])}", faults=Faults(latency_s=0.01)) as srv:

@@ -15,6 +15,9 @@ from typer.testing import CliRunner
 from vrag_data.cli.main import app
 from vrag_data.sample import make_sample_corpus
 
+# a module-wide fixture ingests, serves or deploys for minutes: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
+
 FIELDS = {"id", "source_benchmark", "doc_id", "question", "answer", "evidence_pages", "evidence_sources",
           "answer_format", "doc_type", "extra"}
 
@@ -139,7 +142,6 @@ def test_answer_text_is_inside_its_box_on_text_layer_pages(corpus, rows) -> None
     assert checked["table"] >= 6 and checked["chart"] >= 3 and checked["text"] >= 6
 
 
-@pytest.mark.slow
 def test_scanned_page_boxes_contain_the_answer_for_ocr(corpus, rows) -> None:
     """Image-only pages have no text layer: read each gold crop with the OCR engine the project ships."""
     rapidocr = pytest.importorskip("rapidocr")

@@ -71,6 +71,7 @@ def test_config_errors_are_one_line(tmp_path: Path) -> None:
         parse_config({"roles": {"oracle_of_delphi": {}}})
 
 
+@pytest.mark.slow
 def test_schemas_folder_matches_models(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "vrag_data.cli.main", "schemas"]
     ok = subprocess.run([*cli, "check"], capture_output=True, text=True, cwd=REPO)

@@ -189,6 +189,7 @@ def test_bearer_token(ws: Workspace) -> None:
         assert c.get("/healthz").status_code == 200
 
 
+@pytest.mark.slow
 def test_malformed_parameters_are_4xx_and_the_token_guards_every_route(tmp_path_factory):
     import json as _json
 
@@ -214,6 +215,7 @@ def test_malformed_parameters_are_4xx_and_the_token_guards_every_route(tmp_path_
     assert guarded.get("/healthz").status_code == 200
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_one_line_and_exit_2(tmp_path_factory):
     import socket
 

@@ -4,7 +4,6 @@ tasks first, and an off-format student that never makes a task hard."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -20,6 +19,7 @@ from vrag_data.schema.records import Verdict
 from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
 from vrag_data.tasks.store import load_tasks
+from vrag_data.rewards.judge_prompts import unfenced
 
 
 def test_split_is_disjoint_exact_and_cuts_by_the_task_id_hash():
@@ -74,7 +74,9 @@ def _answers(ws):  # noqa: ANN001, ANN202 - question -> gold answer, as the alwa
 @pytest.mark.slow
 def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_path_factory, tmp_path):
     ws = sample_workspace(tmp_path_factory.getbasetemp())
-    cli("synth", "-w", ws, "--recipe", "evisrag", "--policy", "oracle", "--run", "students-evis", "-q")
+    # a student is named at synth (its RL chain needs one); the filter's config points it at the model under test
+    cli("synth", "-w", ws, "--recipe", "evisrag", "--policy", "oracle", "--set", "roles.student.kind=extractive",
+        "--run", "students-evis", "-q")
     run = RunDir(str(ws / "runs" / "students-evis"))
     tasks = _answers(ws)
     # the recipe's reference for the pages a question retrieves: the gold answer, or "insufficient to answer" where the
@@ -91,8 +93,7 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
     def judge(req):  # noqa: ANN001, ANN202 - a judge that compares the two strings
         text = req["messages"][-1]["content"]
         text = text if isinstance(text, str) else text[0]["text"]
-        ref = re.search(r"Reference answer: (.*)", text).group(1).strip().lower()
-        pred = re.search(r"Assistant's answer: (.*)", text).group(1).strip().lower()
+        ref, pred = (x.strip().lower() for x in unfenced(text)[1:])
         return f"<judge>{ref == pred}</judge>"
 
     cfg = tmp_path / "f.yaml"

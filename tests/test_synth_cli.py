@@ -17,14 +17,17 @@ from tests.support.openai_server import Faults, OpenAIServer
 from tests.support.scripted_teacher import ANSWER, GROUNDING_BOX, TEACHER_BOX, teacher
 from tests.support.synth_workspace import cli, sample_workspace
 from vrag_data.cli.main import app
-from vrag_data.recipe import recipe_names
+from tests.support.shipped import SHIPPED
 
-RECIPES = tuple(recipe_names())
+RECIPES = SHIPPED
 from vrag_data.env import parse_action
 from vrag_data.schema.records import Verdict
 from vrag_data.store.run import RunDir
 from vrag_data.store import read_records
 from vrag_data.synth.ledger import read_manifest, read_trajectories
+
+# a module-wide fixture builds a workspace or serves for tens of seconds: `make test-fast` leaves the module out
+pytestmark = pytest.mark.slow
 
 LIMIT = 2
 
@@ -39,9 +42,12 @@ def write_config(path, base_url, *, max_retries=4, extra=None, **role):
               "max_retries": max_retries, "timeout_s": 10, "sampling": {"temperature": 0.0, "max_tokens": 512}}
     extra = dict(extra or {})
     # every role the recipes use is named (nothing is filled in): the teacher plays the judge, grounding, reader and
-    # planner (`same_as: policy`, recorded in the run); `extra["roles"]` replaces single roles
+    # planner (`same_as: policy`, recorded in the run); the student the difficulty filters need is its own role, served
+    # by the same server (synth checks it before any episode); `extra["roles"]` replaces single roles
+    student = {"endpoints": [{"base_url": base_url, "model": "teacher"}], "backoff_s": 0.01, "backoff_max_s": 0.05,
+               "max_retries": max_retries}
     roles = {"policy": policy, **{r: {"same_as": "policy"} for r in ("judge", "grounding", "reader", "planner")},
-             **extra.pop("roles", {})}
+             "student": student, **extra.pop("roles", {})}
     data = {"roles": roles, **extra}
     path.write_text(yaml.safe_dump(data))
     return path

@@ -13,7 +13,7 @@ from vrag_data.ids import task_id
 from vrag_data.sample import make_sample_corpus
 from vrag_data.store import Workspace, read_records
 from vrag_data.schema.records import Task
-from vrag_data.tasks import import_tasks, load_import_errors, load_tasks
+from vrag_data.tasks import import_shard_path, import_tasks, load_import_errors, load_tasks
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,7 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_sample_corpus_imports_completely_with_exact_boxes(sample, tmp_path: Path) -> None:
     ws = Workspace(str(tmp_path / "ws")).makedirs()
     docs = {d.stem: d for d in record_pdfs(ws, sample.paths)}
@@ -32,13 +33,13 @@ def test_sample_corpus_imports_completely_with_exact_boxes(sample, tmp_path: Pat
     rows = _rows(sample.qa_path)
     assert (s.imported, s.skipped, s.duplicates) == (len(rows), 0, 0)
     assert set(s.by_hop) == {"single", "multi_page", "cross_doc", "unanswerable"}
-    assert s.shard.endswith("tasks/qa.parquet")
+    assert s.shard == import_shard_path(ws, str(sample.qa_path)) and Path(s.shard).name.startswith("qa-")
     tasks = {t.source_id: t for t in load_tasks(ws)}
     for row in rows:
         t = tasks[row["id"]]
         stems = [Path(d).stem for d in row["extra"].get("doc_ids", [row["doc_id"]])]
         assert t.doc_stems == stems and t.doc_ids == [docs[st].doc_id for st in stems]
-        assert t.task_id == task_id(t.doc_ids, row["question"])
+        assert t.task_id == task_id(t.doc_ids, row["question"], Path(s.shard).stem)  # the source is part of the id
         assert t.benchmark == "sample" and t.answer == row["answer"]
         gold = row["extra"]["evidence_boxes"]
         assert len(t.evidence_boxes) == len(gold)

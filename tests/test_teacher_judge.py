@@ -10,6 +10,7 @@ from tests.support.openai_server import Faults, OpenAIServer
 from vrag_data.config import EndpointConfig, RoleConfig
 from vrag_data.teacher import RequestCache, TeacherPool
 from vrag_data.teacher.judge import JudgeUnavailable, HONESTY_SCORE, ModelJudge, RuleJudge, answer_reward, make_judge, parse_judge
+from vrag_data.rewards.judge_prompts import unfenced
 
 
 @pytest.mark.parametrize(
@@ -47,8 +48,7 @@ def _grader(req: dict) -> str:
     text = msgs[1]["content"]
     if "Reference answer:" not in text:  # honesty prompt
         return "<judge>True</judge>" if "not enough" in text else "<judge>False</judge>"
-    ref = text.split("Reference answer: ")[1].split("\n")[0]
-    pred = text.split("Assistant's answer: ")[1]
+    _, ref, pred = unfenced(text)
     return f"<judge>{ref.lower() in pred.lower()}</judge>"
 
 

@@ -7,7 +7,8 @@ import copy
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
 from tests.support.train_workspace import build_workspace, write_sft_export
 from vrag_data.config import ConfigError

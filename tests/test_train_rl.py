@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 from typer.testing import CliRunner
 
 from tests.support.train_workspace import build_workspace
@@ -133,6 +134,7 @@ def test_answer_judge_scores_honesty_and_outage(tmp_path):
             j.close()
 
 
+@pytest.mark.slow
 def test_rl_rs_grpo_evisrag_shows_retrieved_pages(workspace, tmp_path):
     from vrag_data.train.rl import run_rl
 
@@ -149,6 +151,7 @@ def test_rl_rs_grpo_evisrag_shows_retrieved_pages(workspace, tmp_path):
         assert set(t.extra["reward"]) >= {"perception", "derivation", "format"}
 
 
+@pytest.mark.slow
 def test_cli_train_rl_spo(workspace, tmp_path):
     from vrag_data.cli.main import app
 

@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 from typer.testing import CliRunner
 
 from tests.support.train_workspace import QA, build_workspace, oracle_export, write_sft_export

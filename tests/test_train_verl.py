@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 import yaml
 from typer.testing import CliRunner
 

@@ -10,12 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, field_validator,
+                      model_serializer, model_validator)
 
 from vrag_data.errors import ConfigError
 from vrag_data.ingest.options import IngestOptions
 from vrag_data.schema.records import SPLIT_PATTERN
+from vrag_data.secrets import register_url_secrets
 from vrag_data.yamlio import read_yaml_mapping
+
+# Upper bounds of the counts a run is asked for: a value past them is a typo (an extra digit, a pasted id), and
+# the stage refuses it in one line before any work instead of planning (or paying for) it.
+MAX_SAMPLES = 1024  # rollouts per task (the papers sample 1-16)
+MAX_TASKS = 10_000_000  # tasks to generate, load or shard
 
 ROLES = ("policy", "grounding", "judge", "student", "reader", "planner", "question_writer")
 
@@ -28,13 +35,19 @@ class EndpointConfig(Section):
     base_url: str
     model: str
     api_key_env: str | None = None  # name of the env var holding the key; never the key itself
-    max_in_flight: int = 256
+    max_in_flight: int = Field(256, ge=1, le=65_536)
+
+    @field_validator("base_url")
+    @classmethod
+    def _register_url_secrets(cls, v: str) -> str:
+        register_url_secrets(v)  # credentials in the URL (userinfo, query) are redacted from any text from now on
+        return v
 
 
 class SamplingConfig(Section):
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 1024
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, ge=1, le=1 << 20)
     seed: int | None = None  # per request the teacher gets seed + sample index, so samples differ
     stop: list[str] = Field(default_factory=list)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific fields, e.g. vLLM's top_k
@@ -50,14 +63,26 @@ class RoleConfig(Section):
     kind: Literal["openai", "oracle", "rules", "extractive"] = "openai"
     endpoints: list[EndpointConfig] = Field(default_factory=list)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
-    timeout_s: float = 120.0
-    max_retries: int = 6
-    backoff_s: float = 0.5  # first retry waits up to this (full jitter), doubling per attempt
-    backoff_max_s: float = 30.0
+    timeout_s: float = Field(120.0, gt=0, le=86_400)
+    max_retries: int = Field(6, ge=0, le=100)
+    backoff_s: float = Field(0.5, ge=0, le=3600)  # first retry waits up to this (full jitter), doubling per attempt
+    backoff_max_s: float = Field(30.0, ge=0, le=86_400)
     # Another role's name (e.g. `policy`): this role IS that role (its kind, endpoints and settings), on
     # purpose. The substitution is recorded in the run manifest, the verdicts, the report and the dataset
     # card; a role a recipe uses and the config leaves out stops the stage instead (no silent stand-in).
     same_as: str | None = None
+    # whether the model reads images: unset, a role that is shown page images is judged by its model's name
+    # (`vrag_data.teacher.vision`); true for a served alias or a vision model the name check does not know; false
+    # is refused on a role that is shown page images
+    vision: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_vision_unsaid(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # unset, `vision` is left out of a dump: the ids hashed from a role's settings (run ids, stage keys) stay
+        out = handler(self)
+        if self.vision is None:
+            out.pop("vision", None)
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -90,7 +115,7 @@ class IngestConfig(IngestOptions):
 class GenerateConfig(Section):
     """`vrag-data tasks generate`: question synthesis from the ingested pages (vrag_data.qgen)."""
 
-    n: int = Field(default=20, ge=1)  # tasks to keep
+    n: int = Field(default=20, ge=1, le=MAX_TASKS)  # tasks to keep
     min_share: float = Field(default=0.8, ge=0.0, le=1.0)  # fewer than min_share x n tasks: the stage failed (exit 3)
     kinds: list[Literal["single", "multi_page", "cross_doc"]] = Field(
         default_factory=lambda: ["single", "multi_page", "cross_doc"])
@@ -98,13 +123,13 @@ class GenerateConfig(Section):
     sources: list[Literal["text", "table", "chart", "figure", "layout"]] = Field(
         default_factory=lambda: ["text", "table", "chart", "figure", "layout"])
     seed: int = 0
-    max_attempts: int | None = None  # default: 6 x n
-    concurrency: int = Field(default=8, ge=1)  # attempts in flight (writer and verifier requests)
-    min_block_chars: int = 2  # layout blocks with less text are not picked as evidence
-    search_top_k: int = 5  # BM25 pages per question for the ambiguity check
-    ambiguity_pages: int = 3  # non-evidence pages shown to the verifier
-    dedup_threshold: float = 0.8  # question-token Jaccard that counts as a near-duplicate
-    max_pixels: int = 1_003_520  # image budget per page shown to the writer and the verifier
+    max_attempts: int | None = Field(None, ge=1, le=10 * MAX_TASKS)  # default: 6 x n
+    concurrency: int = Field(default=8, ge=1, le=1024)  # attempts in flight (writer and verifier requests)
+    min_block_chars: int = Field(2, ge=0, le=100_000)  # layout blocks with less text are not picked as evidence
+    search_top_k: int = Field(5, ge=1, le=100)  # BM25 pages per question for the ambiguity check
+    ambiguity_pages: int = Field(3, ge=0, le=50)  # non-evidence pages shown to the verifier
+    dedup_threshold: float = Field(0.8, ge=0.0, le=1.0)  # question-token Jaccard that counts as a near-duplicate
+    max_pixels: int = Field(1_003_520, ge=3136, le=1 << 28)  # image budget per page shown to the writer and verifier
     split: str = Field(default="train", pattern=SPLIT_PATTERN)
     # who writes the questions when the flows (`vrag-data run`, the synth deployment) generate tasks: `model` =
     # roles.question_writer (an endpoint); `offline` = the template writer over extracted tables and sample-corpus
@@ -119,7 +144,7 @@ class TasksConfig(Section):
     # split stored on every imported task (`tasks import --split`): `test` for a benchmark's test set, whose records an
     # export keeps out of every training file
     split: str = Field(default="train", pattern=SPLIT_PATTERN)
-    limit: int | None = None
+    limit: int | None = Field(None, ge=1, le=MAX_TASKS)
     generate: GenerateConfig = Field(default_factory=GenerateConfig)
 
 
@@ -129,7 +154,7 @@ class IndexConfig(Section):
     model_path: str | None = None  # local ColPali/ColQwen weights
     dense_model: str | None = None  # local sentence-transformers folder; None = the bundled all-MiniLM-L6-v2
     weights: dict[str, float] = Field(default_factory=dict)  # hybrid: component name -> RRF weight (default 1)
-    rrf_k: float = 60.0
+    rrf_k: float = Field(60.0, gt=0, le=1e6)
     normalize_queries: bool = True  # answer-format clauses out, FY2019 -> 2019, abbreviations, tickers, metrics
 
 
@@ -140,11 +165,14 @@ class IndexConfig(Section):
 
 class SynthConfig(Section):
     recipes: list[str] = Field(default_factory=list)  # registered recipe names (`vrag-data recipes` lists them)
-    samples: int = 1
-    limit: int | None = None
-    concurrent_episodes: int = 64
-    tasks_per_shard: int = 32
+    samples: int = Field(1, ge=1, le=MAX_SAMPLES)  # rollouts per task
+    limit: int | None = Field(None, ge=1, le=MAX_TASKS)
+    concurrent_episodes: int = Field(64, ge=1, le=4096)
+    tasks_per_shard: int = Field(32, ge=1, le=MAX_TASKS)
     seed: int = 0
+    # message text (images excluded) one episode may send, summed over its requests; the call that would pass it
+    # ends the episode with status "budget" (a runaway conversation costs no more); null = no bound
+    max_episode_request_bytes: int | None = Field(default=8 << 20, ge=1, le=1 << 30)
     # recipe -> its options, validated by that recipe's `RecipeOptions` subclass, e.g. {<recipe>: {max_turns: 10}}
     recipe_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -190,7 +218,7 @@ class ExportConfig(Section):
     model_family: Literal["qwen2.5-vl", "qwen3-vl"] = "qwen2.5-vl"
     hub_repo: str | None = None
     hub_token_env: str = "HF_TOKEN"
-    shard_size: int = Field(default=1000, ge=1)  # records per output shard
+    shard_size: int = Field(default=1000, ge=1, le=MAX_TASKS)  # records per output shard
     # verl `images` entries: a path relative to the export folder, or embedded bytes (VRAG-RL's fork reads only bytes)
     image_mode: Literal["path", "bytes"] = "path"
     data_source_map: dict[str, str] = Field(default_factory=dict)  # benchmark -> verl data_source (VRAG-RL names)
@@ -201,9 +229,10 @@ class ExportConfig(Section):
     # seed, is held out of the training files (tasks whose own split is not "train" are validation already)
     val_share: float = Field(default=0.1, ge=0.0, lt=1.0)
     val_seed: int = 0
-    # HF `Image` values: `reference` names the shared images/ file (the bytes are stored once; `push_to_hub` embeds
-    # them in the uploaded copy), `embed` puts the bytes in hf/ as well (a self-contained hf/ folder, twice the bytes)
-    hf_images: Literal["reference", "embed"] = "reference"
+    # HF `Image` values: `embed` (the `datasets` convention: the dataset carries its images) puts the bytes in hf/,
+    # each distinct image once per shard, so hf/ loads from any working directory and as a plain copy; `reference`
+    # names the shared images/ file instead (bytes stored once, but hf/ loads only beside images/)
+    hf_images: Literal["reference", "embed"] = "embed"
     # the pages an RL episode may retrieve: `copy` puts the index and the page images in search/ (serve them with
     # `vrag-data serve-search -w search`), `recipe` writes only how to serve them from the workspace
     search_pages: Literal["copy", "recipe"] = "copy"
@@ -236,10 +265,86 @@ class RunConfig(Section):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
 
 
+_BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (directly, optional, or as the items of a list or dict)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def allowed_range(setting: str | Sequence[Any], model: type[BaseModel] | None = None) -> str | None:
+    """The allowed range of a numeric setting (`synth.samples` -> "1..1024"), from its field's bounds; None when it
+    has none. List indices and dict keys (a role's name) in the path are stepped over."""
+    parts = setting.split(".") if isinstance(setting, str) else list(setting)
+    cls: type[BaseModel] | None = model or RunConfig
+    field = None
+    for part in parts:
+        if cls is None:
+            return None
+        if isinstance(part, str) and part in cls.model_fields:
+            field = cls.model_fields[part]
+            cls = _model_in(field.annotation)
+        else:
+            continue  # an index into a list, a key into a dict: the items' model stays
+    if field is None:
+        return None
+    lo = hi = None
+    for m in field.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">")):
+            if getattr(m, attr, None) is not None:
+                lo = (sign, getattr(m, attr))
+        for attr, sign in (("le", "<="), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                hi = (sign, getattr(m, attr))
+    fmt = lambda v: f"{v:_}" if isinstance(v, int) and abs(v) >= 10_000 else f"{v:g}"  # noqa: E731
+    if lo and hi and lo[0] == ">=" and hi[0] == "<=":
+        return f"{fmt(lo[1])}..{fmt(hi[1])}"
+    text = " and ".join(f"{s} {fmt(v)}" for s, v in (b for b in (lo, hi) if b))  # one side only: ">= 0"
+    return text or None
+
+
+def out_of_range(setting: str, value: Any, flag: str | None = None) -> str:
+    """One line naming the setting, its allowed range and the fix."""
+    rng = allowed_range(setting) or "see the config reference"
+    how = f"{flag} N or --set {setting}=N" if flag else f"--set {setting}=N or the config file"
+    return f"{setting} = {value} is out of range (allowed: {rng}); pass a value in range ({how})"
+
+
+def check_bound(setting: str, value: Any, flag: str | None = None) -> None:
+    """ConfigError (one line, exit 2) when `value` breaks `setting`'s bounds: for a value that reaches a stage
+    without passing through the config model (a CLI flag such as `--samples`, a keyword argument)."""
+    if value is None:
+        return
+    parts = setting.split(".")
+    data: dict[str, Any] = {}
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as err:
+        if any(e["type"] in _BOUND_ERRORS for e in err.errors()):
+            raise ConfigError(out_of_range(setting, value, flag)) from None
+        raise ConfigError(_one_line(err, flag or setting)) from None
+
+
 def _one_line(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"])
+        if e["type"] in _BOUND_ERRORS:  # the range and the fix, not pydantic's half of it
+            parts.append(out_of_range(loc, e.get("input")))
+            continue
         # a validator's own message already names the key and the fix; pydantic's "Value error, " adds nothing
         msg = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
         parts.append(f"{loc}: {msg}")

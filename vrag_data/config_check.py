@@ -4,25 +4,28 @@
 recipe key of the config (`synth.recipe_options`, `filters.chains`, `filters.options`, `export.max_pixels`) a
 registered recipe, each recipe's options valid for that recipe and its filter options for filters its chain
 runs, the roles each recipe uses configured (its `roles`: policy, judge, grounding, ...; `same_as` naming a
-configured role; the student its difficulty filters ask for), every
+configured role; the student its difficulty filters ask for: every missing role of every recipe in one line), every
 endpoint URL well formed and its API-key variable set, input folders and the tasks file present. Reachability
 of the endpoints is checked by the stages themselves (they call the servers before any work).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 from urllib.parse import urlparse
 
 from vrag_data.config import RunConfig
 from vrag_data.errors import ConfigError
+from vrag_data.keys import KeyNotFound, resolve_key
+from vrag_data.secrets import redact_url
 from vrag_data.export.formats import check_format_names
+from vrag_data.ingest.backends import get_backend
 from vrag_data.recipe import check_recipe_keys, get_recipe, recipe_names, resolve_recipe
 from vrag_data.recipe.registry import recipe_keyed
-from vrag_data.student.stage import student_problem
-from vrag_data.teacher.roles import role_problem
+from vrag_data.teacher.roles import one_line, role_problems
+from vrag_data.qgen.plan import run_vision_problem
 
 
 def _local(path: str, base: Path) -> Path | None:
@@ -56,37 +59,31 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
         recipes = {name: resolve_recipe(name, cfg) for name in named}
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
-    for name in cfg.synth.recipes:
-        problem = student_problem(recipes[name].filters, cfg.roles)
-        if problem:
-            raise bad(name, problem)
     try:  # names only: no writer is imported here
         check_format_names(cfg.export.formats)
     except ConfigError as err:
         raise bad("export.formats", str(err)) from None
-    policy = cfg.roles.get("policy")
-    if policy is None:
-        raise bad("roles.policy", "missing; set an endpoint (kind openai, endpoints: [{base_url, model}]) or {kind: oracle}")
-    if policy.kind not in ("openai", "oracle") or policy.same_as:
-        raise bad("roles.policy", f"kind {policy.kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle")
-    for name in cfg.synth.recipes:
-        try:  # no stand-in: every role a recipe uses is configured, or says whose role it plays (same_as)
-            problem = role_problem(recipes[name], cfg.roles)
-        except ConfigError as err:
-            raise ConfigError(f"{source}: {err}") from None
-        if problem:
-            raise ConfigError(f"{source}: {problem}")
+    # no stand-in: every role a recipe or its filters need is configured, or says whose role it plays (same_as); every
+    # missing role of every requested recipe in one line, the policy's too, so a config is not fixed one run at a time
+    problem = one_line(_role_lines(cfg, [recipes[name] for name in cfg.synth.recipes]))
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
+    if problem := run_vision_problem(cfg, [recipes[name] for name in cfg.synth.recipes]):  # roles shown pages
+        raise ConfigError(f"{source}: {problem}")
     for role, rc in sorted(cfg.roles.items()):
         if rc.kind == "openai" and not rc.endpoints and not rc.same_as:
             raise bad(f"roles.{role}.endpoints", "empty; give at least one {base_url, model}")
         for i, ep in enumerate(rc.endpoints):
             url = urlparse(ep.base_url)
             if url.scheme not in ("http", "https") or not url.netloc:
-                raise bad(f"roles.{role}.endpoints[{i}].base_url", f"{ep.base_url!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+                raise bad(f"roles.{role}.endpoints[{i}].base_url", f"{redact_url(ep.base_url)!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
             if not ep.model.strip():
                 raise bad(f"roles.{role}.endpoints[{i}].model", "empty; name the served model")
-            if ep.api_key_env and not os.environ.get(ep.api_key_env):
-                raise bad(f"roles.{role}.endpoints[{i}].api_key_env", f"the variable {ep.api_key_env} is not set; export it")
+            if ep.api_key_env:  # where the stage runs: its environment, then the key sources (`vrag_data.keys`)
+                try:
+                    resolve_key(ep.api_key_env, f"roles.{role}.endpoints[{i}].api_key_env")
+                except KeyNotFound as err:
+                    raise ConfigError(f"{source}: {err}") from None
     if not cfg.ingest.sample_corpus:
         for i, raw in enumerate(cfg.ingest.paths):
             p = _local(raw, base)
@@ -98,6 +95,20 @@ def check_run_config(cfg: RunConfig, source: str = "<config>", base: Path | None
             raise bad("tasks.file", f"{p}: no such file{_against(cfg.tasks.file, base)}; point it at a QA file "
                       "(jsonl/json/csv) or remove the key")
     _check_tasks_source(cfg, base, bad)
+
+
+def _role_lines(cfg: RunConfig, recipes: list[Any]) -> list[str]:
+    """Every role problem: the policy (which drives every episode, whatever a recipe lists) first, then each role a
+    requested recipe or its filters use that is missing, a broken `same_as` or of a kind that cannot play it."""
+    lines = role_problems(recipes, cfg.roles)
+    policy = cfg.roles.get("policy")
+    if policy is None:
+        first = "roles.policy: missing; set an endpoint (kind openai, endpoints: [{base_url, model}]) or {kind: oracle}"
+    elif policy.kind not in ("openai", "oracle") or policy.same_as:
+        first = f"roles.policy: kind {policy.kind!r} cannot drive episodes; use an endpoint (kind openai) or the oracle"
+    else:
+        return lines
+    return [first, *(line for line in lines if not line.startswith("roles.policy:"))]
 
 
 def _against(raw: str, base: Path) -> str:
@@ -120,7 +131,11 @@ def _check_tasks_source(cfg: RunConfig, base: Path, bad: Callable[[str, str], Co
         writer = planned_writer(cfg)
     except ConfigError as err:
         raise bad("tasks.generate.writer", str(err).split(": ", 1)[-1]) from None
-    if writer is not None and cfg.ingest.layout == "off":
+    try:
+        backend = get_backend(cfg.ingest.layout)
+    except ValueError as err:
+        raise bad("ingest.layout", str(err)) from None
+    if writer is not None and not backend.block_sources:
         raise bad("tasks.generate", "generating questions needs layout blocks to pick evidence from, and ingest.layout "
                   "is off; set ingest.layout: pymupdf (or mineru)")
     if cfg.tasks.file or cfg.ingest.sample_corpus or writer is not None:

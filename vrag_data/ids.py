@@ -29,8 +29,13 @@ def short_hash(*parts: Any, n: int = 16) -> str:
     return hashlib.sha256(stable_json(parts).encode()).hexdigest()[:n]
 
 
-def task_id(doc_ids: list[str], question: str) -> str:
-    return "t_" + short_hash(sorted(doc_ids), question.strip())
+def task_id(doc_ids: list[str], question: str, source: str | None = None) -> str:
+    """A task's id: its documents and question, plus, for an imported task, the source it came from (the
+    workspace's name for the imported file), so the same question in two files stays two tasks while
+    re-importing one file gives the same ids."""
+    if source is None:
+        return "t_" + short_hash(sorted(doc_ids), question.strip())
+    return "t_" + short_hash(sorted(doc_ids), question.strip(), source)
 
 
 def traj_id(run_id: str, task_id_: str, sample: int) -> str:

@@ -6,6 +6,9 @@ Lines come by time, not by item: a heartbeat thread writes one every `every` sec
 (the first document of an ingest may take minutes), and a stage that stops on an error or a signal ends with
 "· stopped", never "· done".
 
+A resumed stage starts its task at the work already done (`add_task(..., completed=N)`): rate and ETA count only the
+items this process finished since, and the line says "N done before" (skipped documents are not a speed).
+
 `LineProgress` speaks the small part of rich's `Progress` API the stages use (`add_task`, `update`, `advance`,
 `start`, `stop`, context manager), so a stage picks one with `progress_for(...)` and keeps its code."""
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import sys
 import threading
 import time
@@ -20,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from vrag_data.errors import ConfigError
 
 log = logging.getLogger("vrag_data.progress")
 _LINES_ONLY: ContextVar[bool] = ContextVar("vrag_progress_lines_only", default=False)
@@ -73,8 +79,9 @@ class LineProgress:
     def add_task(self, description: str, total: float | None = None, completed: float = 0, **fields: Any) -> int:
         with self._lock:
             tid = len(self.tasks)
-            self.tasks[tid] = {"description": description, "total": total, "completed": completed, "t0": time.monotonic(),
-                               "fields": dict(fields)}
+            # `completed` at the start: done before this process (a resume's skipped items), not a part of its rate
+            self.tasks[tid] = {"description": description, "total": total, "completed": completed, "before": completed,
+                               "t0": time.monotonic(), "fields": dict(fields)}
             self._last = time.monotonic()  # the first line after `every` seconds (a quick stage prints only its last)
         self._start_heartbeat()
         return tid
@@ -117,11 +124,13 @@ class LineProgress:
                 self.tasks = {}
 
     def line(self, t: dict[str, Any]) -> str:
-        done, total = t["completed"], t["total"]
+        done, total, before = t["completed"], t["total"], t.get("before", 0) or 0
         dt = max(1e-9, time.monotonic() - t["t0"])
-        rate = done / dt
+        rate = max(0.0, done - before) / dt  # this process's work only
         count = f"{done:g}" if float(done).is_integer() else f"{done:.2f}"  # parts of a document move it by fractions
         parts = [f"{self.label}: {count}" + (f"/{total:g} ({done / total:.0%})" if total else "")]
+        if before:
+            parts.append(f"{before:g} done before")
         parts.append(f"{rate:.2f}/s")
         if total and rate > 0 and done < total:
             parts.append(f"ETA {_eta((total - done) / rate)}")
@@ -173,10 +182,27 @@ def as_lines() -> bool:
     return _LINES_ONLY.get() or not is_terminal()
 
 
+EVERY_ENV = "VRAG_DATA_PROGRESS_EVERY"
+
+
+def line_every(default: float = 10.0) -> float:
+    """Seconds between progress lines: `VRAG_DATA_PROGRESS_EVERY` when set (a Slurm log may want 60, a test 0.5)."""
+    raw = os.environ.get(EVERY_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ConfigError(f"{EVERY_ENV}={raw!r}: expected a number of seconds above 0 (unset it for {default:g})")
+    return value
+
+
 def progress_for(label: str, enabled: bool, make_bar: Any, every: float = 10.0) -> Any:
     """`make_bar()` (a rich Progress) on a terminal, a `LineProgress` elsewhere, or the disabled bar."""
     if enabled and as_lines():
-        return LineProgress(label, every)
+        return LineProgress(label, line_every(every))
     return make_bar()
 
 

@@ -14,7 +14,8 @@ Use it in a test (server in a background thread of the test process)::
 Endpoints: `GET /v1/models` (lists `models`, default ["teacher"]) and `POST /v1/chat/completions`.
 
 `reply` decides the assistant text of a successful answer:
-  * a callable `reply(request_json) -> str | dict` (a dict is sent as the whole response body),
+  * a callable `reply(request_json) -> str | dict | bytes` (a dict is sent as the whole response body, JSON-encoded;
+    bytes are sent verbatim as the body, e.g. invalid UTF-8 inside the JSON),
   * a list of strings, consumed in order (the last one repeats once the list is exhausted),
   * None: the text "ok".
 
@@ -65,7 +66,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-Reply = Callable[[dict[str, Any]], "str | dict[str, Any]"] | list[str] | None
+Reply = Callable[[dict[str, Any]], "str | dict[str, Any] | bytes"] | list[str] | None
 OUTCOMES = ("ok", "500", "429", "drop", "truncate", "empty", "slow")
 
 
@@ -135,7 +136,7 @@ class _Behaviour:
                 x -= p
             return "slow" if self.rng.random() < f.spike_p else "ok"
 
-    def text_for(self, req: dict[str, Any]) -> "str | dict[str, Any]":
+    def text_for(self, req: dict[str, Any]) -> "str | dict[str, Any] | bytes":
         if callable(self.reply):
             return self.reply(req)
         if self.replies is not None:
@@ -205,6 +206,9 @@ def build_app(b: _Behaviour) -> FastAPI:
         if outcome == "empty":
             return Response(content=orjson.dumps({"id": "chatcmpl-x", "object": "chat.completion", "choices": []}), media_type="application/json")
         text = b.text_for(req)
+        if isinstance(text, bytes):
+            data = text  # the body verbatim: lets a test send bytes no JSON encoder would write
+            return Response(content=data[: len(data) // 2] if outcome == "truncate" else data, media_type="application/json")
         if isinstance(text, dict):
             payload = text
         else:
@@ -255,13 +259,13 @@ class Call:
 class BehaviourMode:
     """A `reply` callable that plays one scripted behaviour per episode; see the module docstring.
 
-    `script(call) -> str` writes the reply; `phase_of(request) -> str` names the role or step a request is for;
-    `keys` are the episode keys (one of them occurs in every request of its episode); `seed_base` is the
-    sampling seed the config sets. `counts` maps (episode, behaviour, phase) to the number of requests seen.
+    `script(call) -> str | dict | bytes` writes the reply (as a `reply` callable's return); `phase_of(request) -> str`
+    names the role or step a request is for; `keys` are the episode keys (one of them occurs in every request of its
+    episode); `seed_base` is the sampling seed the config sets. `counts` maps (episode, behaviour, phase) to the number of requests seen.
     """
 
-    def __init__(self, behaviours: list[str], script: Callable[[Call], str], phase_of: Callable[[dict[str, Any]], str],
-                 keys: list[str], *, seed_base: int = 0, limit: int = 64) -> None:
+    def __init__(self, behaviours: list[str], script: Callable[[Call], "str | dict[str, Any] | bytes"],
+                 phase_of: Callable[[dict[str, Any]], str], keys: list[str], *, seed_base: int = 0, limit: int = 64) -> None:
         self.behaviours, self.script, self.phase_of = list(behaviours), script, phase_of
         self.keys = sorted(keys, key=len, reverse=True)  # the longest match first: a key may contain another
         self.seed_base, self.limit = seed_base, limit
@@ -273,7 +277,7 @@ class BehaviourMode:
         blob = orjson.dumps(req.get("messages") or []).decode()
         return next((k for k in self.keys if orjson.dumps(k).decode()[1:-1] in blob), None)
 
-    def __call__(self, req: dict[str, Any]) -> "str | dict[str, Any]":
+    def __call__(self, req: dict[str, Any]) -> "str | dict[str, Any] | bytes":
         sample = int(req.get("seed", self.seed_base)) - self.seed_base
         behaviour = self.behaviours[sample] if 0 <= sample < len(self.behaviours) else "?"
         episode, phase = self.episode_of(req), self.phase_of(req)

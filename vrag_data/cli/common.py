@@ -15,14 +15,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from vrag_data.config import ConfigError
-from vrag_data.errors import VragError
+from vrag_data.errors import VragError, disk_full_message
+from vrag_data.secrets import redact
 
 console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # messages are text, not markup
+    console.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True)  # messages are text, not markup
     raise typer.Exit(code)
 
 
@@ -35,22 +36,38 @@ class _Stopper:
 
     def __init__(self) -> None:
         self.seen = 0
+        self.signum: int | None = None
 
     def __call__(self, signum: int, frame: object) -> None:
         self.seen += 1
+        self.signum = signum
         if self.seen > 1:
             os.write(2, b"interrupted again: stopping now\n")
             os._exit(_SIGNAL_EXIT.get(signum, 130))
         raise KeyboardInterrupt
 
 
-def _install_stopper() -> dict[int, Any]:
+def _install_stopper() -> tuple[_Stopper | None, dict[int, Any]]:
     if threading.current_thread() is not threading.main_thread():
-        return {}
+        return None, {}
     stopper, old = _Stopper(), {}
     for sig in _SIGNAL_EXIT:
         old[sig] = signal.signal(sig, stopper)
-    return old
+    return stopper, old
+
+
+def _exit_now(code: int) -> None:
+    """Leave at once after a signal: the stage has kept its finished work, and the interpreter's own teardown (a
+    full garbage collection over everything a stage loaded) would take seconds. Exit handlers still run."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def friendly_errors(fn: F) -> F:
@@ -58,15 +75,23 @@ def friendly_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        old = _install_stopper()
+        stopper, old = _install_stopper()
         try:
             return fn(*args, **kwargs)
         except ConfigError as err:
             fail(str(err), 2)
         except VragError as err:
             fail(str(err), err.exit_code)
+        except Exception as err:  # noqa: BLE001 - a full disk is one line in every stage; anything else is a bug
+            message = disk_full_message(err)
+            if message is None:
+                raise
+            fail(message, 2)
         except KeyboardInterrupt:
             console.print("interrupted; finished work is kept, re-run to resume")
+            signum = stopper.signum if stopper is not None else None
+            if signum is not None:  # a real signal to this process (not a test's in-process interrupt)
+                _exit_now(_SIGNAL_EXIT.get(signum, 130))
             sys.exit(130)
         finally:
             for sig, handler in old.items():

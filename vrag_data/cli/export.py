@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
         license: str | None = typer.Option(None, "--license", help="The export's licence (SPDX id, e.g. cc-by-4.0): the card's; publishing refuses an export without one."),
         allow_research_only: bool = typer.Option(False, "--allow-research-only", help="Let push_to_hub publish sources whose licence is research-only or unknown."),
         target: str | None = typer.Option(None, "--for", help="Tune the RL rows for one trainer: `vragrl` (VRAG-RL's verl fork reads only embedded image bytes)."),
+        unfiltered: bool = typer.Option(False, "--unfiltered", help="Export a run whose last filter failed or did not finish: every answered episode, without verdicts (the card and the report say so); the recipe's gate still applies."),
         sets: list[str] = set_option(),
     ) -> None:
         """Export a run's kept trajectories (SFT) and their tasks (RL) for trainers."""
@@ -81,6 +82,8 @@ def register(app: typer.Typer) -> None:
                 on_trajectory=step,
                 recipes=recipes,
                 overwrite=overwrite,
+                unfiltered=unfiltered,
+                target=target,
             )
         for w in summary.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)

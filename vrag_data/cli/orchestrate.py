@@ -1,7 +1,7 @@
 """`vrag-data up | down | run | demo`: the Prefect layer (flows/) from the command line.
 
 `up` starts a local Prefect server (127.0.0.1, port 4300 unless `--port`) and serves the deployments in the
-background; `down` stops them; `run` runs the synth flow in this process; `demo` = up -> `prefect deployment run
+background; `down` stops them; `run` runs the synth flow in this process; `demo [--port P]` = up -> `prefect deployment run
 vrag-data/synth --watch` -> the output locations -> down. Prefect is imported inside the commands only (the library stays free of it).
 """
 
@@ -61,6 +61,16 @@ def _check(config: Path, workspace: Path | None = None, sets: list[str] | None =
     check_run_config(cfg, str(config))
 
 
+def up_hints() -> list[str]:
+    """What `up` says besides the addresses: where the flow runs read API keys, and how to stop a run."""
+    return [
+        "API keys: the flow runs read the environment of this `up` (a variable exported later needs `vrag-data down` then "
+        "`vrag-data up`), then a Prefect Secret block named after the variable (MY_KEY -> my-key)",
+        "stop a run: prefect flow-run cancel <flow-run-id> (Ctrl-C on `prefect deployment run ... --watch` stops only "
+        "the watcher; each run logs its id first)",
+    ]
+
+
 def _up(ws: Path, port: int | None = None) -> dict[str, Any]:
     from flows.local import up
 
@@ -70,6 +80,8 @@ def _up(ws: Path, port: int | None = None) -> dict[str, Any]:
     console.print(f"Prefect UI: {state['ui_url']}{again}", highlight=False)
     console.print(f"API: {state['api_url']}  (export PREFECT_API_URL={state['api_url']})", highlight=False, soft_wrap=True)
     console.print(f"state and logs: {state['prefect_home']}", highlight=False, soft_wrap=True)
+    for line in up_hints():
+        console.print(line, highlight=False, soft_wrap=True)
     return state
 
 
@@ -152,13 +164,15 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Option(Path("configs/demo.yaml"), "--config", help="Run config of the demo."),
         workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
         keep_up: bool = typer.Option(False, "--keep-up", help="Leave the server running afterwards (stop it with `vrag-data down`)."),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                        help="Port of the Prefect server on 127.0.0.1 (default 4300; another one when it is in use)."),
     ) -> None:
         """up -> `prefect deployment run vrag-data/synth --param config=... --watch` -> where the outputs are -> down."""
         from flows.local import DEPLOYMENT, down
 
         ws = _workspace(config, workspace)
         _check(config, ws)  # a bad config fails here, before any server starts
-        state = _up(ws)
+        state = _up(ws, port)
         code = 1
         try:
             cmd = [sys.executable, "-m", "prefect", "deployment", "run", DEPLOYMENT, "--param", f"config={config.resolve()}",

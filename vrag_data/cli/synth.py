@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.config import ConfigError, EndpointConfig, RoleConfig, RunConfig, load_config
+
+if TYPE_CHECKING:  # the stage is imported when the command runs
+    from vrag_data.synth.run import RunResult
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -49,6 +53,22 @@ def _summary(workspace: Path, run_id: str) -> None:
         print_run_summary(ws, run_id, console)
 
 
+def _report_synth(workspace: Path, res: RunResult) -> None:
+    """What a finished `synth` prints: its message, the commonest error causes, the run's summary and id; exit 3 when
+    every episode ended in error (the stage did not do its job)."""
+    console.print(res.message, highlight=False, soft_wrap=True)
+    if res.stats.get("error_reasons"):
+        for reason, n in sorted(res.stats["error_reasons"].items(), key=lambda kv: -kv[1])[:5]:
+            console.print(f"[yellow]{n} episode(s) ended in error:[/] {escape(reason)}", highlight=False, soft_wrap=True)
+    _summary(workspace, res.run_id)
+    typer.echo(res.run_id)
+    finished, errors = int(res.stats.get("finished", 0)), int(res.stats.get("errors", 0))
+    if finished and errors == finished:
+        console.print(f"error: all {finished} episode(s) of run {res.run_id} ended in error; fix the cause above and re-run "
+                      "the same command (finished work is kept, failed episodes are rolled out again)", highlight=False)
+        raise typer.Exit(3)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("synth")
     @friendly_errors
@@ -80,17 +100,7 @@ def register(app: typer.Typer) -> None:
             fail(str(err).replace("unknown recipe", "unknown --recipe", 1), 2)
         res = synth(str(workspace), cfg, rec, run_id=run, samples=samples, limit=limit, progress=not quiet,
                     on_ready=lambda rid: console.print(f"run {rid}: rolling out", highlight=False))
-        console.print(res.message, highlight=False, soft_wrap=True)
-        if res.stats.get("error_reasons"):
-            for reason, n in sorted(res.stats["error_reasons"].items(), key=lambda kv: -kv[1])[:5]:
-                console.print(f"[yellow]{n} episode(s) ended in error:[/] {escape(reason)}", highlight=False, soft_wrap=True)
-        _summary(workspace, res.run_id)
-        typer.echo(res.run_id)
-        finished, errors = int(res.stats.get("finished", 0)), int(res.stats.get("errors", 0))
-        if finished and errors == finished:  # the stage did not do its job: say so, and in the exit code
-            console.print(f"error: all {finished} episode(s) of run {res.run_id} ended in error; fix the cause above and re-run "
-                          "the same command (finished work is kept, failed episodes are rolled out again)", highlight=False)
-            raise typer.Exit(3)
+        _report_synth(workspace, res)
 
     @app.command("recipes")
     @friendly_errors
@@ -117,7 +127,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge (cached) + the recipe's filter chain -> runs/<run>/verdicts; augmentations -> trajectories/aug-*.parquet."""
         from vrag_data.recipe.runs import recipe_of_run
-        from vrag_data.synth.postprocess import judge_and_filter
+        from vrag_data.curate.postprocess import judge_and_filter
 
         _check_run_id(run)
         cfg = load_config(config, sets or ()) if config is not None or sets else None

@@ -5,13 +5,17 @@ The group lives at module level (`tasks_app`) so other stages add commands with 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.progress import stage_progress
-from vrag_data.tasks.formats import FORMATS
+from vrag_data.tasks.formats import FORMATS, MAX_BYTES, MAX_LINE_BYTES
+
+if TYPE_CHECKING:  # the CLI imports a stage's modules when the command runs
+    from vrag_data.qgen.tally import Tally
 
 tasks_app = typer.Typer(help="Tasks (questions with gold answers and evidence) in the workspace.",
                         no_args_is_help=True)
@@ -27,21 +31,36 @@ def import_cmd(
     fmt: str = typer.Option("corpus", "--format", help=f"One of: {', '.join(FORMATS)}"),
     split: str = typer.Option("train", "--split", help="Split label stored on every task"),
     benchmark: str = typer.Option(None, "--benchmark", help="Override the benchmark name stored on the tasks"),
+    max_bytes: int = typer.Option(MAX_BYTES, "--max-bytes", min=1,
+                                  help="Refuse a larger file before reading it (a pipe stops there)"),
+    max_line_bytes: int = typer.Option(MAX_LINE_BYTES, "--max-line-bytes", min=1,
+                                       help="A longer JSON line (after the first) is a skipped row"),
 ) -> None:
-    """Map a benchmark's QA rows to Task records (tasks/<file-stem>.parquet); bad rows are reported and skipped."""
+    """Map a benchmark's QA rows to Task records (tasks/<file-stem>-<hash>.parquet, one shard per file, so imports
+    from several files add up); bad rows are reported one line each and skipped; re-importing a file adds nothing."""
     from vrag_data.store import Workspace
-    from vrag_data.tasks import import_tasks
+    from vrag_data.tasks import import_tasks, load_tasks
+    from vrag_data.tasks.importers import one_line
 
     if fmt not in FORMATS:
         fail(f"unknown --format {fmt!r}; use one of: {', '.join(FORMATS)}", 2)
-    summary = import_tasks(file, Workspace(str(workspace)), fmt, split=split, benchmark=benchmark)
+    ws = Workspace(str(workspace))
+    summary = import_tasks(file, ws, fmt, split=split, benchmark=benchmark, max_bytes=max_bytes,
+                           max_line_bytes=max_line_bytes)
     for line in summary.errors[:MAX_SHOWN_ERRORS]:
-        console.print(f"[yellow]skipped[/] {line}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False, soft_wrap=True)
     if len(summary.errors) > MAX_SHOWN_ERRORS:
-        console.print(f"... and {len(summary.errors) - MAX_SHOWN_ERRORS} more (tasks/import_errors.parquet)")
+        console.print(f"... and {len(summary.errors) - MAX_SHOWN_ERRORS} more (tasks/import_errors.parquet)",
+                      highlight=False)
+    if summary.replaced_shard:
+        console.print(f"replaced {escape(summary.replaced_shard)}, the shard an earlier version wrote for this file "
+                      "(every one of its tasks is in the new shard)", highlight=False, soft_wrap=True)
     hops = ", ".join(f"{k} {v}" for k, v in summary.by_hop.items()) or "none"
-    console.print(f"imported {summary.imported} of {summary.rows} rows into {summary.shard} ({hops}); "
-                  f"skipped {summary.skipped}, duplicates {summary.duplicates}", highlight=False)
+    dropped = f", {summary.dropped} no longer in the file" if summary.dropped else ""
+    name = escape(one_line(Path(file).name, 120))
+    console.print(f"{name}: imported {summary.imported} of {summary.rows} rows into {escape(summary.shard)} ({hops}): "
+                  f"{summary.added} new{dropped}; skipped {summary.skipped}, duplicates {summary.duplicates}; "
+                  f"the workspace holds {len(load_tasks(ws))} tasks", highlight=False, soft_wrap=True)
 
 
 def _csv(value: str | None, name: str, allowed: tuple[str, ...]) -> list[str] | None:
@@ -59,7 +78,7 @@ def _csv(value: str | None, name: str, allowed: tuple[str, ...]) -> list[str] | 
 def generate_cmd(
     workspace: Path = typer.Option(..., "-w", "--workspace", help="Workspace with ingested (and layout-parsed) pages"),
     config: Path = typer.Option(None, "--config", help="Run config YAML (tasks.generate, roles)"),
-    n: int = typer.Option(None, "--n", min=1, help="Tasks to keep (default: tasks.generate.n)"),
+    n: int = typer.Option(None, "--n", help="Tasks to keep (default: tasks.generate.n)"),
     kinds: str = typer.Option(None, "--kinds", help="single,multi_page,cross_doc"),
     types: str = typer.Option(None, "--types", help="extraction,logic"),
     sources: str = typer.Option(None, "--sources", help="text,table,chart,figure,layout"),
@@ -72,10 +91,11 @@ def generate_cmd(
     sets: list[str] = set_option(),
 ) -> None:
     """Write verified questions with evidence pages and boxes from the ingested pages (tasks/generated.parquet)."""
-    from vrag_data.config import EndpointConfig, RoleConfig, load_config
+    from vrag_data.config import EndpointConfig, RoleConfig, check_bound, load_config
     from vrag_data.qgen import generate_tasks
     from vrag_data.store import Workspace
 
+    check_bound("tasks.generate.n", n, "--n")
     cfg = load_config(config, sets or ())
     if writer not in (None, "oracle"):
         fail(f"--writer {writer!r}: the only named writer is 'oracle'; for a model pass --writer-url and --writer-model")
@@ -109,13 +129,31 @@ def generate_cmd(
                   f"requests {summary.requests}", highlight=False, soft_wrap=True)
     for note in summary.notices:
         console.print(f"[yellow]notice:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    _print_tally(summary.tally)
+    short_kinds = summary.tally.short_kinds(target, floor)
     if summary.shortfall:
         top = ", ".join(f"{k} {v}" for k, v in list(rejected.items())[:3]) or "no attempts left"
         line = (f"short of --n {target} by {summary.shortfall} after {summary.attempted} attempts (largest causes: {top}); "
                 "raise tasks.generate.max_attempts, widen --kinds/--sources, ingest more documents or use a model writer")
         if got < floor * target:
-            fail(f"tasks generate: {line}; below the floor of {floor:.0%} of --n (--min-share)", code=3)
+            fail(f"tasks generate: {line}; below the floor of {floor:.0%} of --n (--min-share)"
+                 + (f"; kinds under their share: {'; '.join(short_kinds)}" if short_kinds else ""), code=3)
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+    if short_kinds:
+        fail(f"tasks generate: kinds under {floor:.0%} of their share of --n {target} (--min-share): "
+             f"{'; '.join(short_kinds)}; ask only the kinds this corpus gives (--kinds), raise "
+             "tasks.generate.max_attempts or use a model writer", code=3)
+
+
+def _print_tally(tally: "Tally") -> None:
+    """Kept / asked per kind and per document, and the documents that gave nothing."""
+    console.print(f"kept/asked per kind: {tally.per_kind_line()}", highlight=False, soft_wrap=True)
+    docs = ", ".join(f"{escape(d)} {tally.kept_by_doc.get(d, 0)}/{a}" for d, a in sorted(tally.asked_by_doc.items()))
+    console.print(f"kept/asked per document: {docs or 'none'}", highlight=False, soft_wrap=True)
+    empty = tally.empty_docs()
+    if empty:
+        console.print(f"[yellow]warning:[/] {len(empty)} of {len(tally.asked_by_doc)} documents gave no task: "
+                      f"{escape(', '.join(empty))}", highlight=False, soft_wrap=True)
 
 
 @tasks_app.command("report")
@@ -133,7 +171,7 @@ def report_cmd(
     ws = Workspace(str(workspace))
     rep = tasks_report(ws, out, sample=sample, seed=seed)
     fmt = lambda d: ", ".join(f"{k} {v}" for k, v in d.items()) or "none"  # noqa: E731
-    console.print(f"{rep.tasks} tasks ({fmt(rep.by_kind)}); {rep.sampled} sampled with crops; rejections: "
+    console.print(f"{rep.tasks} tasks (kept/asked per kind: {fmt(rep.kept_asked)}); {rep.sampled} sampled with crops; rejections: "
                   f"{fmt(rep.rejected)}; wrote {rep.path}", highlight=False, soft_wrap=True)
     if rep.missing_images:
         console.print(f"[yellow]warning:[/] {rep.missing_images} evidence crops have no page image in the workspace",

@@ -20,10 +20,30 @@ ResumeOpt = typer.Option(True, "--resume/--no-resume", help="Continue from the l
 SetOpt = set_option()
 
 
+# the configs this checkout ships (configs/train/...), next to the package
+SHIPPED_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_config(config: Path) -> Path:
+    """`config` as given when it exists (or is absolute); a relative path that is not under the working directory is
+    looked up among the shipped configs (`configs/train/X.yaml`, or a bare `X.yaml` in `configs/train/`), so the
+    README's commands run from any folder. Neither there: one line naming both places."""
+    from vrag_data.config import ConfigError
+
+    if config.is_absolute() or config.exists():
+        return config
+    shipped = [SHIPPED_ROOT / config, SHIPPED_ROOT / "configs" / "train" / config]
+    for candidate in shipped:
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"train config {config}: not found in the working directory ({Path.cwd()}) nor among the shipped "
+                      f"configs ({SHIPPED_ROOT / 'configs' / 'train'}); pass the path of an existing file")
+
+
 def _load(config: Path, data: str | None, workspace: str | None, output: str | None, sets: list[str] | None = None):
     from vrag_data.train.config import load_train_config
 
-    cfg = load_train_config(config, sets or ())
+    cfg = load_train_config(resolve_config(config), sets or ())
     upd: dict = {}
     if data is not None:
         cfg.data = cfg.data.model_copy(update={"path": data})

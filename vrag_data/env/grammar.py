@@ -74,3 +74,17 @@ def grammar_for(grammar: "Grammar | str") -> Grammar:
     if g is None:
         raise ValueError(f"unknown grammar {grammar!r}; expected one of {sorted(_REGISTERED)}")
     return g
+
+
+def describe_grammar(g: Grammar) -> dict[str, object]:
+    """The grammar as plain data (what a run manifest records); `grammar_from_description` reads it back."""
+    return {"name": g.name, "tags": sorted(g.tags), "actions": sorted(g.actions), "think_required": g.think_required,
+            "ordered": list(g.ordered), "keyword_search": g.keyword_search, "json": g.json}
+
+
+def grammar_from_description(d: dict) -> Grammar:
+    """The grammar a manifest describes (`describe_grammar`), so a copied run is parsed by the rules it was made
+    with, without the recipe's code."""
+    return Grammar(str(d["name"]), frozenset(d.get("tags") or ()), frozenset(d.get("actions") or ()),
+                   think_required=bool(d.get("think_required")), ordered=tuple(d.get("ordered") or ()),
+                   keyword_search=bool(d.get("keyword_search")), json=bool(d.get("json")))

@@ -1,5 +1,7 @@
-"""The tag names of every action grammar (shared by the parser, the renderer and the sanitizer)."""
+"""The tag names of every action grammar (shared by the parser, the renderer and the neutraliser)."""
 
 from __future__ import annotations
 
-ALL_TAGS: tuple[str, ...] = ("think", "search", "select", "bbox", "region", "answer", "observe", "evidence", "read", "FINISH")
+from vrag_data.inert import ALL_TAGS
+
+__all__ = ["ALL_TAGS"]

@@ -53,7 +53,8 @@ COLUMNS = {
         "prompt": "chat messages of the episode's start; one `<image>` per image", "images": "the prompt's images",
         "ability": "task family", "reward_model": "`style` and `ground_truth` (gold answer, or EVisRAG's tagged target)",
         "extra_info": "question, answer, answer_format, gold_pages, gold_boxes (JSON, 0-1000), recipe, reward, "
-                      "coord_space, max_pixels, page_sizes (JSON), task_id, index, split, shown_pages, sufficient",
+                      "coord_space, max_pixels, page_sizes (JSON), task_id, index, split, shown_pages, sufficient, and "
+                      "the rollout's search_results, selections, read_pages (empty: the agent loop fills them)",
         "file_name": "gold document `<stem>.pdf` (VRAG-RL reads it)", "reference_page": "its 1-based gold pages",
     },
 }
@@ -164,6 +165,24 @@ def _roles_section(prov: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gate_section(stopped: dict[str, dict[str, int]], rules: dict[str, dict[str, Any]]) -> list[str]:
+    """What each recipe's gate checked, and the records it stopped (never written to any format)."""
+    lines = ["\n### The recipe's gate\n",
+             "Every SFT record and RL row was checked before it was written: each training target parses under the "
+             "recipe's grammar and was accepted (not truncated, not off-format, no error prompt after it), no control "
+             "characters, every box inside its page, plus the recipe's own rules below.\n"]
+    for recipe, r in sorted(rules.items()):
+        own = [f"requires {', '.join(r['requires'])}" if r.get("requires") else "",
+               "saw a retrieved page" if r.get("saw_pages") else "",
+               f"at most {r['max_assistant_turns']} assistant turn(s)" if r.get("max_assistant_turns") else "",
+               "trains on retries" if r.get("trains_retries") else ""]
+        n = sum((stopped.get(recipe) or {}).values())
+        lines.append(f"- `{recipe}` ({r.get('source', '')}): {'; '.join(x for x in own if x) or 'the common rules only'}; "
+                     f"stopped {n} record(s)" + (": " + ", ".join(f"{k}={v}" for k, v in sorted(stopped[recipe].items()))
+                                                 if n else "") + "\n")
+    return lines
+
+
 def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
     """The card's markdown; `sections` are the selected formats' card sections, in the export's order."""
     st = summary.get("stats", {})
@@ -180,6 +199,11 @@ def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
         parts.append(
             "> **Oracle policy.** Some or all trajectories were produced by the deterministic, gold-guided "
             "oracle policy, not by a model. Use them to test pipelines, not as teacher demonstrations.\n"
+        )
+    if prov.get("unfiltered"):
+        parts.append(
+            "> **Unfiltered.** The filter's verdicts were not applied (the run had none, or the export was asked for "
+            "`--unfiltered`): every answered episode that passed the recipe's gate is here, wrong answers included.\n"
         )
     parts += [
         "## Contents\n",
@@ -198,6 +222,7 @@ def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
         "\n### Skipped records\n",
         _table(summary.get("skipped", {}), ("reason", "records")),
         "\nEach skipped record is listed with its reason in `skipped.jsonl`.\n",
+        *_gate_section(st.get("gate") or {}, prov.get("gate") or {}),
         "\n## Provenance\n",
         f"- run id: `{summary['run_id']}`\n",
         f"- policy: {'oracle (gold-guided, not a model)' if oracle else 'model'}\n",

@@ -57,6 +57,8 @@ class FormatContext:
     hints: Callable[[str], dict[str, Any]]  # recipe name -> its export hints (`hints.RecipeHints`)
     # RL prompts carry images: known after the SFT pass, so only formats that take no SFT records (opened then) see it
     rl_with_images: bool = False
+    # the trainer the rows are tuned for (`export --for`), None for none: a recipe's hints may refuse one (`not_for`)
+    target: str | None = None
     # why the export may not be published as it is (licence unknown, research-only sources): a publish step refuses
     publish_problems: list[str] = field(default_factory=list)
 
@@ -69,6 +71,9 @@ class Written:
     files: dict[str, list[str]] = field(default_factory=dict)  # relative to the format's folder
     splits: dict[str, dict[str, int]] = field(default_factory=dict)  # record type -> split -> records (the card's)
     warnings: list[str] = field(default_factory=list)  # what the writer left out and why (an empty split's config)
+    # the rows name files of the export's images/ (paths relative to the export folder); False for a writer that
+    # embeds the bytes or shows no image: when no format names them the export keeps no images/
+    names_image_files: bool = True
 
 
 class FormatWriter(Protocol):

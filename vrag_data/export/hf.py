@@ -64,6 +64,11 @@ RL_FEATURES = datasets.Features(
             "split": datasets.Value("string"),
             "shown_pages": datasets.List(datasets.Value("string")),
             "sufficient": datasets.Value("bool"),
+            # the rollout keys (`vrag_data.export.rl.ROLLOUT_KEYS`), empty: a rollout fills them
+            "search_results": datasets.List(datasets.List(datasets.Value("string"))),
+            "selections": datasets.List({"candidates": datasets.List(datasets.Value("string")),
+                                         "selected": datasets.List(datasets.Value("string"))}),
+            "read_pages": datasets.List(datasets.Value("string")),
         },
         "file_name": datasets.Value("string"),
         "reference_page": datasets.List(datasets.Value("int64")),
@@ -152,7 +157,8 @@ class HfWriter:
             w.close()
             splits.setdefault(config, {})[split] = w.rows
         counts = {c: sum(splits.get(c, {}).values()) for c in CONFIGS}
-        return Written(counts, self._name_by_content(), splits)
+        # embedded Image values name no file of images/ (only the file name, for the record)
+        return Written(counts, self._name_by_content(), splits, names_image_files=self.images != "embed")
 
     def _name_by_content(self) -> dict[str, list[str]]:
         """Shards renamed `<type>-<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder

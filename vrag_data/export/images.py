@@ -1,4 +1,5 @@
-"""Materialise the page and crop images a record shows into `<out>/images/`, once per image.
+"""Materialise the page and crop images a record shows into `<out>/images/`, once per image (the folder is removed
+when no format names its files: every format embedded the bytes).
 
 File names are content-addressed: a hash of the source page file's bytes, the reference (page, crop box,
 stacked boxes) and the target size, so re-exports reuse finished files and two records that show the same
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 from pathlib import Path
 
 from PIL import Image
@@ -43,6 +45,9 @@ class ImageStore:
         self._done: dict[str, str] = {}
         self.written = 0
         self.reused = 0
+        # some format's rows name files of images/ (paths); when none does (every format embedded the bytes it read
+        # back from there), the folder goes once the export is done (`settle`)
+        self.named = False
 
     def page_sha(self, page_id: str) -> str:
         sha = self._page_sha.get(page_id)
@@ -70,6 +75,24 @@ class ImageStore:
         except OSError as err:
             raise BadImage(f"{page_id}: cannot decode the page image: {err}") from None
         return img if img.size == (w, h) else img.resize((w, h), Image.Resampling.BICUBIC)
+
+    def prune(self) -> int:
+        """Remove the images of the folder this export did not use (an export it replaced); the number removed."""
+        used = {Path(rel).name for rel in self._done.values()}
+        gone = 0
+        for p in self.dir.iterdir() if self.dir.is_dir() else ():
+            if p.name not in used:
+                p.unlink(missing_ok=True)
+                gone += 1
+        return gone
+
+    def settle(self, replaced: bool) -> None:
+        """The finished export's images/: removed whole when no format names its files or no record showed an
+        image, else, when the export replaced another run's, without the images this one did not use."""
+        if not self.named or not self._done:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        elif replaced:
+            self.prune()
 
     def materialise(self, ref: ImageRef, max_pixels: int, crop_min_pixels: int | None = None) -> str:
         """The image of `ref` for training: a page at the family's processor size; a crop at its own size within

@@ -88,7 +88,9 @@ class ShardWriter:
             table = pa.Table.from_pylist(rows, schema=self.schema)
             kw: dict[str, Any] = {}
             if self.dictionary:
-                kw = {"use_dictionary": self.dictionary, "dictionary_pagesize_limit": 1 << 30}
+                # no min/max statistics of embedded image bytes: they would copy two images into the metadata
+                kw = {"use_dictionary": self.dictionary, "dictionary_pagesize_limit": 1 << 30,
+                      "write_statistics": [c for c in leaf_paths(table.schema) if not c.endswith(".bytes")]}
             atomic_write(self.out_root, final, lambda p: pq.write_table(table, p, compression="zstd", **kw))
         elif self.kind == "json":
             write_json(self.out_root, final, rows)
@@ -106,3 +108,14 @@ class ShardWriter:
         if empty_shard and not self.paths:
             self.flush(allow_empty=True)
         return self.paths
+
+
+def leaf_paths(schema: pa.Schema) -> list[str]:
+    """The parquet leaf column paths of `schema` ("images.list.element.bytes"), as the writer's options name them."""
+    def walk(name: str, t: pa.DataType) -> list[str]:
+        if pa.types.is_struct(t):
+            return [p for i in range(t.num_fields) for p in walk(f"{name}.{t.field(i).name}", t.field(i).type)]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return walk(f"{name}.list.element", t.value_type)
+        return [name]
+    return [p for f in schema for p in walk(f.name, f.type)]

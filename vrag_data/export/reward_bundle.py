@@ -30,11 +30,13 @@ REWARD_MODULES = (
     "__init__",
     "env/__init__", "env/geometry", "env/grammar", "env/parse", "env/tags",
     "rewards/__init__", "rewards/answer", "rewards/crop", "rewards/easyr1", "rewards/episode", "rewards/format",
-    "rewards/judge_client", "rewards/judge_prompts", "rewards/recipes", "rewards/retrieval", "rewards/verl",
-    "rewards/vragrl",
-    "secrets",
+    "rewards/judge_client", "rewards/judge_prompts", "rewards/recipes", "rewards/registry", "rewards/retrieval",
+    "rewards/verl", "rewards/vragrl",
+    "rewards/kinds/__init__", "rewards/kinds/evisrag", "rewards/kinds/mmdoc_r1", "rewards/kinds/unidoc_rl",
+    "rewards/kinds/visor", "rewards/kinds/vrag_rl",
+    "inert", "secrets",
 )
-_EMPTY_INIT = {"__init__", "env/__init__"}
+_EMPTY_INIT = {"__init__", "env/__init__", "rewards/kinds/__init__"}
 _IMPORT = re.compile(r"^(\s*)(from|import) vrag_data(?=[.\s])", re.M)
 
 _ENTRY = '''"""{what}

@@ -2,7 +2,9 @@
 
 Reward contract shared with `vrag_data.rewards.verl.compute_score`: `reward_model.ground_truth` is the gold
 answer string; `extra_info` = {question, answer_format, gold_pages (page ids), gold_boxes ({page_id:
-[[x1, y1, x2, y2] in 0-1000]}), recipe, task_id, index, split, shown_pages}.
+[[x1, y1, x2, y2] in 0-1000]}), recipe, reward, coord_space, max_pixels, page_sizes, task_id, index, split,
+shown_pages} and the rollout keys (`ROLLOUT_KEYS`: search_results, selections, read_pages), written empty: the agent
+loop fills them at rollout time, and a reward refuses a row that lacks a key it reads rather than defaulting it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from PIL import Image
 from vrag_data.ids import split_page_id
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.rewards.format import evidence_map
+from vrag_data.rewards.verl import ROLLOUT_KEYS
 from vrag_data.schema.records import RewardModel, RlRecord, Task
 
 # VRAG-RL's reward dispatch knows only these data sources; benchmarks map onto them (configurable).
@@ -27,6 +30,12 @@ DEFAULT_DATA_SOURCE_MAP = {
     "vidoseek": "vidoseek",
 }
 NO_EVIDENCE = "no relevant information"
+
+
+def empty_rollout_keys() -> dict[str, list[Any]]:
+    """The `extra_info` keys a rollout fills (`ROLLOUT_KEYS`: what the agent searched, selected, read) of a row no
+    rollout has filled yet: every row carries them, empty until the agent loop's extra_fields replace them."""
+    return {k: [] for k in ROLLOUT_KEYS}
 
 
 def data_source_for(benchmark: str, mapping: dict[str, str] | None = None, default: str = "rag") -> str:
@@ -82,6 +91,7 @@ def task_to_rl(
         "index": index,
         "split": task.split,
         "shown_pages": list(shown_pages or []),  # page ids of the prompt's images, in order (EVisRAG rewards)
+        **empty_rollout_keys(),
     }
     return RlRecord(
         id=f"{task.task_id}:{recipe}",

@@ -1,7 +1,8 @@
 """`export_run`: one streaming pass over a run's kept trajectories (SFT), then one over its tasks (RL), each record
 handed to every selected format that takes it; then each format's warnings, card section and publish step.
 
-Images are materialised once into `<out>/images/`; each format writes its own shards as records arrive.
+Images are materialised once into `<out>/images/`; each format writes its own shards as records arrive. The folder
+stays only when some format's rows name its files (an export whose formats all embed the bytes keeps none).
 Records that cannot be converted are skipped with a counted reason (`skipped.jsonl`, the card, the summary).
 The recipes' export hints come from the run manifest or from the resolved recipes the caller passes.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,8 +21,9 @@ from vrag_data.config import ExportConfig
 from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.export.card import card_body, front_matter, publish_problems, run_roles, source_licenses
+from vrag_data.export.gate import ExportGate, without_rejected
 from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats
-from vrag_data.export.hints import RecipeHints
+from vrag_data.export.hints import RecipeHints, refuse_target
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
 from vrag_data.export.rl_items import RlSource, rl_items
@@ -29,7 +32,7 @@ from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_records
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
 from vrag_data.schema.records import Task, Trajectory
 from vrag_data.store import Workspace, read_records
-from vrag_data.store.run import ExportLock, RunDir, stale_hint
+from vrag_data.store.run import ExportLock, RunDir, Verdicts, stale_hint
 
 if TYPE_CHECKING:
     from vrag_data.recipe.base import Recipe
@@ -48,10 +51,17 @@ def export_run(
     on_trajectory: Callable[[], None] | None = None,
     recipes: Sequence["Recipe"] = (),
     overwrite: bool = False,
+    unfiltered: bool = False,
+    target: str | None = None,
 ) -> ExportSummary:
     """Export run `run_id` in `formats` (default: the config's). `recipes`: the resolved recipes whose hints the
     run manifest does not record (entry points resolve them; the export looks nothing up by name). An output folder
-    holding another run's export is refused unless `overwrite` (then it is replaced whole)."""
+    holding another run's export is refused unless `overwrite` (then it is replaced whole). A run whose last filter
+    failed, was interrupted or is still running is refused unless `unfiltered`: then every answered episode is
+    exported without the filter's verdicts (and without its augmentations), and the card and the report say so.
+    Either way every record passes the recipe's gate (`vrag_data.export.gate`). `target`: the trainer the rows are
+    tuned for (`--for`); a recipe whose hints say that trainer cannot run its loop (`not_for`) stops the export with
+    one line, before any work when the run's manifest names its recipe (else nothing of the export is left)."""
     cfg = config or ExportConfig()
     try:
         selected = resolve_formats(list(cfg.formats) if formats is None else formats)
@@ -63,7 +73,11 @@ def export_run(
     run = RunDir(run_dir)
     if not run.exists():
         raise VragError(f"{run_dir}: run not found; list runs under {ws.runs} or run `vrag-data synth` first")
-    state, why = run.verdict_state()
+    hints = RecipeHints(run, cfg, recipes)  # a run without a manifest names its recipes in its episodes: checked then
+    refuse_target(hints, [m.recipe] if (m := run.manifest()) is not None else [], target)
+    state, why = ("missing", "") if unfiltered else run.verdict_state()
+    if not unfiltered:
+        _check_filter(run, run_id, ws.root)
     if state == "stale":
         raise VragError(f"{stale_hint(run_id, why, ws.root)} before exporting")  # the report's line, word for word
     if out_dir is None and not ws.is_local:
@@ -73,24 +87,92 @@ def export_run(
     fresh = not out.is_dir() or not any(p.name != ".export.lock" for p in out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
-    if state == "missing":
+    if unfiltered:
+        summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
+                                "answered episode that passes the recipe's gate is kept")
+    elif state == "missing":
         summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
+    summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
     with ExportLock(out):
-        if overwrite:
-            _empty(out)
-        (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
-        skips = Skips()
-        ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
-                            skips.add, RecipeHints(run, cfg, recipes))
+        previous = Previous.set_aside(out)  # the earlier export stays whole until this one has finished
         try:
-            _export(ws, run, selected, ctx, skips, summary, on_trajectory)
-        except NothingToExport:
-            _empty(out)  # what the export began (format folders, images): no half-written export stays behind
+            (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
+            skips = Skips()
+            ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
+                                skips.add, hints, target=target)
+            _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered)
+        except NothingToExport as err:
+            # a definite answer, not an accident: the earlier export no longer matches the run's verdicts and goes
+            previous.empty()
+            if fresh:
+                shutil.rmtree(out, ignore_errors=True)
+            elif previous.aside is not None:
+                err.args = (f"{err.args[0]}; the earlier export in {out} was removed",)
+            raise
+        except BaseException:
+            # a full disk, an interrupt: what this export began goes, the earlier one comes back
+            previous.restore()
             if fresh:
                 shutil.rmtree(out, ignore_errors=True)
             raise
+        previous.drop()
+        shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
+        ctx.store.settle(replaced=overwrite)  # images/ only when a format names its files
         register_export(ws, out)
     return summary
+
+
+ASIDE = ".previous-export"  # inside the export folder while a new export is written over an earlier one
+KEPT = (".export.lock", "images", ASIDE)  # the lock; images are content-addressed (a file is whole or absent)
+
+
+@dataclass
+class Previous:
+    """An earlier export in `out`, set aside (renamed, so it needs no space) while a new one is written: restored
+    when the new one cannot finish, dropped when it has. Page images stay in place and are reused; an image the
+    failed export added is removed again."""
+
+    out: Path
+    aside: Path | None
+    images: set[str]
+
+    @classmethod
+    def set_aside(cls, out: Path) -> "Previous":
+        stale = out / ASIDE
+        if stale.is_dir():  # a process killed while writing over an earlier export: that export comes back first
+            cls(out, stale, set()).restore(remove_new_images=False)
+        images = {p.name for p in (out / "images").iterdir()} if (out / "images").is_dir() else set()
+        names = [p for p in out.iterdir() if p.name not in KEPT]
+        if not names:
+            return cls(out, None, images)
+        stale.mkdir()
+        for p in names:
+            p.rename(stale / p.name)
+        return cls(out, stale, images)
+
+    def restore(self, remove_new_images: bool = True) -> None:
+        for p in list(self.out.iterdir()):
+            if p.name in KEPT:
+                continue
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        if remove_new_images and (self.out / "images").is_dir():
+            for p in (self.out / "images").iterdir():
+                if p.name not in self.images:
+                    p.unlink(missing_ok=True)
+        if self.aside is not None and self.aside.is_dir():
+            for p in self.aside.iterdir():
+                p.rename(self.out / p.name)
+            self.aside.rmdir()
+
+    def empty(self) -> None:
+        """Everything but the lock goes: the new export and the earlier one, page images included."""
+        for p in list(self.out.iterdir()):
+            if p.name != ".export.lock":
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+    def drop(self) -> None:
+        if self.aside is not None:
+            shutil.rmtree(self.aside, ignore_errors=True)
 
 
 class NothingToExport(VragError):
@@ -98,15 +180,28 @@ class NothingToExport(VragError):
     splits whose configs send a trainer looking for data elsewhere."""
 
 
+def _check_filter(run: RunDir, run_id: str, workspace: str) -> None:
+    """A filter that failed, was interrupted or still runs leaves no verdicts to trust: stop with one line."""
+    status, detail = run.filter_state()
+    again = f"run `vrag-data filter -w {workspace} --run {run_id}` again"
+    if status == "running":
+        raise VragError(f"run {run_id}: its filter is still running ({detail}); export once it has finished")
+    if status in ("failed", "interrupted"):
+        raise VragError(f"run {run_id}: its last filter {'failed' if status == 'failed' else 'did not finish'} "
+                        f"({detail}); {again}, or pass --unfiltered to export without its verdicts")
+
+
 def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatContext, skips: Skips, summary: ExportSummary,
-            on_trajectory: Callable[[], None] | None) -> None:
+            on_trajectory: Callable[[], None] | None, unfiltered: bool = False) -> None:
     pages = PageSizes(ws)
     stats = RunStats()
     # formats that take SFT records open now; the others once the SFT pass has told whether RL prompts carry images
     writers: dict[str, FormatWriter] = {f.name: f.open(ctx) for f in selected if f.sft}
     tasks = {t.task_id: t for t in read_records(ws.tasks, Task)}
+    gate = ExportGate(ctx.hints, pages, ctx.hints.max_pixels)
     sources = _sft_pass(run, [f for f in selected if f.sft], writers, ctx, pages, stats, summary, skips, on_trajectory,
-                        {tid: t.split or "train" for tid, t in tasks.items()})
+                        {tid: t.split or "train" for tid, t in tasks.items()}, gate, unfiltered)
+    refuse_target(ctx.hints, {r for _, r in sources} | set(stats.per_recipe), ctx.target)
     if summary.n_kept == 0:
         summary.warnings.append(f"run {summary.run_id}: no kept trajectories; the export has empty splits")
 
@@ -119,6 +214,10 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     n_rl = 0
     searched = False  # some RL row starts without its pages: the episode retrieves them (search/)
     for item in rl_items(sources, tasks, ws.tasks, ctx.hints, ctx.store, pages, skips.add, ctx.cfg.ability, ctx.family):
+        problems = gate.rl(item.rec)
+        if problems:  # never written: counted with its reason like every record the gate stops
+            gate.stopped(skips, "rl", item.recipe, item.rec.id, *problems[0])
+            continue
         n_rl += 1
         searched = searched or not item.refs
         if item.task.task_id in held_out:  # every RL format (and the HF rl split) sees the same validation tasks
@@ -137,6 +236,7 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     written: dict[str, Written] = {}
     for f in selected:
         written[f.name] = w = writers[f.name].close()
+        ctx.store.named = ctx.store.named or w.names_image_files
         summary.warnings += w.warnings
         summary.counts[f.name] = w.counts
         if w.files:
@@ -146,8 +246,10 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     if searched and any(f.rl for f in selected):
         summary.stats["search"] = write_search(ws, ctx.out, ctx.cfg.search_pages, summary.warnings.append)
     summary.skipped = dict(skips.counts)
+    summary.stats["gate"] = gate.counts()  # recipe -> "<kind>:<code>" -> records stopped (the report's export_gate)
     summary.stats.update(stats.stats(ctx.store.written + ctx.store.reused, ctx.store.written, n_rl))
-    summary.provenance = stats.provenance(summary.run_id)
+    summary.provenance = {**stats.provenance(summary.run_id), "unfiltered": summary.provenance.get("unfiltered", False),
+                          "gate": {name: g.describe() for name, g in sorted(gate.by_recipe.items())}}
     summary.stats["validation"] = {"tasks": len(held_out), "share": ctx.cfg.val_share, "seed": ctx.cfg.val_seed}
     m = run.manifest()
     summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section
@@ -188,16 +290,6 @@ def _check_out(out: Path, run_id: str, overwrite: bool) -> None:
         raise VragError(f"{out}: holds the export of run {owner}; pass --overwrite to replace it, or another --out")
 
 
-def _empty(out: Path) -> None:
-    for p in out.iterdir():
-        if p.name == ".export.lock":
-            continue
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-
-
 def validation_tasks(task_ids: Iterable[str], tasks: dict[str, Task], share: float, seed: int) -> set[str]:
     """Train tasks held out as the RL validation set: a `share` of them (at least one when there are two or more, never
     all), chosen by a seeded hash of the task id, so every sample of a task is on one side and a re-export with the
@@ -212,14 +304,15 @@ def validation_tasks(task_ids: Iterable[str], tasks: dict[str, Task], share: flo
 
 def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatWriter], ctx: FormatContext,
               pages: PageSizes, stats: RunStats, summary: ExportSummary, skips: Skips,
-              on_trajectory: Callable[[], None] | None, splits: dict[str, str]) -> dict[tuple[str, str], RlSource]:
+              on_trajectory: Callable[[], None] | None, splits: dict[str, str],
+              gate: ExportGate, unfiltered: bool = False) -> dict[tuple[str, str], RlSource]:
     """Every trajectory counted, every kept one converted once and handed to each SFT format; returns the RL
     sources: one trajectory's prompt per (task, recipe), from the RL keep-set in its order when the run's filter
     wrote one (`RunDir.rl_verdicts`: the recipe's RL chain), else from the SFT-kept trajectories. Each SFT record
     carries its task's split (`metadata["split"]`, "train" for a task gone from the workspace): a format writes a
     record of another split apart from its training files, never into them."""
-    verdicts = run.verdicts()
-    rl_verdicts = run.rl_verdicts()
+    verdicts = Verdicts() if unfiltered else run.verdicts()  # no verdicts: every answered episode
+    rl_verdicts = None if unfiltered else run.rl_verdicts()
     hints = ctx.hints
     sources: dict[tuple[str, str], RlSource] = {}
     ranked: list[tuple[tuple[float, int], tuple[str, str], RlSource]] = []
@@ -228,7 +321,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
         return RlSource(traj.recipe, traj.prompt, answer_evidence(traj), traj.extra.get("sufficient"),
                         str(traj.extra.get("coord_space") or ""))
 
-    for traj in run.trajectories():
+    for traj in (run.episodes() if unfiltered else run.trajectories()):  # augmentations come from the filter
         summary.n_trajectories += 1
         stats.per_status[traj.status] += 1
         if on_trajectory:
@@ -243,8 +336,15 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
             sources.setdefault((traj.task_id, traj.recipe), source(traj))
         if not sft_formats:
             continue
-        for conv, rec in sft_records(traj, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
+        accepted, n_dropped = (traj, 0) if gate.trains_retries(traj.recipe) else without_rejected(traj)
+        for conv, rec in sft_records(accepted, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
                                      hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe)):
+            rec.metadata["rejected_turns_dropped"] = n_dropped
+            problems = gate.sft(accepted, rec)
+            if problems:  # the recipe's gate: a record that is not a clean training sample is never written
+                code, why = problems[0]
+                gate.stopped(skips, "sft", traj.recipe, rec.id, code, f"trajectory {traj.traj_id}: {why}")
+                continue
             rec.metadata["split"] = splits.get(traj.task_id, "train")
             stats.record(conv, rec)
             for f in sft_formats:

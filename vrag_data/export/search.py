@@ -36,7 +36,8 @@ def _howto(served: str) -> str:
         "```\n\n"
         "Each hit's `image_file` ends in `<page_id>.jpg`: the page ids the rows' `extra_info.gold_pages` name. "
         "A rollout passes the page ids it retrieved to the reward as `extra_info.search_results` (one list per "
-        "search, rank order) or `retrieved_pages`; VISOR's retrieval reward and the NDCG terms read them.\n"
+        "search, rank order; the row holds it empty and the reward refuses a row without it), optionally with "
+        "`retrieved_pages`; VISOR's retrieval reward and the NDCG terms read them.\n"
     )
 
 

@@ -3,7 +3,8 @@
 `prompt` is a chat list whose contents carry one `<image>` per entry of `images`; `images` entries are
 `{"image": "images/<hash>.jpg"}`, relative to the export folder (verl hands them to qwen-vl-utils' `fetch_image`,
 which opens them from the working directory: run the trainer from the export folder, so a copied export loads
-anywhere), or `{"bytes": ...}` with `image_mode: bytes`. The
+anywhere), or `{"bytes": ...}` with `image_mode: bytes` (each distinct image once per shard; the export then keeps
+no `images/` unless another format names its files). The
 images column is written only when some prompt has images: VRAG-RL-style prompts have none (pages arrive
 through search during the rollout).
 """
@@ -18,7 +19,7 @@ import pyarrow as pa
 import yaml
 
 from vrag_data.env.geometry import FACTOR
-from vrag_data.export.hf import rl_row
+from vrag_data.export.hf import SHARD_BYTES, rl_row
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
@@ -42,6 +43,10 @@ _EXTRA = pa.struct(
         ("split", pa.string()),
         ("shown_pages", pa.list_(pa.string())),
         ("sufficient", pa.bool_()),  # EVisRAG's label (null when the recipe has none): its rewards read it
+        # the rollout keys (`vrag_data.export.rl.ROLLOUT_KEYS`), empty: the agent loop's extra_fields fill them
+        ("search_results", pa.list_(pa.list_(pa.string()))),
+        ("selections", pa.list_(pa.struct([("candidates", pa.list_(pa.string())), ("selected", pa.list_(pa.string()))]))),
+        ("read_pages", pa.list_(pa.string())),
     ]
 )
 
@@ -77,39 +82,58 @@ class VerlWriter:
         self.schema = verl_schema(with_images, image_mode)
         self.writers: dict[str, ShardWriter] = {}
         self.budget = PromptBudget(out_root)
+        self.seen: set[str] = set()  # images of the shard being filled (bytes mode: a shard is cut by their bytes)
+
+    def _writer(self, split: str) -> ShardWriter:
+        """The split's shard writer; in bytes mode each distinct image is stored once per shard (the bytes column
+        is dictionary-encoded) and a shard is cut by the bytes of its distinct images."""
+        w = self.writers.get(split)
+        if w is None:
+            embed = self.with_images and self.image_mode == "bytes"
+            w = self.writers[split] = ShardWriter(
+                self.out_root, self.dir, split, "parquet", self.shard_size, self.schema, self._images,
+                **({"weigh": self._weigh, "max_bytes": SHARD_BYTES, "dictionary": ["images.list.element.bytes"]}
+                   if embed else {}))
+        return w
+
+    def _weigh(self, row: dict[str, Any]) -> int:
+        new = [p for p in row["images"] if p not in self.seen]
+        self.seen.update(new)
+        return sum((self.out_root / p).stat().st_size for p in new) + 1024
 
     def _images(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not self.with_images:
             return [{k: v for k, v in r.items() if k != "images"} for r in rows]
         out = []
+        self.seen = set()  # the next shard has its own dictionary
+        cache: dict[str, bytes] = {}
         for r in rows:
             r = dict(r)
             if self.image_mode == "path":
                 r["images"] = [{"image": str(p)} for p in r["images"]]  # relative to the export folder
             else:
-                r["images"] = [{"bytes": (self.out_root / p).read_bytes()} for p in r["images"]]
+                r["images"] = [{"bytes": cache.get(p) or cache.setdefault(p, (self.out_root / p).read_bytes())}
+                               for p in r["images"]]
             out.append(r)
         return out
 
     def write_rl(self, item: RlItem) -> None:
         rec = item.rec
         split = str(rec.extra_info.get("split") or "train")
-        w = self.writers.get(split)
-        if w is None:
-            w = self.writers[split] = ShardWriter(self.out_root, self.dir, split, "parquet", self.shard_size, self.schema, self._images)
-        w.add(rl_row(rec))
+        self._writer(split).add(rl_row(rec))
         self.budget.add("\n".join(m["content"] for m in rec.prompt), list(rec.images) if self.with_images else [])
 
     def close(self) -> Written:
         if not self.writers:  # an empty train split: counted, no shard written
-            self.writers["train"] = ShardWriter(self.out_root, self.dir, "train", "parquet", self.shard_size, self.schema, self._images)
+            self._writer("train")
         counts = {}
         for split, w in sorted(self.writers.items()):
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
         warnings = self._write_config(counts)
         write_reward_bundle(self.out_root)
-        return Written(counts, warnings=warnings)
+        # embedded bytes (the fork's rows) name no file: the export then keeps no images/ on verl's account
+        return Written(counts, warnings=warnings, names_image_files=self.with_images and self.image_mode == "path")
 
     def _write_config(self, counts: dict[str, int]) -> list[str]:
         """`verl/config.yaml` (verl >= 0.9) and `verl/vragrl.yaml` (VRAG-RL's verl fork): Hydra configs that extend the

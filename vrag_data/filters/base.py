@@ -1,6 +1,8 @@
 """Filter plumbing: score, then keep. A filter scores one trajectory into a Verdict (every verdict is
 recorded, pass or fail, with its reason); a set filter looks at the whole list at once (balancing,
-de-duplication). `apply_chain` runs filters in order over the survivors of the previous one."""
+de-duplication). `apply_chain` runs filters in order over the survivors of the previous one. A filter that cannot
+run without a role (the difficulty filters' student) says so in `needs_roles()`, from its own settings, so the
+entry points check the role before any episode is paid for (`vrag_data.teacher.roles.role_problems`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from vrag_data.schema.records import Task, Trajectory, Verdict
+from vrag_data.schema.role_need import RoleNeed, role_needs  # noqa: F401  (re-exported)
 from vrag_data.store.run import RunDir
 
 # judge(traj, task) -> score in [0, 1]; a model judge (vrag_data.teacher.judge) or the rule scorer.
@@ -66,6 +69,12 @@ class KeepPassed:
 AnyFilter = Filter | SetFilter
 
 
+def judges_answers(f: object) -> bool:
+    """A filter whose verdict is a judgement of the answer declares `judges_answers = True` (a class attribute); its
+    verdicts carry the flag, and the report's judge figures count them whatever the filter is called."""
+    return bool(getattr(f, "judges_answers", False))
+
+
 class Chain(Protocol):
     """An ordered list of filters (`vrag_data.filters.registry.FilterChain`)."""
 
@@ -100,6 +109,8 @@ def apply_chain(
                 vs = [verdict(t, f.name, False, f"error: {type(err).__name__}: {err}") for t in alive]
         else:
             vs = [_score_one(f, t, ctx) for t in alive]
+        judging = judges_answers(f)
+        vs = [v.model_copy(update={"judges_answer": judging}) for v in vs]
         by_id = {v.traj_id: v for v in vs}
         verdicts.extend(vs)
         alive = [t for t in alive if t.traj_id in by_id and f.keep(by_id[t.traj_id])]

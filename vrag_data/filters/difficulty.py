@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.schema.role_need import RoleNeed
 from vrag_data.schema.records import Trajectory, Verdict
 
 Rule = Literal["all_wrong", "retrieved_but_wrong", "not_always_right"]
@@ -67,6 +68,10 @@ class Difficulty(KeepPassed):
     # (a fallback the config must ask for).
     missing: Literal["fail", "keep", "drop"] = "fail"
     name: str = "difficulty"
+
+    def needs_roles(self) -> tuple[RoleNeed, ...]:
+        """The student, unless `missing` says what to do without one (keep / drop, recorded in every verdict)."""
+        return () if self.missing != "fail" else (RoleNeed("student", "missing: keep"),)
 
     def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
         attempts = list(ctx.student_results.get(item.task_id, []))

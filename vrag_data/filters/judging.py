@@ -14,6 +14,7 @@ from vrag_data.errors import VragError
 from vrag_data.filters.base import JudgeFn
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.schema.records import Task, Trajectory
+from vrag_data.teacher.cache import CacheWriteError
 
 
 def reference_for(traj: Trajectory, task: Task) -> str:
@@ -55,6 +56,8 @@ async def judge_trajectories(
         async with sem:
             try:
                 j = await judge.judge(task.question, ref, t.final_answer, fmt, sample=t.sample)
+            except CacheWriteError:
+                raise  # a verdict that cannot be kept would be paid for again: the stage stops
             except Exception as err:  # an endpoint that keeps failing must not stop the batch
                 errors[t.traj_id] = f"{type(err).__name__}: {err}"
                 return

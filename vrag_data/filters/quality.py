@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
 from vrag_data.rewards.answer import answer_correct
@@ -21,6 +22,7 @@ class Correctness(KeepPassed):
 
     threshold: float = 0.5
     name: str = "correctness"
+    judges_answers: ClassVar[bool] = True
 
     def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
         task = ctx.task(item)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 from vrag_data.errors import ConfigError
@@ -21,6 +22,9 @@ from vrag_data.filters.difficulty import Difficulty
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
 from vrag_data.filters.setlevel import Balance, Dedup
 
+ENTRY_POINT_GROUP = "vrag_data.filters"  # a package's filters: `<name> = "package.module:FilterClass"`
+
+# The built-in filters; `register_filter` and the entry points of installed packages add to it (`known_filters()`).
 FILTERS: dict[str, type] = {
     "correctness": Correctness,
     "retrieval_completeness": RetrievalCompleteness,
@@ -31,10 +35,40 @@ FILTERS: dict[str, type] = {
     "split": TaskSplit,
     "rl_order": RlOrder,
 }
+_loaded = False
+
+
+def register_filter(name: str, cls: type) -> type:
+    """Make `cls` (a dataclass with `name`, `score` or `score_all`, and `keep`) available by `name` to
+    `filters.chains.<recipe>`; a name already taken by another class is refused in one line."""
+    have = FILTERS.get(name)
+    if have is not None and have is not cls:
+        raise ConfigError(f"filter name {name!r} is taken by {have.__module__}.{have.__qualname__}; "
+                          f"register {cls.__module__}.{cls.__qualname__} under another name")
+    if not (hasattr(cls, "keep") and (hasattr(cls, "score") or hasattr(cls, "score_all"))):
+        raise ConfigError(f"filter {name!r} ({cls.__module__}.{cls.__qualname__}) has no keep() and score() or "
+                          "score_all(): see vrag_data.filters.base.Filter")
+    FILTERS[name] = cls
+    return cls
+
+
+def known_filters() -> dict[str, type]:
+    """Every filter by name: the built-ins, then those installed packages declare in the `vrag_data.filters` entry
+    point group (loaded once; one that cannot be imported stops with one line naming it)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                cls = ep.load()
+            except (ImportError, AttributeError) as err:
+                raise ConfigError(f"filter package {ep.value!r} (entry point {ep.name!r}) cannot be loaded: {err}") from None
+            register_filter(ep.name, cls)
+    return FILTERS
 
 
 def make_filter(name: str, options: Mapping[str, Any] | None = None) -> Any:
-    cls = FILTERS.get(name)
+    cls = known_filters().get(name)
     if cls is None:
         raise ValueError(f"unknown filter {name!r}; known filters: {sorted(FILTERS)}")
     try:
@@ -75,7 +109,7 @@ def configure_filters(recipe: str, filters: Sequence[Any], chain: Sequence[str] 
     ck, ok = ("filters.rl_chains", "filters.rl_options") if stage == "rl" else ("filters.chains", "filters.options")
     own = {f.name: f for f in filters}
     names = list(chain) if chain is not None else [f.name for f in filters]
-    bad = [n for n in names if n not in own and n not in FILTERS]
+    bad = [n for n in names if n not in own and n not in known_filters()]
     if bad:
         raise ConfigError(f"{ck}.{recipe}: unknown filter(s) {bad}; known filters: {', '.join(sorted(FILTERS))}")
     opts = dict(options or {})

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from vrag_data.ids import page_id
 from vrag_data.ingest.geometry import Rect, clamp, scale
-from vrag_data.ingest.layout import HEADING_LEVEL, RawBlock, analyse_layout
+from vrag_data.ingest.backends import RawBlock, get_backend, ingest_hash
+from vrag_data.ingest.layout import HEADING_LEVEL
 from vrag_data.ingest.ocr import OcrLine, default_threads, rapidocr_lines
 from vrag_data.ingest.options import DocStats, IngestOptions
 from vrag_data.ingest.render import (
@@ -92,9 +94,13 @@ def _ocr_blocks(lines: list[OcrLine], pid: str, doc_id: str, pno: int, w: int, h
     ]
 
 
+PageCallback = Callable[[int, int], None]  # (pages done in this document, pages planned)
+
+
 class DocumentIngester:
-    def __init__(self, job: DocJob) -> None:
+    def __init__(self, job: DocJob, on_page: PageCallback | None = None) -> None:
         self.job = job
+        self.on_page = on_page
         self.opts = job.opts
         self.ws = Workspace(job.ws_root)
         self.errors: list[IngestError] = []
@@ -125,13 +131,14 @@ class DocumentIngester:
             return None
         w, h = rendered.size
         self._save_image(pid, rendered.pixels)
-        tl = extract_text_layer(page, want_words=opts.layout == "pymupdf")
+        backend = get_backend(opts.layout)
+        tl = extract_text_layer(page, want_words=backend.needs_words)
         raw: list[RawBlock] = [RawBlock(rect=r, cls="text", source="text_layer", text=t) for r, t in tl.blocks]
         tables_md: list[str] = []
         headings: list[tuple[int, int, str]] = []
-        if opts.layout == "pymupdf":
+        if backend.per_page:
             try:
-                lay = analyse_layout(page, tl.words)
+                lay = backend.page_layout(page, tl.words)
                 raw.extend(lay.blocks)
                 tables_md = lay.tables_md
                 headings = [(pno, HEADING_LEVEL[b.model_cls], b.text) for b in lay.blocks if b.model_cls in HEADING_LEVEL and b.text]
@@ -156,7 +163,7 @@ class DocumentIngester:
 
     # --- per document ---------------------------------------------------------------------------------
     def _pdf(self) -> tuple[list[_PageOut], Any, int]:
-        import_pymupdf(layout=self.opts.layout == "pymupdf", layout_threads=self.ocr_threads)
+        import_pymupdf(layout=get_backend(self.opts.layout).loads_layout_model, layout_threads=self.ocr_threads)
         doc = open_pdf(self.job.path)
         try:
             first, last = self.job.pages or (1, 0)
@@ -181,6 +188,8 @@ class DocumentIngester:
                     break
                 if (o := self._pdf_page(doc[pno - 1], pno)) is not None:
                     outs.append(o)
+                if self.on_page is not None:
+                    self.on_page(pno - first + 1, last - first + 1)
             meta = {"outline": doc.get_toc(simple=True), "title": (doc.metadata or {}).get("title") or ""}
             return outs, meta, n
         finally:
@@ -225,13 +234,12 @@ class DocumentIngester:
         return [_PageOut(pg, blocks, [], (w, h))], {"outline": [], "title": ""}, 1
 
     def _external(self, outs: list[_PageOut]) -> None:
-        """MinerU layout and PaddleOCR run out of process, once per document."""
+        """A per-document layout backend (MinerU) and PaddleOCR run out of process, once per document."""
         opts = self.opts
-        if opts.layout == "mineru" and self.job.kind == "pdf":
-            from vrag_data.ingest.mineru import run_mineru
-
+        backend = get_backend(opts.layout)
+        if backend.per_document and self.job.kind == "pdf":
             sizes = {o.page.page: o.size for o in outs}
-            per_page = run_mineru(self.job.path, sizes, opts.mineru)
+            per_page = backend.document_layout(self.job.path, sizes, opts)
             for o in outs:
                 mb = per_page.get(o.page.page)
                 if mb is None:
@@ -305,7 +313,7 @@ class DocumentIngester:
             doc_id=job.doc_id, stem=job.stem, source_path=job.path, kind="image" if job.kind == "image" else "pdf",
             n_pages=n_planned, n_bytes=job.n_bytes, title=title[:300], toc=toc, figures=figures_from_blocks(blocks),
             text_layer_fraction=round(sum(p.text_source == "text_layer" for p in pages) / n, 4),
-            ingest_hash=opts.output_hash(),
+            ingest_hash=ingest_hash(opts),
         )
         write_document(self.ws, doc, pages, blocks)
         self._remove_stale_images({p.page for p in pages})
@@ -321,8 +329,9 @@ class DocumentIngester:
         return DocOutcome(stats=stats, errors=self.errors)
 
 
-def ingest_document(job: DocJob) -> DocOutcome:
-    return DocumentIngester(job).run()
+def ingest_document(job: DocJob, on_page: PageCallback | None = None) -> DocOutcome:
+    """One document, written whole; `on_page` hears each page as it is done (a progress line inside a long one)."""
+    return DocumentIngester(job, on_page).run()
 
 
 def ingest_part(job: DocJob) -> PartOutcome:

@@ -9,15 +9,20 @@ blocks (OCR lines cover those pages).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vrag_data.ingest.backends import LayoutBackend, PageLayout, RawBlock, register_backend
 from vrag_data.ingest.geometry import Rect, area, center_in, covered
 from vrag_data.ingest.tables import tables_in_region
 from vrag_data.ingest.textlayer import to_page_rect
 from vrag_data.schema.records import LayoutClass
+
+if TYPE_CHECKING:
+    from vrag_data.ingest.options import IngestOptions
+
+__all__ = ["PageLayout", "RawBlock", "analyse_layout"]
 
 MODEL_CLASS_MAP: dict[str, LayoutClass] = {
     "text": "text",
@@ -37,22 +42,6 @@ HEADING_LEVEL = {"title": 1, "section-header": 2}  # for a TOC built from headin
 
 def map_model_class(name: str) -> LayoutClass:
     return MODEL_CLASS_MAP.get(name, "other")
-
-
-@dataclass
-class RawBlock:
-    rect: Rect  # PDF points, rotated page space
-    cls: LayoutClass
-    source: str  # BlockSource
-    text: str = ""
-    model_cls: str = ""  # the layout model's own class name (kept for heading levels)
-    score: float | None = None
-
-
-@dataclass
-class PageLayout:
-    blocks: list[RawBlock] = field(default_factory=list)
-    tables_md: list[str] = field(default_factory=list)
 
 
 def text_in_rect(words: list[tuple[Rect, str]], rect: Rect) -> str:
@@ -179,3 +168,23 @@ def analyse_layout(page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
     if drawings:
         result.blocks.extend(find_charts(result.blocks, drawings, page.rect.width * page.rect.height))
     return result
+
+
+class PymupdfLayout(LayoutBackend):
+    """PyMuPDF's layout model on each page in process (its table grids first, then the model's regions and vector
+    charts)."""
+
+    name = "pymupdf"
+    block_sources = {"find_tables": 0, "pymupdf": 2}
+    per_page = True
+    loads_layout_model = True
+    needs_words = True
+
+    def hash_keys(self, opts: IngestOptions) -> dict[str, Any]:
+        return {"tables": 4}  # table grids from word geometry (ingest/tables.py): older workspaces re-ingest
+
+    def page_layout(self, page: Any, words: list[tuple[Rect, str]]) -> PageLayout:
+        return analyse_layout(page, words)
+
+
+register_backend(PymupdfLayout)

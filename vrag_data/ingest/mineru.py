@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vrag_data.errors import MissingComponent, VragError
+from vrag_data.ingest.backends import DocumentPage, LayoutBackend, register_backend
 from vrag_data.ingest.geometry import clamp
-from vrag_data.ingest.options import MinerUSettings
+from vrag_data.ingest.options import IngestOptions, MinerUSettings
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import LayoutBlock, LayoutClass
 
@@ -48,11 +48,7 @@ if __name__ == "__main__":
 '''
 
 
-@dataclass
-class MinerUPage:
-    blocks: list[LayoutBlock] = field(default_factory=list)  # doc_id/page_id filled in by the caller
-    tables_md: list[str] = field(default_factory=list)
-    headings: list[tuple[int, int, str]] = field(default_factory=list)
+MinerUPage = DocumentPage  # what MinerU found on one page
 
 
 def span_text(content: Any) -> str:
@@ -213,3 +209,23 @@ def run_mineru(path: str, sizes: dict[int, tuple[int, int]], settings: MinerUSet
         if pno in sizes:
             out[pno] = mineru_page_blocks(page, *sizes[pno], pno)
     return out
+
+
+class MineruLayout(LayoutBackend):
+    """MinerU once per PDF, out of process (a local install or a server: `ingest.mineru`)."""
+
+    name = "mineru"
+    block_sources = {"mineru": 1}
+    per_document = True
+
+    def check(self, opts: IngestOptions) -> None:
+        check_mineru(opts.mineru)
+
+    def hash_keys(self, opts: IngestOptions) -> dict[str, Any]:
+        return {"mineru_tier": opts.mineru.tier}
+
+    def document_layout(self, path: str, sizes: dict[int, tuple[int, int]], opts: IngestOptions) -> dict[int, MinerUPage]:
+        return run_mineru(path, sizes, opts.mineru)
+
+
+register_backend(MineruLayout)

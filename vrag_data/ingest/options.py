@@ -35,7 +35,8 @@ class PaddleOcrSettings(_Settings):
 
 class IngestOptions(_Settings):
     dpi: int = Field(144, ge=36, le=600)
-    layout: Literal["pymupdf", "mineru", "off"] = "pymupdf"
+    layout: str = "pymupdf"  # a registered layout backend (vrag_data.ingest.backends: pymupdf, mineru, off, a plugin's),
+    # checked where the ingest starts and by the config check (a settings model imports no registry)
     ocr: Literal["auto", "rapidocr", "paddleocr", "off"] = "auto"
     # pages per document; a longer one is cut with a notice naming the fix (a 5,000-page PDF costs ~0.4 CPU-s a page).
     # None = no cap, asked for explicitly in a config
@@ -58,15 +59,13 @@ class IngestOptions(_Settings):
     mineru: MinerUSettings = Field(default_factory=MinerUSettings)
     paddleocr: PaddleOcrSettings = Field(default_factory=PaddleOcrSettings)
 
-    def output_hash(self) -> str:
-        """Hash of the settings that change what lands in the workspace (not workers/strict/timeouts)."""
+    def output_hash(self, backend_keys: dict[str, object] | None = None) -> str:
+        """Hash of the settings that change what lands in the workspace (not workers/strict/timeouts), with the layout
+        backend's own (`vrag_data.ingest.backends.ingest_hash` passes them)."""
         keep = self.model_dump(include={"dpi", "layout", "ocr", "max_pages", "max_page_pixels", "jpeg_quality", "ocr_min_chars"})
         if self.doc_time_budget_s != 1800.0:  # a non-default budget can cut documents differently
             keep["doc_time_budget_s"] = self.doc_time_budget_s
-        if self.layout == "mineru":
-            keep["mineru_tier"] = self.mineru.tier
-        if self.layout == "pymupdf":
-            keep["tables"] = 4  # table grids from word geometry (ingest/tables.py): older workspaces re-ingest
+        keep.update(backend_keys or {})
         return config_hash(keep)
 
 

@@ -18,9 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vrag_data.errors import VragError
 from vrag_data.ids import sha256_file
+from vrag_data.inert import inert_stem
+from vrag_data.ingest.backends import get_backend, ingest_hash
 from vrag_data.ingest.render import import_pymupdf, remove_orphan_temp_images
 from vrag_data.process import die_with_parent, terminate_pool
-from vrag_data.progress import announce, progress_for
+from vrag_data.progress import announce, line_every, progress_for
 from vrag_data.ingest.discover import discover_inputs, input_kind
 from vrag_data.ingest.document import DocJob, DocOutcome, PartOutcome, ingest_document, ingest_part, stitch_parts
 from vrag_data.ingest.ocr import default_threads
@@ -38,10 +40,11 @@ class IngestFailed(VragError):
 
 def check_components(opts: IngestOptions) -> None:
     """External tools are checked before any document is touched (fail at once, one line)."""
-    if opts.layout == "mineru":
-        from vrag_data.ingest.mineru import check_mineru
-
-        check_mineru(opts.mineru)
+    try:
+        backend = get_backend(opts.layout)
+    except ValueError as err:
+        raise VragError(f"ingest.layout: {err}") from None
+    backend.check(opts)
     if opts.ocr == "paddleocr":
         from vrag_data.ingest.paddleocr import check_paddleocr
 
@@ -54,9 +57,9 @@ def plan_jobs(files: list[str], ws: Workspace, opts: IngestOptions) -> tuple[lis
     skipped: list[DocStats] = []
     errors: list[IngestError] = []
     claimed: dict[str, tuple[str, str]] = {}  # stem -> (path, doc_id) within this run
-    want = opts.output_hash()
+    want = ingest_hash(opts)
     for path in files:
-        stem = Path(path).stem
+        stem = inert_stem(Path(path).stem)  # a file name is outside text: it names every page id of the document
         try:
             doc_id, n_bytes = sha256_file(path), Path(path).stat().st_size
         except OSError as err:
@@ -106,7 +109,7 @@ def page_ranges(n: int, workers: int, min_pages: int = MIN_PART_PAGES) -> list[t
 def split_job(job: DocJob, opts: IngestOptions, workers: int) -> list[DocJob]:
     """Page ranges of one big PDF for `workers` processes (several per worker, for balance), or [] to keep it
     whole: small documents, one worker, or a layout/OCR engine that runs per document (MinerU, PaddleOCR)."""
-    if (workers <= 1 or opts.split_pages is None or job.kind != "pdf" or opts.layout == "mineru"
+    if (workers <= 1 or opts.split_pages is None or job.kind != "pdf" or get_backend(opts.layout).per_document
             or opts.ocr == "paddleocr"):
         return []
     try:
@@ -202,13 +205,13 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
     for job in jobs:
         job.threads = threads
     with _progress(progress) as bar:
-        task = bar.add_task("ingest", total=len(files), pages=0, last="")
         n_done = len(files) - len(jobs)  # documents done (skipped ones count as done)
+        # the skipped documents are the task's start, not an advance: rate and ETA count this run's documents only
+        task = bar.add_task("ingest", total=len(files), completed=n_done, pages=0, last="")
         credit: dict[str, float] = {}  # stem -> share of one split document its parts have shown on the bar
-        bar.advance(task, n_done)
         if jobs:  # a long stage says at once that it started (its first document may take minutes)
             announce(bar, f"ingest: {len(jobs)} document(s) to ingest on {max(1, workers)} worker(s), "
-                          f"{n_done} already done; a progress line every {PROGRESS_EVERY:g}s")
+                          f"{n_done} already done; a progress line every {line_every(PROGRESS_EVERY):g}s")
 
         def shown() -> float:  # derived, so the count is a whole number again once the parts are stitched
             return n_done + sum(credit.values())
@@ -227,10 +230,13 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
                 _fail_fast(summary, ws)
         if workers <= 1:
             for job in jobs:
-                done(ingest_document(job))
+                def page_done(k: int, n: int, stem: str = job.stem) -> None:  # a long document moves the bar by pages
+                    credit[stem] = k / max(1, n) * PART_SHARE
+                    bar.update(task, completed=shown(), pages=summary.n_pages + k, last=f"{stem[:40]} page {k}/{n}")
+                done(ingest_document(job, on_page=page_done))
         else:
             ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
-            init = (opts.layout == "pymupdf", threads, os.getpid())
+            init = (get_backend(opts.layout).loads_layout_model, threads, os.getpid())
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
                 owner: dict[Future[Any], DocJob] = {}
                 parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far

@@ -18,66 +18,25 @@ from __future__ import annotations
 
 import random
 import re
-from typing import TYPE_CHECKING
 
+from vrag_data.qgen.periods import period_kind
 from vrag_data.qgen.scale import WORDS
+from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Written
 
-if TYPE_CHECKING:
-    from vrag_data.qgen.table_hops import Table
-
 Pick = tuple[str, str, float, str, str, str, float, str]  # (col A, row A, number A, printed A, same for B)
 
-_KINDS = (("3m", re.compile(r"\bthree[- ]months?\b|\bquarters?\b|\bq[1-4]\b|\b1[23] weeks\b", re.I)),
-          ("6m", re.compile(r"\bsix[- ]months?\b|\bhalf[- ]year\b|\b2[46] weeks\b", re.I)),
-          ("9m", re.compile(r"\bnine[- ]months?\b|\b3[69] weeks\b", re.I)),
-          ("12m", re.compile(r"\btwelve[- ]months?\b|\byears?\b|\bfiscal\b|\bfy\b|\bannual\b|\b5[23] weeks\b", re.I)))
 # a count, a ratio or a row with its own unit: not an amount in the table's stated scale
 _NOT_AMOUNT = re.compile(r"\b(shares?|number|employees|headcount|ratio|days|units|stores|people|percent|rate)\b|%|"
                          r"\((in\s+)?(thousands|millions|billions)\)", re.I)
 _PART_OF_GROUP = re.compile(r"\b(parent company|registrant|guarant(ee|or|ors)|closed group|issuer|obligor|"
                             r"non-?guarantor|condensed consolidating)\b", re.I)
-_ANNUAL_DOC = re.compile(r"\bForm (10-K|20-F|40-F)\b|\bfiscal year\b|\bannual report\b", re.I)
-
-
-def _kinds(text: str) -> set[str]:
-    return {k for k, rx in _KINDS if rx.search(text)}
-
-
-def period_kind(col: str, first_header: str, doc_label: str, above: str = "") -> str | None:
-    """The kind of period a column covers ("3m", "6m", "9m", "12m"), or None when not known for sure: named by the
-    column, else the table's first header cell, else the page lines right above the table, else the document."""
-    for text in (col, first_header, above):
-        found = _kinds(text)
-        if len(found) == 1:
-            return next(iter(found))
-        if found:  # "fiscal quarter": two kinds named, none known
-            return None
-    return "12m" if _ANNUAL_DOC.search(doc_label) and not _kinds(doc_label) - {"12m"} else None
 
 
 def same_kind(a: Table, ca: str, b: Table, cb: str) -> bool:
     ka = period_kind(ca, a.grid.header[0], a.label, a.above)
     return ka is not None and ka == period_kind(cb, b.grid.header[0], b.label, b.above)
-
-
-_TITLE_WORDS = re.compile(r"[A-Za-z][A-Za-z'&,\u2013\u2014-]*|[&\u2013\u2014-]")
-
-
-def table_title(zone: list[str]) -> str:
-    """The title printed right above a table ("Consolidated Statements of Income", "PARENT COMPANY - CONDENSED
-    BALANCE SHEETS", "Other Earnings Items"), nearest first, or "": a line of 2-10 words without digits, every word
-    of four letters or more capitalised; no unit statement, period line or "Table of Contents"."""
-    for line in zone:
-        words = line.split()
-        if not 2 <= len(words) <= 10 or re.search(r"\d|[.:;(]", line) or not all(_TITLE_WORDS.fullmatch(w) for w in words):
-            continue
-        if re.fullmatch(r"table of contents", line.strip(), re.I) or _kinds(line) or re.search(r"\bended\b", line, re.I):
-            continue
-        if all(w[0].isupper() for w in words if len(w) >= 4 and w[0].isalpha()):
-            return " ".join((w.capitalize() if len(w) > 3 else w.lower()) if line.isupper() else w for w in words)
-    return ""
 
 
 def company(label: str) -> str:

@@ -17,11 +17,18 @@ from __future__ import annotations
 import re
 
 MAX_CHARS = 120
-_FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b")
+_FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.I)  # a cover prints "FORM 10-K" or "Form 10-K"
 _REGISTRANT = re.compile(r"([^\n]{2,100})\n[\s\n]*\(\s*Exact name of registrant", re.I)
 _PERIOD = re.compile(r"For the (fiscal year|quarterly period) ended\s+([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)", re.I)
 _REPORT_DATE = re.compile(r"Date of (?:R|r)eport[^\n]*?\)?\s*:?\s*\n?\s*([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)")
-_CITATION = re.compile(r"CITATION[^\u201c\"]{0,120}[\u201c\"]([^\u201d\"]{6,150})[\u201d\"]", re.I | re.S)
+# only a publisher's own citation block ("RECOMMENDED CITATION: ..."): a paper's page 1 cites other works by title
+_CITATION = re.compile(r"(?:RECOMMENDED|SUGGESTED|PREFERRED)\s+CITATION[^\u201c\"]{0,120}[\u201c\"]([^\u201d\"]{6,150})[\u201d\"]",
+                       re.I | re.S)
+# page headers that name no document: a filing's agency and form line, a contents heading, a preprint stamp
+_BOILERPLATE = re.compile(
+    r"united\s+states\b|securities\s+and\s+exchange\s+commission|washington,?\s+d\.?\s*c\.?(\s+\d{5})?|"
+    r"\bform\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b|table\s+of\s+contents|\barxiv:?\s*[\d.v]*(\s*\[[^\]]*\])?|"
+    r"\bpage\s+\d+(\s+of\s+\d+)?", re.I)
 _YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20[0-4]\d)(?!\d)")
 _ACCESSION = re.compile(r"[\d\-_.\s]+")
 
@@ -31,6 +38,12 @@ def _clean(text: str) -> str:
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
     text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
     return " ".join(text.split())[:MAX_CHARS].strip(" ,;:")
+
+
+def strip_boilerplate(text: str) -> str:
+    """A title candidate without the page headers that name no document ("" when nothing else is left)."""
+    rest = _clean(_BOILERPLATE.sub(" ", text))
+    return rest if len(re.findall(r"[A-Za-z]{2,}", rest)) >= 1 else ""
 
 
 def _case(name: str) -> str:
@@ -49,12 +62,14 @@ def readable_title(title: str) -> bool:
     return not re.search(r"\.(docx?|pdf|indd|pptx?)\b|^microsoft|^untitled", t, re.I)
 
 
-def sec_filing_name(text: str) -> str:
-    """"the Form 10-K of <registrant> for the fiscal year ended <date>", or "" when page 1 is no SEC filing."""
+def sec_filing_name(text: str, largest: str = "") -> str:
+    """"the Form 10-K of <registrant> for the fiscal year ended <date>", or "" when page 1 is no SEC filing.
+    The registrant is the line above "(Exact name of registrant ...)", else the cover's largest type less its
+    headers (a cover set as a table puts that caption elsewhere in the text)."""
     form, reg = _FORM.search(text), _REGISTRANT.search(text)
-    if not form or not reg:
+    if not form or not (reg or re.search(r"Exact name of registrant", text, re.I)):
         return ""
-    company = _case(_clean(reg.group(1)))
+    company = _case(_clean(reg.group(1))) if reg and strip_boilerplate(reg.group(1)) else _case(strip_boilerplate(largest))
     period = _PERIOD.search(text)
     if period:
         when = f" for the {period.group(1).lower()} ended {' '.join(period.group(2).split())}"
@@ -68,17 +83,18 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
                    largest: str = "") -> str:
     """How a question names its document (company, report, period or year); "" when page 1 says nothing usable.
     `largest` = page 1's largest-font text (`largest_font_text`), a paper's or press release's title."""
-    sec = sec_filing_name(first_page_text)
+    sec = sec_filing_name(first_page_text, largest)
     if sec:
         return sec
     cited = _CITATION.search(first_page_text)
-    blocks = [_clean(b) for b in (largest, *title_blocks) if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
+    blocks = [strip_boilerplate(b) for b in (largest, *title_blocks)]
+    blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
     if cited:  # the title the publisher asks to be cited by
         title = _clean(cited.group(1))
     elif blocks:
         title = blocks[0]
-    elif readable_title(meta_title):
-        title = _clean(meta_title)
+    elif readable_title(meta_title) and strip_boilerplate(meta_title):
+        title = strip_boilerplate(meta_title)
     else:
         return ""
     title = _case(title)
@@ -86,6 +102,55 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
     dated = re.search(r"(arXiv|\u00a9|copyright|proceedings|published|citation)[^\n]{0,120}", first_page_text, re.I)
     year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(first_page_text)
     return f"\u201c{title}\u201d ({year.group(1)})" if year and year.group(1) not in title else f"\u201c{title}\u201d"
+
+
+_Line = list[tuple[float, str, tuple[float, float, float, float]]]  # (size, text, bbox) of each span
+
+
+def _page_lines(page) -> list[_Line]:  # noqa: ANN001 - a PyMuPDF page
+    """Page 1's horizontal lines as spans, a span printed twice at one place (a shadow, a bold overprint) once:
+    an arXiv stamp runs up the margin in a large font, and overprinted titles read "The The Limes Limes"."""
+    kept: list[tuple[float, float, float, float]] = []
+    lines: list[_Line] = []
+    for block in page.get_text("dict")["blocks"]:
+        for line in block.get("lines", []):
+            if abs(line["dir"][1]) >= 0.01:
+                continue
+            spans = []
+            for sp in line["spans"]:
+                box = tuple(sp["bbox"])
+                if sp["text"].strip() and any(_overlap(box, k) > 0.5 for k in kept):
+                    continue
+                kept.append(box)
+                spans.append((round(sp["size"], 1), sp["text"], box))
+            lines.append(spans)
+    return lines
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """The share of the smaller box that the two boxes have in common."""
+    w, h = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
+    small = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return w * h / small if w > 0 and h > 0 and small > 0 else 0.0
+
+
+def _title_lines(lines: list[_Line]) -> list[str]:
+    """Whole lines holding a span of the largest size (a small-caps title sets only its initials that large),
+    and a cover's over-title: the line just above the first of them, at least 0.7 of that size and aligned with
+    it ("Object Storage Service" over "Product Introduction")."""
+    sizes = [size for spans in lines for size, text, _ in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
+    if not sizes:
+        return []
+    top = max(sizes)
+    idx = [i for i, spans in enumerate(lines) if any(abs(size - top) <= 0.5 for size, _, _ in spans)]
+    picked = ["".join(text for _, text, _ in lines[i]) for i in idx]
+    above = [spans for spans in lines[:idx[0]] if spans and "".join(t for _, t, _ in spans).strip()]
+    if above:
+        first, prev = lines[idx[0]][0][2], above[-1]
+        size, box = max(sp[0] for sp in prev), prev[0][2]
+        if size >= 0.7 * top and abs(box[0] - first[0]) < 2 and 0 <= first[1] - box[3] < 1.5 * (first[3] - first[1]):
+            picked.insert(0, "".join(t for _, t, _ in prev))
+    return picked
 
 
 def largest_font_text(pdf_path: str) -> str:
@@ -102,19 +167,10 @@ def largest_font_text(pdf_path: str) -> str:
         with pymupdf.open(pdf_path) as doc:
             if doc.page_count == 0:
                 return ""
-            # horizontal lines only: an arXiv stamp runs up the margin in a large font
-            lines = [[(round(sp["size"], 1), sp["text"]) for sp in line["spans"]]
-                     for b in doc[0].get_text("dict")["blocks"] for line in b.get("lines", [])
-                     if abs(line["dir"][1]) < 0.01]
+            lines = _page_lines(doc[0])
     except (RuntimeError, ValueError):
         return ""
-    sizes = [size for spans in lines for size, text in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
-    if not sizes:
-        return ""
-    top = max(sizes)
-    # whole lines that hold a span of the largest size: a small-caps title sets only its initials that large
-    picked = ["".join(text for _, text in spans) for spans in lines if any(abs(size - top) <= 0.5 for size, _ in spans)]
-    return _clean("\n".join(t.strip() for t in picked))
+    return _clean("\n".join(t.strip() for t in _title_lines(lines)))
 
 
 _GENERIC = frozenset(

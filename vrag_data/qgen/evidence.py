@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vrag_data.ingest.backends import block_source_ranks
 from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, quantity, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
 from vrag_data.store import Workspace
@@ -29,9 +30,6 @@ CLASS_SOURCE: dict[str, EvidenceSource] = {
     "table": "table", "chart": "chart", "figure": "figure", "text": "text", "list": "text", "ocr_line": "text",
     "title": "layout", "caption": "layout",
 }
-# Which extractor wins when two blocks cover the same region: the more structured one.
-SOURCE_RANK = {"find_tables": 0, "mineru": 1, "pymupdf": 2, "paddleocr": 3, "rapidocr": 4, "synthetic": 5,
-               "text_layer": 6}
 # Visual and tabular regions make better questions than running text; headings the least.
 WEIGHT: dict[str, float] = {"table": 3.0, "chart": 3.0, "figure": 2.0, "text": 1.0, "layout": 0.3}
 OVERLAP = 0.6  # share of the smaller block inside a kept block that makes it a duplicate
@@ -90,7 +88,14 @@ def page_regions(blocks: list[LayoutBlock], page: Page, min_chars: int) -> list[
     # text and headings without text are nothing.
     cands = [b for b in blocks if b.cls in CLASS_SOURCE
              and (len(b.text.strip()) >= min_chars or CLASS_SOURCE[b.cls] in ("chart", "figure"))]
-    cands.sort(key=lambda b: (SOURCE_RANK.get(b.source, 9), -_area(b.bbox.raw), b.block_id))
+    # which extractor wins when two blocks cover the same region: the more structured one, as each layout backend
+    # ranks the sources it writes; a source no registered backend declares is an error, never ranked last
+    rank = block_source_ranks()
+    unknown = sorted({b.source for b in cands} - set(rank))
+    if unknown:
+        raise ValueError(f"page {page.page_id}: layout blocks from {unknown}, a source no registered layout backend "
+                         f"declares (known: {sorted(rank)}); install or register the backend that wrote them")
+    cands.sort(key=lambda b: (rank[b.source], -_area(b.bbox.raw), b.block_id))
     kept: list[LayoutBlock] = []
     for b in cands:
         a = _area(b.bbox.raw)
@@ -110,6 +115,7 @@ class EvidencePool:
     # stem -> text of the title blocks on page 1, top first (how docname names a paper without metadata)
     first_titles: dict[str, list[str]] = field(default_factory=dict)
     _links: list[tuple[Region, list[Region]]] | None = field(default=None, repr=False)
+    _doc_links: list[tuple[Region, list[Region]]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, ws: Workspace, sources: list[str], min_chars: int = 2) -> "EvidencePool":
@@ -145,6 +151,21 @@ class EvidencePool:
             self._links = [(r, ps) for r, ps in self._links if ps]
         return self._links
 
+    def doc_links(self) -> list[tuple[Region, list[Region]]]:
+        """Tables with a table on another page of the same document that shares an entity (a non-generic row label
+        holding an amount, the same section): where a bridge, a comparison or a difference over two pages can be.
+        Worked out once, over the whole document rather than a random pair of regions."""
+        if self._doc_links is None:
+            out: list[tuple[Region, list[Region]]] = []
+            for rs in self.by_doc.values():
+                tabs = [(r, lines(r.text)) for r in rs if r.source == "table"]
+                for r, rows in tabs:
+                    partners = [o for o, ro in tabs if o.page_id != r.page_id and rows & ro]
+                    if partners:
+                        out.append((r, partners))
+            self._doc_links = out
+        return self._doc_links
+
     def sources(self) -> set[str]:
         return {r.source for rs in self.by_doc.values() for r in rs}
 
@@ -168,6 +189,10 @@ class EvidencePool:
             first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
             return Evidence(kind, (first,))
         if kind == "multi_page":
+            links = self.doc_links()
+            if links and rng.random() < 0.5:  # half of the time two tables of one document sharing an entity
+                first, partners = links[rng.randrange(len(links))]
+                return Evidence(kind, (first, _weighted(rng, partners)))
             stem = rng.choice([s for s in stems if len({r.page_id for r in self.by_doc[s]}) >= 2])
             first = _weighted(rng, self.by_doc[stem])
             others = [r for r in self.by_doc[stem] if r.page_id != first.page_id]

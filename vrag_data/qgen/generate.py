@@ -27,10 +27,13 @@ from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.filters.setlevel import question_tokens
 from vrag_data.ids import short_hash, task_id
+from vrag_data.inert import sanitize_text
 from vrag_data.qgen.docname import document_label, largest_font_text
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.tally import Tally
+from vrag_data.qgen.plan import check_generation_vision
 from vrag_data.qgen.verify import Verifier, VerifyReport, duplicate_score
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
 from vrag_data.schema.records import Document, EvidenceBox, Page, Task, utcnow
@@ -83,6 +86,7 @@ class GenerateSummary(BaseModel):
     shard: str = ""
     rejections_file: str = ""
     notices: list[str] = Field(default_factory=list)  # what the writer cannot do here, said once
+    tally: Tally = Field(default_factory=Tally)  # asked / kept per kind and per document, rejections per kind
 
     @property
     def shortfall(self) -> int:
@@ -127,7 +131,8 @@ def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Do
                "layout_blocks": [r.block.block_id for r in ev.regions],
                # the printed values the answer rests on (known to the oracle; a model writer's answer itself)
                "support": list(w.visible), "documents": [labels.get(s, "") for s in ev.stems],
-               "hops": [{"question": h.question, "answer": h.answer, "page_id": ev.regions[h.region].page_id}
+               "hops": [{"question": sanitize_text(h.question), "answer": sanitize_text(h.answer),
+                         "page_id": ev.regions[h.region].page_id}
                         for h in w.hops]},
     )
 
@@ -137,7 +142,8 @@ def _label(doc: Document, first: Page | None, title_blocks: list[str]) -> str:
     # ingest stores the metadata title, else the first outline entry, else the stem: only the first is a title
     meta = "" if doc.title == doc.stem or (doc.toc and doc.title == doc.toc[0].title) else doc.title
     largest = largest_font_text(doc.source_path) if doc.kind == "pdf" else ""
-    return document_label(first.text if first else "", meta, title_blocks, largest)
+    # page 1 and the metadata are outside text: the name reaches the writer's prompt and every question made here
+    return sanitize_text(document_label(first.text if first else "", meta, title_blocks, largest))
 
 
 @dataclass
@@ -201,9 +207,10 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
 def generate_tasks(ws: Workspace, cfg: RunConfig | None = None, n: int | None = None, kinds: list[str] | None = None,
                    types: list[str] | None = None, sources: list[str] | None = None,
                    writer: Literal["oracle", "model"] | Writer = "oracle",
-                   progress: Callable[[int, int], None] | None = None) -> GenerateSummary:
+                   progress: Callable[[int, int], None] | None = None, new_only: bool = False) -> GenerateSummary:
     """Generate up to `n` verified tasks into `tasks/generated.parquet` (arguments override
-    `cfg.tasks.generate`); `writer="model"` uses `cfg.roles.question_writer`."""
+    `cfg.tasks.generate`); `writer="model"` uses `cfg.roles.question_writer`. `new_only`: `n` new tasks, an
+    earlier run's task found again does not count (the tasks stage's top-up, `vrag_data.qgen.topup`)."""
     cfg = cfg or RunConfig()
     over = {k: v for k, v in (("n", n), ("kinds", kinds), ("types", types), ("sources", sources)) if v is not None}
     try:
@@ -211,11 +218,12 @@ def generate_tasks(ws: Workspace, cfg: RunConfig | None = None, n: int | None = 
     except ValueError as err:
         raise VragError(f"tasks generate: {str(err).splitlines()[-1].strip()} (kinds: {', '.join(KINDS)}; "
                         "types: extraction, logic; sources: text, table, chart, figure, layout)") from None
-    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress))
+    check_generation_vision(cfg.roles, model_writer=writer == "model")  # the writer and the verifier see pages
+    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress, new_only))
 
 
 async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_spec: str | Writer,
-                    progress: Callable[[int, int], None] | None) -> GenerateSummary:
+                    progress: Callable[[int, int], None] | None, new_only: bool = False) -> GenerateSummary:
     from vrag_data.retrieve import build_index, load_index
     from vrag_data.teacher import RequestCache, TeacherPool
 
@@ -271,30 +279,35 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
                    [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
-                                  notices=notices)
+                                  notices=notices, tally=Tally(requested=list(gcfg.kinds)))
         kept: dict[str, Task] = {}
         found_again: set[str] = set()  # an earlier run's tasks met again (once each, however often)
         rejections: list[Rejection] = []
         done = 0
         limit = gcfg.max_attempts or 6 * gcfg.n
         rng_seed = f"qgen:{gcfg.seed}"
-        while done + summary.already < gcfg.n and summary.attempted < limit:
+        counted = lambda: done + (0 if new_only else summary.already)  # noqa: E731  # toward n
+        while counted() < gcfg.n and summary.attempted < limit:
             # near the target, fewer attempts per batch: each one may cost several teacher calls
-            size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - done - summary.already)))
+            size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
             attempts = []
             for i in range(summary.attempted, summary.attempted + size):
                 kind, qtype = _schedule(i, kinds, list(gcfg.types))
                 ev = pool_ev.pick(kind, random.Random(f"{rng_seed}:{i}"))
                 assert ev is not None  # kinds were filtered by pool_ev.possible
                 attempts.append(Attempt(i, ev, qtype))
+                summary.tally.ask(ev.kind, list(ev.stems))
             summary.attempted += size
             got, rej = await _batch(run, attempts)
             rejections += rej
             for a, t, again in got:
+                if (again and t.task_id not in found_again) or (not again and t.task_id not in kept
+                                                                  and counted() < gcfg.n):
+                    summary.tally.keep(a.evidence.kind, list(a.evidence.stems))
                 if again:
                     found_again.add(t.task_id)
                     summary.already = len(found_again)
-                elif t.task_id not in kept and done + summary.already < gcfg.n:
+                elif t.task_id not in kept and counted() < gcfg.n:
                     kept[t.task_id] = t
                     done += 1
                 else:  # verified, but not stored: every attempt is accounted for in the rejections
@@ -317,6 +330,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     summary.stored = len(stored)
     summary.rejections_file = _record_rejections(ws, run_id, rejections)
     summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
+    summary.tally.reject([(r.kind, r.reason) for r in rejections])
     new = list(kept.values())
     summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
     summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))

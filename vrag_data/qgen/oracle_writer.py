@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, quantity, table_grid
+from vrag_data.qgen.grid import quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
+from vrag_data.qgen.naming import region_where
 from vrag_data.qgen.table_hops import linked, unnamed
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
@@ -111,8 +113,21 @@ def _cross_logic(a: Fact, b: Fact) -> Written | None:
     return None
 
 
-def _cell_question(grid: Grid, row: str, col: str, label: str) -> str:
-    return f"In the table with the columns {grid.columns_phrase()} in {label}, what is the {col} value of {row}?"
+def _cell_question(where: str, row: str, col: str) -> str:
+    return f"In {where}, what is the {col} value of {row}?"
+
+
+_BASIC_DILUTED = re.compile(r"\b(basic|diluted)\b", re.I)
+
+
+def _pairable(ra: str, rb: str) -> bool:
+    """Two rows a reader would compare: not a part against its total ("Net sales" / "Total net sales", a label
+    whose words all lie in the other's), not basic against diluted of one figure (they differ by dilution only)."""
+    wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
+    if not wa or not wb or wa <= wb or wb <= wa:
+        return False
+    return not (_BASIC_DILUTED.search(ra) and _BASIC_DILUTED.search(rb)
+                and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())
 
 
 def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rejected:
@@ -123,7 +138,8 @@ def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rej
     if not label:
         return unnamed(region.stem)
     row, col, value = rng.choice(grid.cells)
-    return Written(_cell_question(grid, row, col, label), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
+    where = region_where(region.text, region.page.text, grid, label)
+    return Written(_cell_question(where, row, col), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
 
 def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
@@ -143,11 +159,11 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
         return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")
     key = rng.choice(usable)
     col = key.split("\x00")[0]
-    (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
-    while na == nb:
-        (ra, na, va), (rb, nb, vb) = rng.sample(by_col[key], 2)
-    q = (f"In the table with the columns {grid.columns_phrase()} in {label}, which has the higher {col} value: "
-         f"{ra} or {rb}?")
+    pairs = [(x, y) for i, x in enumerate(by_col[key]) for y in by_col[key][i + 1:] if x[1] != y[1] and _pairable(x[0], y[0])]
+    if not pairs:
+        return Rejected("writer", "writer_declined", "oracle: only a part and its total, or basic and diluted, to compare")
+    (ra, na, va), (rb, nb, vb) = rng.choice(pairs)
+    q = f"In {region_where(region.text, region.page.text, grid, label)}, which has the higher {col} value: {ra} or {rb}?"
     return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 

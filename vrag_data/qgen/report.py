@@ -1,8 +1,12 @@
 """`vrag-data tasks report`: one static HTML page to judge a batch of generated tasks in a minute.
 
-It shows per-kind counts (hop type, reasoning type, evidence source), the rejection causes of the generation runs
-(stage and reason), and a seeded sample of tasks, each with its question, gold answer, documents, hops and the
-crops of its evidence boxes (JPEG, embedded, so the file can be mailed). Everything that came from a document or a
+It shows per-kind counts (kept / asked per kind: kept tasks and rejected attempts of that kind; reasoning type,
+evidence source), the rejection causes of the generation runs (stage and reason) with examples of each, and a
+seeded sample of tasks, each with its question, gold answer, documents, hops and its evidence on the page: the
+asked cell (the printed value the answer rests on, found in the source PDF's text layer inside the evidence box)
+outlined in red and the evidence box in blue (the box in red when no cell is found), with its surroundings (a table cell with its row and the rows around it), at the page
+image's own resolution, scaled down only when wider or taller than `CROP_SIDE` (JPEG, embedded, so the file can be
+mailed). Everything that came from a document or a
 model (questions, answers, labels, details) is escaped; nothing is executed or linked.
 """
 
@@ -23,8 +27,12 @@ from vrag_data.store import Workspace, read_records
 from vrag_data.store.shards import open_text
 from vrag_data.tasks.store import shard_path
 
-CROP_PIXELS = 160_000  # per crop: readable numbers, a small file
-MARGIN = 12  # raw px around an evidence box, so a cell is seen with its row and column
+CROP_SIDE = 1600  # px: a crop is scaled down only above this (a 10-K table stays readable)
+MARGIN = 12  # raw px around an evidence box at least
+CONTEXT_ROWS = 4  # box heights shown above and below the box; the crop spans the page's width (row labels)
+EXAMPLES = 2  # rejected attempts shown per cause
+OUTLINE = (220, 0, 0)  # the asked cell (the printed value the answer rests on), else the whole evidence box
+BLOCK = (0, 90, 200)  # the evidence box, when the asked cell was found inside it
 
 
 @dataclass
@@ -36,6 +44,7 @@ class TasksReport:
     by_type: dict[str, int] = field(default_factory=dict)
     by_source: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # "stage: reason" -> count
+    kept_asked: dict[str, str] = field(default_factory=dict)  # kind -> "kept/asked"
     missing_images: int = 0  # crops whose page image is not in the workspace
 
 
@@ -43,34 +52,83 @@ def _e(x: object) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def _counts(title: str, counts: dict[str, int]) -> str:
+def _counts(title: str, counts: dict[str, int] | dict[str, str]) -> str:
     rows = "".join(f"<tr><td>{_e(k)}</td><td class=n>{v}</td></tr>" for k, v in counts.items()) or "<tr><td>none</td></tr>"
     return f"<table><caption>{_e(title)}</caption>{rows}</table>"
 
 
-def _crop(ws: Workspace, ev: EvidenceBox) -> str | None:
-    """An evidence box as a data URI, with a margin (clamped to the page when cut); None when the page image is
+def _cells(pdf: str, ev: EvidenceBox, values: list[str], w: int) -> list[tuple[float, float, float, float]]:
+    """Where the task's printed values (`extra.support`) stand inside its evidence box, in the page image's px,
+    read from the source PDF's text layer; [] when the PDF is gone or a value is not printed as text there."""
+    from pathlib import Path
+
+    from vrag_data.ingest.render import import_pymupdf
+
+    page_no = ev.page_id.rsplit("_", 1)[-1]
+    if not values or not pdf or not Path(pdf).is_file() or not page_no.isdigit():
+        return []
+    pymupdf = import_pymupdf(layout=False)
+    try:
+        with pymupdf.open(pdf) as doc:
+            page = doc[int(page_no) - 1]
+            k = w / page.rect.width  # px per point
+            clip = pymupdf.Rect(*(c / k for c in ev.box.raw))
+            found = [r for v in values if v.strip() for r in page.search_for(v.strip(), clip=clip)]
+    except (RuntimeError, ValueError, IndexError):
+        return []
+    return [(r.x0 * k, r.y0 * k, r.x1 * k, r.y1 * k) for r in found]
+
+
+def _crop(ws: Workspace, ev: EvidenceBox, pdf: str = "", values: list[str] = ()) -> str | None:  # type: ignore[assignment]
+    """An evidence box outlined on its page's full width, `CONTEXT_ROWS` box heights above and below, at the
+    page image's resolution (scaled down only above `CROP_SIDE`), as a data URI; None when the page image is
     missing."""
+    from PIL import ImageDraw
+
     x1, y1, x2, y2 = ev.box.raw
     nx2, ny2 = ev.box.norm[2], ev.box.norm[3]
     # the page size the box was stored against, from its raw and 0-1000 corners
     w, h = (round(x2 * 1000 / nx2) if nx2 else int(x2)), (round(y2 * 1000 / ny2) if ny2 else int(y2))
-    grown = Box.from_raw((max(0, x1 - MARGIN), max(0, y1 - MARGIN), min(w, x2 + MARGIN), min(h, y2 + MARGIN)), w, h)
+    pad = max(MARGIN, CONTEXT_ROWS * (y2 - y1))
+    ctx = (0, max(0, y1 - pad), w, min(h, y2 + pad))
     try:
-        img = render_image_ref(ws, ImageRef(page_id=ev.page_id, box=grown), max_pixels=CROP_PIXELS)
+        img = render_image_ref(ws, ImageRef(page_id=ev.page_id, box=Box.from_raw(ctx, w, h))).convert("RGB")
     except (OSError, ValueError):
         return None
-    return "data:image/jpeg;base64," + base64.b64encode(encode_jpeg(img, quality=80)).decode()
+    sx, sy = img.width / max(1, ctx[2] - ctx[0]), img.height / max(1, ctx[3] - ctx[1])
+    draw = ImageDraw.Draw(img)
+    cells = _cells(pdf, ev, list(values), w)
+    for (a, b, c, d), colour, width in [((x1, y1, x2, y2), BLOCK if cells else OUTLINE, 2 if cells else 3),
+                                        *((cell, OUTLINE, 3) for cell in cells)]:
+        draw.rectangle([(a - ctx[0]) * sx - 3, (b - ctx[1]) * sy - 3, (c - ctx[0]) * sx + 3, (d - ctx[1]) * sy + 3],
+                       outline=colour, width=width)
+    if max(img.size) > CROP_SIDE:
+        k = CROP_SIDE / max(img.size)
+        img = img.resize((max(1, round(img.width * k)), max(1, round(img.height * k))))
+    return "data:image/jpeg;base64," + base64.b64encode(encode_jpeg(img, quality=85)).decode()
 
 
-def _task_html(ws: Workspace, t: Task, rep: TasksReport) -> str:
+def _examples(rej: list) -> str:  # noqa: ANN001 - Rejection rows
+    """Up to `EXAMPLES` rejected attempts per cause: kind, pages, the writer's question and the detail."""
+    by_cause: dict[str, list] = {}
+    for r in rej:
+        by_cause.setdefault(f"{r.stage}: {r.reason}", []).append(r)
+    items = []
+    for cause, rows in sorted(by_cause.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = "".join(f"<li>{_e(r.kind)} &middot; {_e(', '.join(r.evidence_pages))}: {_e(r.question or '-')} "
+                        f"<span class=meta>({_e(r.detail)})</span></li>" for r in rows[:EXAMPLES])
+        items.append(f"<li><b>{_e(cause)}</b> ({len(rows)})<ul>{shown}</ul></li>")
+    return f"<h2>Rejected attempts, examples per cause</h2><ul class=rej>{''.join(items) or '<li>none</li>'}</ul>"
+
+
+def _task_html(ws: Workspace, t: Task, rep: TasksReport, sources: dict[str, str]) -> str:
     extra = t.extra or {}
     docs = ", ".join(x for x in extra.get("documents", []) if x) or ", ".join(t.doc_stems)
     hops = "".join(f"<li>{_e(h.get('question'))} &rarr; <b>{_e(h.get('answer'))}</b> ({_e(h.get('page_id'))})</li>"
                    for h in extra.get("hops", []))
     crops = []
     for b in t.evidence_boxes:
-        uri = _crop(ws, b)
+        uri = _crop(ws, b, sources.get(b.page_id.rsplit("_", 1)[0], ""), [str(v) for v in extra.get("support", [])])
         if uri is None:
             rep.missing_images += 1
             crops.append(f"<div class=miss>{_e(b.page_id)}: page image missing</div>")
@@ -90,7 +148,7 @@ STYLE = ("body{font:14px sans-serif;margin:2em;max-width:1100px}table{border-col
          "display:inline-table;vertical-align:top}td{border:1px solid #ccc;padding:2px 8px}td.n{text-align:right}"
          "caption{font-weight:bold;text-align:left}section{border-top:2px solid #888;padding:.5em 0}"
          ".q{font-size:16px}.meta{color:#555}.crops{display:flex;flex-wrap:wrap;gap:8px}"
-         "figure{margin:0}img{max-width:520px;border:1px solid #999}.miss{color:#a00}")
+         "figure{margin:0}img{max-width:100%;border:1px solid #999}.miss{color:#a00}")
 
 
 def tasks_report(ws: Workspace, out: str | None = None, sample: int = 20, seed: int = 0) -> TasksReport:
@@ -107,13 +165,20 @@ def tasks_report(ws: Workspace, out: str | None = None, sample: int = 20, seed: 
     rep.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in tasks).items()))
     rep.by_source = dict(sorted(Counter(s for t in tasks for s in t.sources).items()))
     rep.rejected = dict(Counter(f"{r.stage}: {r.reason}" for r in rej).most_common())
+    asked = Counter(r.kind for r in rej) + Counter(t.hop_type for t in tasks)
+    rep.kept_asked = {k: f"{rep.by_kind.get(k, 0)}/{asked[k]}" for k in sorted(asked)}
     picked = random.Random(f"tasks-report:{seed}").sample(tasks, min(sample, len(tasks)))
     rep.sampled = len(picked)
-    body = "".join(_task_html(ws, t, rep) for t in picked)
+    from vrag_data.store.corpus import load_documents
+
+    sources = {d.stem: d.source_path for d in load_documents(ws) if d.kind == "pdf"}
+    body = "".join(_task_html(ws, t, rep, sources) for t in picked)
     page = (f"<!doctype html><html><head><meta charset=utf-8><title>generated tasks</title><style>{STYLE}</style>"
             f"</head><body><h1>Generated tasks: {rep.tasks} stored, {len(rej)} attempts rejected</h1>"
-            + _counts("hop type", rep.by_kind) + _counts("reasoning type", rep.by_type)
+            + _counts("kind: kept / asked", rep.kept_asked)
+            + _counts("reasoning type", rep.by_type)
             + _counts("evidence source", rep.by_source) + _counts("rejections (stage: reason)", rep.rejected)
+            + _examples(rej)
             + f"<h2>{rep.sampled} sampled tasks (seed {seed})</h2>{body}</body></html>")
     with open_text(path, "w") as f:
         f.write(page)

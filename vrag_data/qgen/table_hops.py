@@ -10,7 +10,8 @@ The second hop depends on the first, so neither table alone answers:
   must also cover the same kind of period, and amounts (money is stated in each filing's own scale) need both
   tables' scales known (`cross_doc`: a difference in one scale, or which company's amount is higher);
   percentages and per-share figures need no scale.
-Every question names each table's document (`labels`: company, report, period) and the table by its columns.
+Every question names each table's document (`labels`: company, report, period) and the table by its printed title and
+unit (`naming`), by its columns only when no title is printed above it.
 Each hop is also returned as a stand-alone sub-question with its own answer and region, so the verifier checks
 ambiguity and closed-book answering per hop.
 """
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind, table_title
+from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, same_columns, table_grid
+from vrag_data.qgen.naming import table_title
 from vrag_data.qgen.scale import table_scale, zone_above
+from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
@@ -34,30 +37,6 @@ _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 def unnamed(stem: str) -> Rejected:
     return Rejected("writer", "unnamed_document", f"oracle: no readable name for document {stem!r} on its first page "
                     "(company, report, year); a question could not say which document it means")
-
-
-@dataclass(frozen=True)
-class Table:
-    grid: Grid
-    label: str  # the document's readable name
-    region: int  # index of the evidence region
-    scale: float | None = None  # the scale its amounts are stated in (1e6: "in millions"), None when not known
-    above: str = ""  # the page lines right above the table (its title, period and unit lines)
-    title: str = ""  # its printed title, named in questions across documents
-
-    @property
-    def where(self) -> str:
-        named = f"the {self.title} table" if self.title else "the table"
-        return f"{named} with the columns {self.grid.columns_phrase()} in {self.label}"
-
-    def numbers(self, col: str) -> list[tuple[str, float, str]]:
-        """(row, number, printed value) of a column, in row order."""
-        out = []
-        for r, c, v in self.grid.cells:
-            n = quantity(v)
-            if c == col and n is not None:
-                out.append((r, n, v))
-        return out
 
 
 def _is_total(row: str) -> bool:
@@ -188,9 +167,9 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
         tables.append(Table(grid, labels[r.stem], i, table_scale(r.text, r.page.text), " ".join(zone),
                             table_title(zone)))
     a, b = tables
-    if a.label == b.label:  # within one document questions name tables by their columns, as before
+    if a.label == b.label and a.title.lower() == b.title.lower():  # one title twice: name both by their columns
         a, b = replace(a, title=""), replace(b, title="")
-    if a.label == b.label and same_columns(a.grid.header[1:], b.grid.header[1:]):
+    if a.label == b.label and not a.title and same_columns(a.grid.header[1:], b.grid.header[1:]):
         # two tables described alike (or but for a typo: "Unita" / "Units"): the question could not tell them apart
         return Rejected("writer", "writer_declined", "oracle: the two tables have the same columns in one document")
     if qtype == "extraction":

@@ -30,6 +30,8 @@ from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import cell_at, same_columns, table_grid
 from vrag_data.qgen.oracle_writer import visible
+from vrag_data.qgen.naming import title_of
+from vrag_data.qgen.page_cells import reread_on_page
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
 from vrag_data.rewards.answer import is_unanswerable, normalize_answer
@@ -103,6 +105,20 @@ def reread_cells(attempt: Attempt, w: Written) -> str:
     return ""
 
 
+def reread_page_words(attempt: Attempt, w: Written) -> str:
+    """Each cell the answer rests on, read again from its page's own words (`page_cells`): a value printed over
+    several cells of the page, or not beside its row label, is why, else "". A page that kept no words at all
+    (a table given without its page's text) has only the grid re-read; the report says so."""
+    regions = attempt.evidence.regions
+    for idx, row, _col, value in w.cells:
+        page = regions[idx].page
+        words = page.text or page.ocr_text
+        why = reread_on_page(words, row, value) if words.strip() else ""
+        if why:
+            return f"page {page.page_id}: {why}"
+    return ""
+
+
 @dataclass
 class VerifyReport:
     mode: str  # model | rules
@@ -133,8 +149,14 @@ class Verifier:
         moved = reread_cells(attempt, w)
         if moved:
             return Rejected("verify", "cell_mismatch", moved, w.question, w.answer)
+        spans = reread_page_words(attempt, w)
+        if spans:
+            return Rejected("verify", "cell_not_on_page", spans, w.question, w.answer)
         if w.cells:
-            rep.checks["cells"] = f"{len(w.cells)} cell(s) re-read at (row, column)"
+            wordless = any(not (attempt.evidence.regions[i].page.text or attempt.evidence.regions[i].page.ocr_text).strip()
+                           for i, *_ in w.cells)
+            rep.checks["cells"] = (f"{len(w.cells)} cell(s) re-read at (row, column)"
+                                   + (" (a page without words: grid only)" if wordless else " and in the page's words"))
         bad = self._linked(attempt, w, rep) or self._same_table_elsewhere(attempt, w, rep)
         if bad is None and self.answerer is None:
             bad = self._rules(attempt, w, rep)
@@ -170,10 +192,16 @@ class Verifier:
         by_row = {h.region for h in w.hops[:-1] if any(c[0] == h.region and c[1] == h.answer for c in w.cells)}
         for idx, row, col, value in w.cells:
             own = regions[idx]
-            header = table_grid(own.text).header[1:]  # what the question names a table by: its columns
+            header = table_grid(own.text).header[1:]  # what the question names a table by: its title, else columns
+            title = title_of(own.text, own.page.text)
+            by_title = bool(title) and f"the {title} table" in w.question
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
-                    if md.strip() == own.text.strip() or not same_columns(table_grid(md).header[1:], header):
+                    if md.strip() == own.text.strip():
+                        continue
+                    if by_title and title_of(md, p.text).lower() != title.lower():
+                        continue
+                    if not by_title and not same_columns(table_grid(md).header[1:], header):
                         continue
                     if idx in by_row:
                         return Rejected("verify", "ambiguous", f"another table with the same columns on {p.page_id}: "

@@ -19,7 +19,7 @@ from vrag_data.qgen.docname import label_terms
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.schema.records import Document, ImageRef, Message
 from vrag_data.store import Workspace
-from vrag_data.teacher.pool import TeacherError, TeacherPool
+from vrag_data.teacher.pool import EndpointRefused, TeacherError, TeacherPool
 
 ANSWER_FORMATS = ("Str", "Int", "Float", "List")
 ROLE = "question_writer"
@@ -258,6 +258,8 @@ class ModelWriter:
         try:
             res = await self.pool.chat(ROLE, writer_messages(attempt, self.labels), image_loader=self.loader,
                                        max_pixels=self.max_pixels, sample=attempt.idx)
+        except EndpointRefused:
+            raise  # the server refuses the role (a wrong key, path or model): every other attempt would too
         except TeacherError as err:
             return Rejected("writer", "writer_error", str(err))
         attempt.request_ids.append(res.request_id)

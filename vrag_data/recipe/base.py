@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,13 +31,12 @@ from vrag_data.augment.base import Augmentation
 from vrag_data.config import ConfigError
 from vrag_data.env import AppendOnly, ContextPolicy, EnvSettings
 from vrag_data.env.geometry import QWEN_MIN_PIXELS, CoordSpace
-from vrag_data.env.grammar import Grammar
+from vrag_data.env.grammar import Grammar, describe_grammar
 from vrag_data.ids import short_hash
+from vrag_data.recipe.episode_state import EpisodeState
 from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, coord_words
 from vrag_data.schema.records import Action, Message, Task, Turn
 
-if TYPE_CHECKING:  # the episode run is handed in at call time; no import cycle at runtime
-    from vrag_data.synth.episode import EpisodeRun
 
 
 # The one rule for a turn budget; RecipeOptions, the README and every run manifest (`Recipe.describe`) state it.
@@ -88,7 +87,7 @@ class Recipe:
     reward: RewardSpec
     export: ExportHints
     context: Callable[[RecipeOptions], ContextPolicy] = append_only
-    roles: tuple[RoleSpec, ...] = (RoleSpec("policy", "takes the actions of an episode"),)
+    roles: tuple[RoleSpec, ...] = (RoleSpec("policy", "takes the actions of an episode", vision=True),)
     filters: tuple[Any, ...] = ()  # configured filter instances, run in order: the SFT data
     # the RL data's chain (which tasks become RL rows, in which order); empty = RL rows from the SFT-kept trajectories
     rl_filters: tuple[Any, ...] = ()
@@ -99,7 +98,18 @@ class Recipe:
     extra_prompts: Mapping[str, str] = field(default_factory=dict)  # role prompts (grounding, reader, planner, ...)
     setup_steps: int = 0  # environment steps the recipe takes before the policy's first turn (a retrieval)
 
+    # the options model this class's hooks read (`self.options.grounding`...): a subclass with knobs of its own binds
+    # its model here, so a recipe built on it gets that model, and one built with an unrelated model fails at once
+    OPTIONS: ClassVar[type[RecipeOptions]] = RecipeOptions
+
     def __post_init__(self) -> None:
+        needed = type(self).OPTIONS
+        if self.options_model is RecipeOptions and needed is not RecipeOptions:
+            object.__setattr__(self, "options_model", needed)
+        if not issubclass(self.options_model, needed):
+            raise ConfigError(f"recipe {self.name}: {type(self).__name__} reads {needed.__name__} options but was built "
+                              f"with options_model={self.options_model.__name__}; pass options_model={needed.__name__} "
+                              "or a subclass of it")
         # the options object is always of the recipe's own model, so hooks read their knobs with defaults filled in
         if type(self.options) is not self.options_model:
             opts = self.options_model.model_validate(self.options.model_dump(exclude_unset=True))
@@ -192,8 +202,7 @@ class Recipe:
         g = self.grammar
         return {
             "name": self.name, "paper": self.paper, "class": type(self).__qualname__,
-            "grammar": {"name": g.name, "tags": sorted(g.tags), "actions": sorted(g.actions), "think_required": g.think_required,
-                        "ordered": list(g.ordered), "keyword_search": g.keyword_search, "json": g.json},
+            "grammar": describe_grammar(g),
             "context": self.context_policy().name, "coord_space": self.coord_space, "max_pixels": self.max_pixels,
             "top_k": self.env.top_k, "scope": self.env.scope, "max_turns": self.free_turns,
             "turn_budget": {"free_turns": self.free_turns, "setup_steps": self.setup_steps,
@@ -216,20 +225,22 @@ class Recipe:
         d = self.describe()
         for k in ("filters", "filter_settings", "rl_filters", "rl_filter_settings", "augmentations", "export", "paper"):
             d.pop(k)
+        for r in d["roles"]:  # which roles are shown pages is checked before a run; it does not change an episode
+            r.pop("vision", None)
         return short_hash(d)
 
     # ------------------------------------------------------------------ hooks (default: plain ReAct loop)
 
-    async def prepare(self, ep: "EpisodeRun") -> None:
+    async def prepare(self, ep: EpisodeState) -> None:
         return None
 
-    async def refine(self, ep: "EpisodeRun", action: Action, text: str) -> tuple[Action, str]:
+    async def refine(self, ep: EpisodeState, action: Action, text: str) -> tuple[Action, str]:
         return action, text
 
-    async def after_step(self, ep: "EpisodeRun", turn: Turn) -> None:
+    async def after_step(self, ep: EpisodeState, turn: Turn) -> None:
         return None
 
-    async def finish(self, ep: "EpisodeRun") -> None:
+    async def finish(self, ep: EpisodeState) -> None:
         return None
 
 

@@ -26,11 +26,13 @@ def coord_words(words: dict[str, str] | None, space: str) -> str:
 
 @dataclass(frozen=True)
 class RoleSpec:
-    """One model role the recipe calls: what it is for and whether the pipeline needs it."""
+    """One model role the recipe calls: what it is for, whether the pipeline needs it, and whether it is shown page
+    images (`vision`: its model must read them; `vrag_data.teacher.vision` checks the configured model)."""
 
     name: str
     purpose: str
     required: bool = True
+    vision: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,43 @@ class SftHints:
     source: str = ""  # where the figures come from (paper table / appendix)
 
 
+# What a training sample may never hold, whatever the recipe: the defaults of `SampleGate.max_chars`
+DEFAULT_MAX_CHARS: dict[str, int] = {"answer": 1000, "evidence_line": 1000, "observe": 4000, "thought": 8000, "query": 2000}
+
+
+@dataclass(frozen=True)
+class SampleGate:
+    """What the recipe declares a training sample must be; `vrag-data export` checks every SFT record and RL row
+    against it (`vrag_data.export.gate`) and writes none that fails. Always checked, whatever the recipe: each
+    assistant turn that is a training target parses under the recipe's grammar and was accepted by the environment
+    (not truncated, not off-format), no text holds a control character other than newline and tab, every box lies
+    inside the page it refers to. The recipe adds:
+
+    - `trains_retries`: the paper trains on a rejected attempt followed by the environment's error prompt (none of
+      the five seed papers does; False rejects a record holding one),
+    - `requires`: action kinds that must have run successfully (an observation that is not an error) before the
+      answer, e.g. ("search", "read") for a seeker that gathers information first,
+    - `saw_pages`: the episode was shown at least one retrieved page,
+    - `max_assistant_turns`: the most assistant turns one record may hold (1: a single reply),
+    - `max_chars`: the longest answer, evidence line, observation, thought and query a target may hold."""
+
+    trains_retries: bool = False
+    requires: tuple[str, ...] = ()
+    saw_pages: bool = False
+    max_assistant_turns: int | None = None
+    max_chars: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_CHARS))
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self), "requires": list(self.requires)}
+
+    @classmethod
+    def from_description(cls, d: dict[str, Any] | None) -> "SampleGate":
+        d = dict(d or {})
+        return cls(trains_retries=bool(d.get("trains_retries", False)), requires=tuple(d.get("requires") or ()),
+                   saw_pages=bool(d.get("saw_pages", False)), max_assistant_turns=d.get("max_assistant_turns"),
+                   max_chars={**DEFAULT_MAX_CHARS, **(d.get("max_chars") or {})})
+
+
 @dataclass(frozen=True)
 class ExportHints:
     max_pixels: int  # page pixel budget of the training images
@@ -53,6 +92,11 @@ class ExportHints:
     # for the target model family so the words match the boxes in the record
     coord_words: dict[str, str] = field(default_factory=lambda: dict(COORD_WORDS))
     evidence_rows: bool = False  # the RL prompt is the one-turn evidence form EasyR1's EVisRAG rows expect
+    gate: SampleGate = field(default_factory=SampleGate)  # what a training sample must be (checked by export)
+    # trainers (`export --for` targets) whose rollout loop cannot run this recipe's episodes -> why, and what to export
+    # instead (one clause each): such an export is refused with that line, never written for a loop that cannot
+    # answer it
+    not_for: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)

@@ -151,7 +151,7 @@ def render_html(con: duckdb.DuckDBPyConnection, title: str, runs: list[str], vie
         _view_section(con, "retrieval_quality", ALL),
         _view_section(con, "judge_pass_rate", ALL),
         answers_section(con),
-        _view_section(con, "rejection_reasons", limit=40),
+        _view_section(con, "rejection_reasons", limit=40), _view_section(con, "export_gate_stops", limit=40),
         "<h2>Cost</h2>",
         _view_section(con, "cost_per_kept", ALL),
         _view_section(con, "request_stats"), _view_section(con, "request_errors", limit=30),

@@ -19,9 +19,10 @@ from vrag_data.report.sources import export_summaries, load_raw, manifests, run_
 from vrag_data.store import Workspace
 from vrag_data.store.run import RunDir, is_episode_shard_sql, newest_shard_sql
 
-# Filters whose verdict is a judgement of the answer (the judge pass rate view reads these).
-JUDGE_FILTERS = ("correctness", "judge", "answer_judge")
-_JUDGE = ", ".join(f"'{f}'" for f in JUDGE_FILTERS)
+# A verdict is a judgement of the answer when the filter that wrote it says so (`Verdict.judges_answer`, from the
+# filter's `judges_answers`, stamped by the chain); a verdict that does not say (NULL: written before the flag, or
+# not by a chain) counts when its filter is the built-in answer judge.
+LEGACY_JUDGE_FILTER = "correctness"
 
 # A reason without its variable details ("gold pages never retrieved: [..]" -> "gold pages never retrieved",
 # "bucket 3 over cap 10" -> "bucket # over cap #"), so rejection and error tables group like with like.
@@ -99,7 +100,7 @@ LEFT JOIN tasks k ON k.task_id = t.task_id
 WHERE l.filename = t.filename OR NOT {is_episode_shard_sql("t.filename")};
 
 CREATE OR REPLACE TABLE verdicts AS
-SELECT v.* EXCLUDE (filename), {reason_code('v.reason')} AS reason_code, v.filter IN ({_JUDGE}) AS is_judge,
+SELECT v.* EXCLUDE (filename), {reason_code('v.reason')} AS reason_code, coalesce(v.judges_answer, v.filter = '{LEGACY_JUDGE_FILTER}') AS is_judge,
        b.recipe, v.filename AS verdict_file
 FROM raw_verdicts v LEFT JOIN (SELECT run_id, traj_id, any_value(recipe) AS recipe FROM traj_base GROUP BY ALL) b USING (run_id, traj_id);
 
@@ -215,10 +216,13 @@ _EXPORTS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("out_dir", pa.string()), ("formats", pa.string()), ("model_family", pa.string()),
     ("n_trajectories", pa.int64()), ("n_kept", pa.int64()), ("n_sft_records", pa.int64()), ("n_rl_records", pa.int64()),
     ("n_skipped", pa.int64()), ("counts", pa.string()), ("skipped", pa.string()), ("warnings", pa.string()),
-    ("summary_path", pa.string()), ("mtime", pa.float64()), ("latest", pa.bool_()),
+    ("summary_path", pa.string()), ("mtime", pa.float64()), ("latest", pa.bool_()), ("unfiltered", pa.bool_()),
 ])
 _EXPORT_COUNTS_SCHEMA = pa.schema([("run_id", pa.string()), ("out_dir", pa.string()), ("recipe", pa.string()),
                                    ("records", pa.int64()), ("latest", pa.bool_())])
+# records the export gate stopped, per run, recipe and "<kind>:<reason code>" (`vrag_data.export.gate`)
+_EXPORT_GATE_SCHEMA = pa.schema([("run_id", pa.string()), ("out_dir", pa.string()), ("recipe", pa.string()),
+                                 ("reason_code", pa.string()), ("records", pa.int64()), ("latest", pa.bool_())])
 
 
 def _create_from_rows(con: duckdb.DuckDBPyConnection, name: str, rows: list[dict], schema: pa.Schema) -> None:
@@ -240,7 +244,7 @@ def _exports(con: duckdb.DuckDBPyConnection, summaries: list[dict]) -> None:
     newest: dict[str, float] = {}
     for s in summaries:
         newest[s["run_id"]] = max(newest.get(s["run_id"], -1.0), s["mtime"])
-    rows, counts = [], []
+    rows, counts, gated = [], [], []
     for s in summaries:
         stats = s.get("stats") or {}
         per_recipe = stats.get("per_recipe") or {}
@@ -252,11 +256,16 @@ def _exports(con: duckdb.DuckDBPyConnection, summaries: list[dict]) -> None:
             "n_skipped": sum(_int(v) for v in (s.get("skipped") or {}).values()), "counts": json.dumps(s.get("counts", {})),
             "skipped": json.dumps(s.get("skipped", {})), "warnings": json.dumps(s.get("warnings", [])),
             "summary_path": s["summary_path"], "mtime": s["mtime"], "latest": latest,
+            "unfiltered": bool((s.get("provenance") or {}).get("unfiltered")),
         })
+        gated += [{"run_id": s["run_id"], "out_dir": s.get("out_dir", ""), "recipe": r, "reason_code": code,
+                   "records": _int(n), "latest": latest}
+                  for r, codes in (stats.get("gate") or {}).items() for code, n in (codes or {}).items()]
         counts += [{"run_id": s["run_id"], "out_dir": s.get("out_dir", ""), "recipe": r, "records": _int(n), "latest": latest}
                    for r, n in per_recipe.items()]
     _create_from_rows(con, "exports", rows, _EXPORTS_SCHEMA)
     _create_from_rows(con, "export_counts", counts, _EXPORT_COUNTS_SCHEMA)
+    _create_from_rows(con, "export_gate", gated, _EXPORT_GATE_SCHEMA)
 
 
 def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -316,6 +325,7 @@ TABLE_DESCRIPTIONS: dict[str, str] = {
     "verdicts": "Filter verdicts (runs/<run>/verdicts): pass/fail, reason, reason code, score, is_judge, the trajectory's recipe.",
     "exports": "One row per export summary (exports/**/summary.json); `latest` = newest export of its run.",
     "export_counts": "SFT records written per (export, recipe), from the export summaries.",
+    "export_gate": "Records the export gate stopped per (export, recipe, kind:reason code): never written to any format.",
 }
 
 

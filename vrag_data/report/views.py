@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from vrag_data.report.tables import JUDGE_FILTERS, reason_code
+from vrag_data.report.tables import reason_code
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,17 @@ WITH f AS (SELECT coalesce(recipe, '(unknown)') AS recipe, filter, reason_code, 
 SELECT recipe, filter, reason_code, count(*) AS n,
        count(*) / sum(count(*)) OVER (PARTITION BY recipe) AS share, any_value(reason) AS example
 FROM f GROUP BY recipe, filter, reason_code ORDER BY n DESC, recipe, filter, reason_code""",
+    ),
+    View(
+        "export_gate_stops",
+        "Records the export gate stopped in each run's newest export, per recipe and reason (kind:code: an SFT "
+        "record or RL row that is no clean training sample of its recipe: a rejected or truncated turn, a control "
+        "character, a box outside its page, no evidence gathered, ...); `unfiltered` = the export was asked to ignore "
+        "the filter's verdicts. Largest causes first.",
+        """
+SELECT g.run_id, g.recipe, g.reason_code, sum(g.records) AS records, bool_or(e.unfiltered) AS unfiltered
+FROM export_gate g LEFT JOIN exports e ON e.out_dir = g.out_dir AND e.latest
+WHERE g.latest GROUP BY g.run_id, g.recipe, g.reason_code ORDER BY records DESC, g.run_id, g.recipe, g.reason_code""",
     ),
     View(
         "action_distribution",
@@ -163,7 +174,7 @@ FROM turns WHERE is_invalid GROUP BY ALL ORDER BY n DESC, recipe, reason""",
     ),
     View(
         "judge_pass_rate",
-        f"Answer-judge verdicts (filters {', '.join(JUDGE_FILTERS)}): trajectories judged, passed (every judge verdict "
+        "Answer-judge verdicts (of every filter that judges the answer: `judges_answers`): trajectories judged, passed (every judge verdict "
         "passed), pass rate and mean judge score, by recipe, policy (never merged) and dimension.",
         _order(by_dims("count(*) FILTER (WHERE judge_passed IS NOT NULL) AS judged, count(*) FILTER (WHERE judge_passed) AS passed, "
                        "count(*) FILTER (WHERE judge_passed) / nullif(count(*) FILTER (WHERE judge_passed IS NOT NULL), 0) AS pass_rate, "

@@ -11,7 +11,8 @@ from vrag_data.rewards.answer import (
 )
 from vrag_data.rewards.crop import crop_reward, iou
 from vrag_data.rewards.episode import Episode, Gold, episode_from_trajectory, gold_from_task
-from vrag_data.rewards.recipes import DEFAULT_WEIGHTS, RewardBreakdown, score_episode, score_trajectory
+from vrag_data.rewards.recipes import RewardBreakdown, score_episode, score_trajectory
+from vrag_data.rewards.registry import Reward, get_reward, known_rewards, register_reward
 from vrag_data.rewards.retrieval import (
     interleave_by_rank,
     interleaved_ndcg,
@@ -22,24 +23,27 @@ from vrag_data.rewards.retrieval import (
 )
 
 __all__ = [
-    "DEFAULT_WEIGHTS",
     "Episode",
     "Gold",
+    "Reward",
     "RewardBreakdown",
     "anls",
     "answer_correct",
     "crop_reward",
     "episode_from_trajectory",
     "exact_match",
+    "get_reward",
     "gold_from_task",
     "interleave_by_rank",
     "interleaved_ndcg",
     "iou",
     "is_unanswerable",
+    "known_rewards",
     "ndcg",
     "normalize_answer",
     "numeric_match",
     "read_page_recall",
+    "register_reward",
     "score_episode",
     "score_trajectory",
     "selection_reward",

@@ -4,7 +4,8 @@ EasyR1's batch reward functions take a list of dicts with at least `response` an
 return one dict of floats per input with an `overall` key. For EVisRAG the ground truth is the exporter's tagged
 target (`<evidence>[1]: ...</evidence><answer>...</answer>`), so the number of images and the per-image
 gold evidence come from it; a sample may carry `shown_pages` / `gold_pages` / `sufficient` too. For other recipes
-it is JSON (`data_source`, `ground_truth`, `extra_info`), scored with the reward `extra_info.reward` names.
+it is JSON (`data_source`, `ground_truth`, `extra_info`), scored with the reward `extra_info.reward` names; a row whose
+`extra_info` lacks a key that reward reads is refused (`vrag_data.rewards.verl.MissingRewardKey`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vrag_data.rewards.verl import compute_score as _verl_score
+from vrag_data.rewards.verl import score_row
 
 REWARD_NAME = "vrag_data_evisrag"
 REWARD_TYPE = "batch"
@@ -24,12 +25,12 @@ def compute_score(reward_inputs: list[dict[str, Any]], **kwargs: Any) -> list[di
         gt = str(item.get("ground_truth", ""))
         row = _json_row(gt)
         if row is not None:  # another recipe's row: its own reward, with what the exporter wrote for it
-            scores = _verl_score(str(row.get("data_source") or ""), item.get("response", ""), str(row.get("ground_truth", "")),
-                                 dict(row.get("extra_info") or {}), **kwargs)
+            scores = score_row(str(row.get("data_source") or ""), item.get("response", ""), str(row.get("ground_truth", "")),
+                               dict(row.get("extra_info") or {}), "easyr1", **kwargs)
         else:
             extra = {k: item[k] for k in ("shown_pages", "gold_pages", "sufficient", "answer_format") if k in item}
             extra["recipe"] = "evisrag"
-            scores = _verl_score("evisrag", item.get("response", ""), gt, extra, **kwargs)
+            scores = score_row("evisrag", item.get("response", ""), gt, extra, "easyr1", **kwargs)
         out.append({"overall": float(scores.pop("score")), **{k: float(v) for k, v in scores.items()}})
     return out
 

@@ -12,6 +12,7 @@ rules silently. A judge that stays down or unreadable raises too (naming the end
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -22,9 +23,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-from vrag_data.rewards.judge_prompts import HONESTY_SCORE, HONESTY_SYSTEM, HONESTY_USER, JUDGE_SYSTEM, JUDGE_USER, NUDGE, parse_judge
-from vrag_data.secrets import redact, register_secret
+from vrag_data.rewards.judge_prompts import HONESTY_SCORE, HONESTY_SYSTEM, JUDGE_SYSTEM, NUDGE, honesty_user, judge_user, parse_judge
+from vrag_data.secrets import redact, redact_url, register_secret, register_url_secrets
 
 ATTEMPTS = 3
 _LOCK = threading.Lock()
@@ -48,14 +50,15 @@ def judge_setting(kwargs: dict[str, Any]) -> JudgeEndpoint | str:
     """The configured judge: an endpoint, or "rules"; JudgeConfigError when neither is configured."""
     url = kwargs.get("judge_url") or os.environ.get("VRAG_JUDGE_URL")
     if url:
+        register_url_secrets(str(url))  # credentials in the URL never reach a message (messages name `redact_url(url)`)
         model = kwargs.get("judge_model") or os.environ.get("VRAG_JUDGE_MODEL")
         if not model:
-            raise JudgeConfigError(f"judge endpoint {url}: set VRAG_JUDGE_MODEL to the model it serves")
+            raise JudgeConfigError(f"judge endpoint {redact_url(str(url))}: set VRAG_JUDGE_MODEL to the model it serves")
         key_env = kwargs.get("judge_api_key_env") or os.environ.get("VRAG_JUDGE_API_KEY_ENV")
         key = os.environ.get(key_env) if key_env else None
         register_secret(key)
         if key_env and not key:
-            raise JudgeConfigError(f"judge endpoint {url}: environment variable {key_env} (its API key) is not set")
+            raise JudgeConfigError(f"judge endpoint {redact_url(str(url))}: environment variable {key_env} (its API key) is not set")
         return JudgeEndpoint(str(url).rstrip("/"), str(model), key, kwargs.get("judge_cache") or os.environ.get("VRAG_JUDGE_CACHE"))
     mode = kwargs.get("judge") or os.environ.get("VRAG_REWARD_JUDGE")
     if mode == "rules":
@@ -85,13 +88,26 @@ def _store(ep: JudgeEndpoint, key: str, verdict: bool) -> None:
             con.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?)", (key, int(verdict)))
 
 
+def _request_target(base_url: str) -> tuple[str, dict[str, str]]:
+    """(the chat URL: `/chat/completions` under the base URL's path, its query kept; a Basic Authorization header for
+    the URL's userinfo, which urllib does not send by itself)."""
+    parts = urlsplit(base_url)
+    url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], path=parts.path.rstrip("/") + "/chat/completions"))
+    if parts.username is None:
+        return url, {}
+    basic = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
+    return url, {"Authorization": f"Basic {basic}"}
+
+
 def _chat(ep: JudgeEndpoint, messages: list[dict[str, str]]) -> str:
     body = json.dumps({"model": ep.model, "messages": messages, "temperature": 0.0, "max_tokens": 64}).encode()
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {ep.api_key}"} if ep.api_key else {})}
-    req = urllib.request.Request(f"{ep.url}/chat/completions", data=body, headers=headers, method="POST")
+    url, auth = _request_target(ep.url)
+    headers = {"Content-Type": "application/json", **auth, **({"Authorization": f"Bearer {ep.api_key}"} if ep.api_key else {})}
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     with urllib.request.urlopen(req, timeout=ep.timeout_s) as resp:  # noqa: S310 - a configured endpoint
         data = json.loads(resp.read(1 << 20))
-    return str(data["choices"][0]["message"]["content"] or "")
+    # only the verdict is kept (and cached); the reply's text reaches at most an error message, without any configured key
+    return redact(str(data["choices"][0]["message"]["content"] or ""))
 
 
 def ask(ep: JudgeEndpoint, system: str, user: str) -> bool:
@@ -115,7 +131,7 @@ def ask(ep: JudgeEndpoint, system: str, user: str) -> bool:
             return verdict
         last = f"unreadable reply {reply[:80]!r}"
         messages = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": NUDGE}]
-    raise RuntimeError(f"judge endpoint {ep.url} (model {ep.model}): no verdict after {ATTEMPTS} attempts ({last}); "
+    raise RuntimeError(f"judge endpoint {redact_url(ep.url)} (model {ep.model}): no verdict after {ATTEMPTS} attempts ({last}); "
                        "fix the endpoint, or set VRAG_REWARD_JUDGE=rules")
 
 
@@ -127,7 +143,7 @@ def judge_scores(setting: JudgeEndpoint | str, question: str, reference: str, pr
     if not prediction or not prediction.strip():
         return 0.0, 0.0
     if honesty:
-        ok = ask(setting, HONESTY_SYSTEM, HONESTY_USER.format(question=question, prediction=prediction))
+        ok = ask(setting, HONESTY_SYSTEM, honesty_user(question, prediction))
         return None, HONESTY_SCORE if ok else 0.0
-    ok = ask(setting, JUDGE_SYSTEM, JUDGE_USER.format(question=question, reference=reference, prediction=prediction))
+    ok = ask(setting, JUDGE_SYSTEM, judge_user(question, reference, prediction))
     return (1.0 if ok else 0.0), None

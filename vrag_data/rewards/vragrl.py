@@ -18,7 +18,9 @@ reward manager knows no other; training and validation score alike, though only 
 that gate) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its
 `extra_info.reward` names (`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
 reward as a float, for a reward manager that uses the float as the reward. Gold pages missing from `extra_info` are
-read from the fork's `file_name` and `reference_page`.
+read from the fork's `file_name` and `reference_page`. A whole reward refuses a row that lacks a key it reads
+(`vrag_data.rewards.verl.MissingRewardKey`: the fork's training rows keep only file_name, reference_page, question and
+answer, so only its own data sources and EVisRAG's tagged targets, which read no other key, score there).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vrag_data.rewards.format import last_tag, vrag_rl_format
+from vrag_data.rewards.format import last_tag
+from vrag_data.rewards.registry import get_reward
 from vrag_data.rewards.verl import DATA_SOURCE_RECIPE, split_turns
 from vrag_data.rewards.verl import compute_score as _verl_score
 
@@ -65,7 +68,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
         if "<evidence>" in gt and last_tag(gt, "answer") is not None:  # EVisRAG's one-turn target
             extra = {**fork_extra(extra_info), "reward": "evisrag"}
             return float(_verl_score(data_source, solution_str, gt, extra, **kwargs)["score"])
-        return float(vrag_rl_format(split_turns(_USER_TURN.sub("", solution_str or ""))))
+        return float(get_reward("vrag_rl").format_score(split_turns(_USER_TURN.sub("", solution_str or ""))))
     return total_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 

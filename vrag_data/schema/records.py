@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from vrag_data.inert import sanitize_text
 from vrag_data.schema.geometry_types import Box
+
+# Text from outside (a page, a table cell, a title, an outline, an imported or generated question and its gold
+# answer): action tags, chat-template tokens and active HTML are made inert when the record is built, so no
+# producer can forget it and no stored record can carry live markup to a model, a judge or an export.
+Outside = Annotated[str, AfterValidator(sanitize_text)]
+
+
+def _inert_values(value: Any) -> Any:
+    """Every string inside a JSON-like value made inert (an imported row's extra fields, a generator's notes)."""
+    if isinstance(value, str):
+        return sanitize_text(value)
+    if isinstance(value, dict):
+        return {k: _inert_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert_values(v) for v in value]
+    return value
+
+
+OutsideData = Annotated[dict[str, Any], AfterValidator(_inert_values)]
 
 
 def utcnow() -> datetime:
@@ -21,7 +41,9 @@ class Record(BaseModel):
 LayoutClass = Literal[
     "title", "text", "list", "table", "figure", "chart", "caption", "formula", "header", "footer", "ocr_line", "other"
 ]
-BlockSource = Literal["pymupdf", "text_layer", "find_tables", "mineru", "rapidocr", "paddleocr", "synthetic"]
+# the extractor that wrote a layout block: the text layer, an OCR engine, the sample corpus, or a layout backend's own
+# source name (vrag_data.ingest.backends: "pymupdf", "find_tables", "mineru", a plugin's), ranked by the backend
+BlockSource = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
 AnswerFormat = Literal["Str", "Int", "Float", "List", "None"]
 HopType = Literal["single", "multi_page", "cross_doc", "unanswerable"]
 EvidenceSource = Literal["text", "table", "chart", "figure", "layout"]
@@ -29,13 +51,13 @@ EvidenceSource = Literal["text", "table", "chart", "figure", "layout"]
 
 class TocEntry(Record):
     level: int
-    title: str
+    title: Outside
     page: int  # 1-based
 
 
 class FigureEntry(Record):
     kind: Literal["table", "figure", "chart"]
-    caption: str
+    caption: Outside
     page: int  # 1-based
     bbox: Box | None = None
 
@@ -47,7 +69,7 @@ class Document(Record):
     kind: Literal["pdf", "image"]
     n_pages: int
     n_bytes: int
-    title: str = ""
+    title: Outside = ""
     toc: list[TocEntry] = Field(default_factory=list)
     figures: list[FigureEntry] = Field(default_factory=list)
     text_layer_fraction: float = 0.0  # share of pages with a usable text layer
@@ -66,9 +88,9 @@ class Page(Record):
     width: int  # raw pixels of the rendered image
     height: int
     dpi: int
-    text: str = ""  # text layer
-    ocr_text: str = ""
-    tables_md: list[str] = Field(default_factory=list)
+    text: Outside = ""  # text layer
+    ocr_text: Outside = ""
+    tables_md: list[Outside] = Field(default_factory=list)
     text_source: Literal["text_layer", "ocr", "none"] = "none"
 
 
@@ -79,7 +101,7 @@ class LayoutBlock(Record):
     page: int
     cls: LayoutClass
     bbox: Box
-    text: str = ""
+    text: Outside = ""
     source: BlockSource
     score: float | None = None
 
@@ -96,7 +118,7 @@ class EvidenceBox(Record):
     page_id: str
     box: Box
     source: EvidenceSource | None = None
-    text: str = ""
+    text: Outside = ""
 
 
 # A task's split names shard files, folders and HF splits of an export: lower-case letters, digits and "_" only
@@ -105,8 +127,8 @@ SPLIT_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 
 class Task(Record):
     task_id: str  # hash of doc ids + question
-    question: str
-    answer: str
+    question: Outside
+    answer: Outside
     answer_format: AnswerFormat | None = None
     doc_ids: list[str]  # document sha256 ids
     doc_stems: list[str]
@@ -118,7 +140,7 @@ class Task(Record):
     benchmark: str = ""
     split: str = "train"
     source_id: str = ""  # id in the source benchmark
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: OutsideData = Field(default_factory=dict)
 
 
 ActionKind = Literal["think", "search", "select", "crop", "read", "answer", "finish", "invalid"]
@@ -237,6 +259,10 @@ class Verdict(Record):
     passed: bool
     reason: str = ""
     score: float | None = None
+    # whether the filter that wrote it judges the trajectory's answer (its class's `judges_answers`), stamped by the
+    # filter chain: the report's judge figures read this flag; None (not stated: written before the flag, or not by a
+    # chain) counts for the built-in `correctness` filter only
+    judges_answer: bool | None = None
 
 
 class ChatTurn(Record):

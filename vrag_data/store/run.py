@@ -9,6 +9,8 @@ Layout of `runs/<run_id>/`:
   reads the same whether or not a compaction finished (a killed compaction leaves duplicates, never a gap),
 - `trajectories/aug-<recipe>.parquet`: augmented trajectories written by `vrag-data filter`,
 - `verdicts/filters.parquet`: every filter verdict; `verdicts/fingerprint.json`: which episodes they judged,
+- `filter-state.json`: the last filter run's state (running, failed with its reason, finished): the export refuses a
+  run whose filter failed, was interrupted or still runs,
 - `verdicts/rl/filters.parquet`: the RL chain's verdicts (which tasks become RL rows, their order), written by the
   same filter run before the fingerprint, so they are fresh exactly when `filters.parquet` is; absent = RL rows come
   from the SFT-kept trajectories,
@@ -29,6 +31,8 @@ import fcntl
 import json
 import os
 import re
+import socket
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,14 +43,17 @@ import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
 from vrag_data.errors import VragError
+from vrag_data.process import pid_alive
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import RunManifest, Trajectory, Verdict
+from vrag_data.secrets import redact_url
 from vrag_data.store.shards import iter_records, write_records
 
 TRAJ_DIR = "trajectories"
 VERDICTS_DIR = "verdicts"
 VERDICTS_FILE = f"{VERDICTS_DIR}/filters.parquet"
 FINGERPRINT_FILE = f"{VERDICTS_DIR}/fingerprint.json"
+FILTER_STATE_FILE = "filter-state.json"  # the last filter run: running | failed | finished (beside verdicts/)
 MANIFEST_FILE = "manifest.json"
 RL_VERDICTS_FILE = f"{VERDICTS_DIR}/rl/filters.parquet"
 RL_ORDER_FILTER = "rl_order"  # the RL verdict whose score is the row's rank (`vrag_data.filters.curriculum.RlOrder`)
@@ -62,10 +69,12 @@ _PART = re.compile(f"^{PART_PATTERN}$")
 MERGED = "~merged"
 EPISODE_GLOB = "part-*.parquet"  # the same names as a glob (what a flow's cache key fingerprints)
 _SECRET = re.compile(r"(api[_-]?key|token|secret|password)", re.I)
+_URL = re.compile(r"(^|_)url$", re.I)  # base_url, judge_url: stored without userinfo or query values
 _SOURCE_KEYS = ("source_traj_id", "parent_traj_id")
 
 Key = tuple[str, int]
 VerdictState = Literal["missing", "fresh", "stale"]
+FilterStatus = Literal["running", "failed", "finished"]
 
 
 @dataclass
@@ -137,12 +146,15 @@ def stale_hint(run_id: str, why: str, workspace: str) -> str:
 
 
 def scrub_secrets(obj: Any) -> Any:
-    """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`)."""
+    """Drop values under key-like names (`api_key`, `token`, ...) unless they name an env var (`*_env`); URLs under
+    `*url` names lose their userinfo and query values (`vrag_data.secrets.redact_url`)."""
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
             if _SECRET.search(str(k)) and not str(k).endswith("_env") and isinstance(v, str) and v:
                 out[k] = "<redacted>"
+            elif _URL.search(str(k)) and isinstance(v, str):
+                out[k] = redact_url(v)
             else:
                 out[k] = scrub_secrets(v)
         return out
@@ -446,6 +458,32 @@ class RunDir:
         if stored.get("episodes") == fingerprint_of(newest):
             return "fresh", ""
         return "stale", f"{len(newest)} episodes now, {stored.get('n_episodes', '?')} when the verdicts were written"
+
+    def mark_filter(self, status: FilterStatus, reason: str = "") -> None:
+        """Record the state of this run's filter stage (local run folders): "running" when it starts, then
+        "finished" after its verdicts, or "failed" with the one-line reason; the export reads it."""
+        data = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "reason": reason[:500],
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        _replace_text(Path(self._root) / FILTER_STATE_FILE, json.dumps(data))
+
+    def filter_state(self) -> tuple[str, str]:
+        """("none" | "running" | "failed" | "interrupted" | "finished", detail) of the run's last filter: a filter
+        marked running whose process is gone (on this host) was interrupted (killed, machine stopped)."""
+        p = f"{self._root}/{FILTER_STATE_FILE}"
+        if not self.fs.isfile(p):
+            return "none", ""
+        try:
+            with self.fs.open(p, "rb") as f:
+                d = json.loads(f.read())
+        except (OSError, ValueError):
+            return "failed", f"{p} is unreadable"
+        status, at = str(d.get("status") or "failed"), str(d.get("at") or "?")
+        if status == "running":
+            pid, host = int(d.get("pid") or 0), str(d.get("host") or "")
+            if host == socket.gethostname() and (pid <= 0 or not pid_alive(pid)):
+                return "interrupted", f"started {at} by process {pid}, which is gone"
+            return "running", f"process {pid} on {host or '?'}, since {at}"
+        return status, str(d.get("reason") or "") + (f" ({at})" if status != "finished" else "")
 
     def verdicts(self) -> Verdicts:
         files = self.verdict_files()

@@ -71,8 +71,15 @@ def write_table_atomic(table: pa.Table, path: str) -> None:
     parent = p.rsplit("/", 1)[0]
     fs.makedirs(parent, exist_ok=True)
     tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{p.rsplit('/', 1)[1]}"
-    with fs.open(tmp, "wb") as f:
-        pq.write_table(table, f, compression="zstd")
+    try:
+        with fs.open(tmp, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+    except BaseException:  # a full disk, an interrupt: no half-written temp file stays behind
+        try:
+            fs.rm(tmp)
+        except (OSError, FileNotFoundError):
+            pass
+        raise
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if "file" in protocols:
         os.replace(tmp, p)  # atomic on POSIX

@@ -29,8 +29,9 @@ USABLE = ("openai", "extractive")
 
 
 def student_problem(filters: Sequence[Any], roles: Mapping[str, RoleConfig]) -> str:
-    """One line naming what is missing for the chain's difficulty filters ("" when nothing is): checked by the
-    entry points before any work starts, and again by the filter stage."""
+    """One line naming what is missing for the chain's difficulty filters ("" when nothing is): the filter stage's
+    own check. The entry points check the same need before any work (`Difficulty.needs_roles`,
+    `vrag_data.teacher.roles.role_problems`)."""
     diffs = [f for f in filters if isinstance(f, Difficulty)]
     role = roles.get("student")
     if not diffs or (role is not None and role.kind in USABLE) or not any(d.missing == "fail" for d in diffs):

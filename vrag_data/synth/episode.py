@@ -14,6 +14,15 @@ and one forced-answer turn (see `vrag_data.env.environment`), and every call a r
 at most `free_turns + 1` calls per phase (policy, grounding, reader, planner, answer agent, candidate step...)
 per episode, counted in `extra["calls"]`. A hook that would go past it ends the episode with status "budget"
 (hooks with retries ask `calls_left(phase)` first and stop on their own).
+
+A reply can be unusable whatever it says: cut at max_tokens (`finish_reason: "length"`), holding bytes that are not
+UTF-8, or longer than any message the grammar reads (`Reply.problem`, set by the teacher's `Responder`; the pool keeps
+only the start of such a runaway reply). On the policy role such a reply is an invalid action with that reason
+(`EpisodeRun.action_of`); the recipe's hooks treat it as they treat an unparseable reply of their role. With
+`EpisodeDeps.hide_rejected` (synthesis) a rejected reply is never sent again: later requests carry a short
+placeholder in its place (`EpisodeRun.replayed`). `EpisodeDeps.max_request_bytes` bounds the
+message text (images excluded) an episode sends, summed over its requests; the call that would pass it ends the
+episode with status "budget".
 """
 
 from __future__ import annotations
@@ -24,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vrag_data.env import ContextPolicy, EnvSettings, Environment, parse_action
+from vrag_data.env.actions import MAX_MESSAGE_CHARS, invalid
 from vrag_data.env.grammar import Grammar
 from vrag_data.ids import traj_id
+from vrag_data.inert import live_chat_markup, sanitize_text, strip_end_markers
 from vrag_data.retrieve.base import Searcher
 from vrag_data.schema.records import (
     Action,
@@ -41,7 +52,7 @@ from vrag_data.schema.records import (
     utcnow,
 )
 from vrag_data.store.workspace import Workspace
-from vrag_data.teacher.pool import TeacherError, TeacherPool
+from vrag_data.teacher.pool import ChatResult, TeacherError, TeacherPool
 
 if TYPE_CHECKING:
     from vrag_data.recipe.spec import OracleSpec
@@ -90,6 +101,43 @@ class Reply:
     cached: bool = False
     retries: int = 0
     oracle: bool = False
+    problem: str = ""  # why the reply is unusable whatever it says (truncated, undecodable, too long); "" = usable
+
+
+REJECTED_PLACEHOLDER = "[reply rejected: {reason}]"  # what later requests carry instead of a rejected reply
+
+
+def reply_problem(res: ChatResult) -> str:
+    """Why a teacher reply cannot be used whatever its text says, or "" when it can."""
+    if res.undecodable:
+        return "undecodable bytes in the reply (invalid UTF-8, replaced by U+FFFD)"
+    if res.finish_reason == "length":
+        return "the reply was truncated at max_tokens (finish_reason length)"
+    n = res.cut_from or len(res.text)
+    if n > MAX_MESSAGE_CHARS:
+        return f"the message is too long ({n} characters, limit {MAX_MESSAGE_CHARS})"
+    live = live_chat_markup(strip_end_markers(res.text))
+    if live:  # a forged turn ("<|im_end|><|im_start|>user ...") or markup a browser runs: never a training target
+        return f"the reply holds the chat-template or HTML token {sanitize_text(live)!r}"  # quoted inert
+    return ""
+
+
+def chat_reply(res: ChatResult) -> Reply:
+    """The loop's view of a teacher pool answer (a cache hit included: the flags are stored with the reply). End-of-
+    turn tokens trailing the text (a server that does not skip special tokens) are dropped."""
+    return Reply(strip_end_markers(res.text), res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries,
+                 problem=reply_problem(res))
+
+
+def rejected_placeholder(reason: str) -> str:
+    """The short text that stands for a rejected reply in later requests (under 200 characters)."""
+    reason = " ".join(reason.split())
+    return REJECTED_PLACEHOLDER.format(reason=reason if len(reason) <= 150 else reason[:149] + "…")
+
+
+def text_bytes(messages: list[Message]) -> int:
+    """The message text of a request in UTF-8 bytes (images are not counted)."""
+    return sum(len(m.text.encode("utf-8", "replace")) for m in messages)
 
 
 OracleFn = Callable[[str, str, "EpisodeRun"], str]  # (role, phase, episode) -> reply text
@@ -115,7 +163,7 @@ class Responder:
         # the episode's calls share their growing prefix: keep them on one replica (prefix cache), see teacher/routing.py
         res = await self.pool.chat(role, messages, sample=ep.sample, image_loader=self.loader,
                                    affinity=f"{ep.task.task_id}:{ep.sample}")
-        return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries)
+        return chat_reply(res)
 
 
 class BudgetSpent(Exception):
@@ -135,6 +183,10 @@ class EpisodeDeps:
     documents: Mapping[str, Document]  # by stem
     responder: Responder
     provenance: Provenance
+    # synthesis: a rejected reply is replaced by a placeholder in later requests (see the module doc);
+    # the trainer's rollouts keep it (one token stream per episode)
+    hide_rejected: bool = False
+    max_request_bytes: int | None = None  # message text sent per episode, summed over requests; None = no bound
 
 
 @dataclass
@@ -153,6 +205,7 @@ class EpisodeRun:
     scratch: dict[str, Any] = field(default_factory=dict)  # per-episode working memory (oracle, recipes)
     error: str = ""
     calls: dict[str, int] = field(default_factory=dict)  # model calls so far, per phase (the oracle's included)
+    request_bytes: int = 0  # message text sent to endpoints so far (see `text_bytes`)
     _pending_ids: list[str] = field(default_factory=list)
     _pending_latency: float = 0.0
 
@@ -177,7 +230,26 @@ class EpisodeRun:
         return self.deps.layout
 
     def messages(self) -> list[Message]:
-        return self.context.build(self.prompt, self.turns, self.env.state)
+        """The next policy request: the context policy over the turns so far (rejected replies replayed as placeholders)."""
+        turns = [self._as_replayed(t) for t in self.turns] if self.deps.hide_rejected else self.turns
+        return self.context.build(self.prompt, turns, self.env.state)
+
+    def _as_replayed(self, turn: Turn) -> Turn:
+        text = self.replayed(turn.assistant, turn.action)
+        return turn if text is turn.assistant else turn.model_copy(update={"assistant": text})
+
+    def action_of(self, reply: Reply, grammar: Grammar | None = None) -> Action:
+        """The action a reply holds under `grammar` (default: the recipe's); an unusable reply is an invalid action."""
+        return invalid(reply.problem) if reply.problem else parse_action(reply.text, grammar or self.recipe.grammar)
+
+    def replayed(self, text: str, action: Action) -> str:
+        """What later requests carry for an assistant reply: the reply, or with `hide_rejected` a short placeholder
+        when the reply itself was rejected (`action` is invalid: unparseable, truncated, undecodable, too long). A
+        well-formed action the environment refused (a repeated search, an index out of range) stays as written, so
+        the model sees what it did."""
+        if action.kind != "invalid" or not self.deps.hide_rejected:
+            return text
+        return rejected_placeholder(action.reason or "malformed action")
 
     @property
     def call_budget(self) -> int:
@@ -193,8 +265,11 @@ class EpisodeRun:
         Raises `BudgetSpent` when `phase` has used its calls (see the module docstring)."""
         if not self.calls_left(phase):
             raise BudgetSpent(f"phase {phase} (role {role}) asked for more than its {self.call_budget} model calls in this episode")
+        self._spend_request_bytes(role, messages)
         self.calls[phase] = self.calls.get(phase, 0) + 1
         reply = await self.deps.responder.ask(role, messages, self, phase)
+        if reply.problem:
+            self.note("rejected_replies", {"role": role, "phase": phase, "reason": reply.problem, "request_id": reply.request_id})
         if not reply.oracle:
             u = self.usage
             u.requests += 1
@@ -206,6 +281,17 @@ class EpisodeRun:
             self._pending_ids.append(reply.request_id)
         self._pending_latency += reply.latency_s
         return reply
+
+    def _spend_request_bytes(self, role: str, messages: list[Message]) -> None:
+        """Count the message text a call to an endpoint sends; raises `BudgetSpent` when it would pass the bound."""
+        if self.deps.responder.kind(role) == "oracle":
+            return
+        n = self.request_bytes + text_bytes(messages)
+        cap = self.deps.max_request_bytes
+        if cap is not None and n > cap:
+            raise BudgetSpent(f"request bytes cap: the {role} call would bring the message text this episode sent to {n:,} "
+                              f"bytes, over the cap of {cap:,} (synth.max_episode_request_bytes)")
+        self.request_bytes = n
 
     def step(self, text: str, action: Action, role: str = "policy") -> Turn:
         """Run `action` in the environment and record the turn (with the requests made since the last turn)."""
@@ -227,7 +313,7 @@ class EpisodeRun:
     def trajectory(self, t0: float) -> Trajectory:
         deps, st = self.deps, self.env.state
         fields = st.trajectory_fields()
-        extra = {**fields.pop("extra"), **self.extra, "calls": dict(self.calls)}
+        extra = {**fields.pop("extra"), **self.extra, "calls": dict(self.calls), "request_bytes": self.request_bytes}
         if self.error:
             fields["status"], fields["reason"] = "error", self.error
         return Trajectory(
@@ -246,7 +332,7 @@ async def run_episode(deps: EpisodeDeps, task: Task, sample: int) -> Trajectory:
         await recipe.prepare(ep)
         while not ep.env.state.done and not ep.error:
             reply = await ep.ask("policy", ep.messages(), "policy")
-            action = parse_action(reply.text, recipe.grammar)
+            action = ep.action_of(reply)
             action, text = await recipe.refine(ep, action, reply.text)
             turn = ep.step(text, action)
             await recipe.after_step(ep, turn)

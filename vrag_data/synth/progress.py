@@ -40,6 +40,7 @@ class RunStats:
     shards: int = 0
     elapsed_s: float = 0.0
     error_reasons: dict[str, int] = field(default_factory=dict)
+    redacted_replies: int = 0  # teacher replies that echoed a configured key, stored with the key replaced by a mark
 
     def add(self, t: Trajectory) -> None:
         self.finished += 1
@@ -82,10 +83,13 @@ def _si(x: float) -> str:
 
 class ProgressView:
     """A rich progress bar on stderr; `live` is an optional callable returning teacher pool stats so
-    requests/s and tokens/s move while episodes are still running."""
+    requests/s and tokens/s move while episodes are still running. `total` is this invocation's episodes; a resumed
+    run's `done_before` are shown as such, never counted in the rates (they cost nothing here)."""
 
-    def __init__(self, total: int, enabled: bool, live: Callable[[], Mapping[str, Any]] | None = None) -> None:
+    def __init__(self, total: int, enabled: bool, live: Callable[[], Mapping[str, Any]] | None = None,
+                 done_before: int = 0) -> None:
         self.live = live
+        self.before = f"{done_before} done before · " if done_before else ""
         self.t0 = time.monotonic()
         self._p: Any = None
         if enabled:
@@ -103,7 +107,7 @@ class ProgressView:
         live = dict(self.live()) if self.live else {}
         reqs = live.get("requests", stats.requests) + live.get("cache_hits", 0) if live else stats.requests
         toks = live.get("prompt_tokens", 0) + live.get("completion_tokens", 0) if live else stats.prompt_tokens + stats.completion_tokens
-        rates = (f"{stats.finished / dt:.2f} ep/s · {_si(reqs / dt)} req/s · {_si(toks / dt)} tok/s · "
+        rates = (f"{self.before}{stats.finished / dt:.2f} ep/s · {_si(reqs / dt)} req/s · {_si(toks / dt)} tok/s · "
                  f"invalid {stats.invalid_rate:.1%} · finished {stats.finish_rate:.0%} · errors {stats.errors}")
         self._p.update(self._task, completed=stats.finished, rates=rates)
 

@@ -3,7 +3,9 @@
 Everything that can fail for a configuration reason fails before any episode runs, with one line: an
 unknown recipe or recipe option, no policy role, a missing API-key variable, an unreachable endpoint or a
 model the endpoint does not serve, a workspace without tasks or pages, a role the recipe uses (its `roles`: the
-judge included, which `vrag-data filter` needs) that the config leaves out. The search index is built when it
+judge included, which `vrag-data filter` needs) or that a filter of its SFT or RL chain needs (the difficulty filters'
+student, unless their `missing` option waives it) that the config leaves out: every such role named in one line,
+before any request is paid for. The search index is built when it
 is missing. Nothing is filled in: a role plays another only when the config says `same_as: <role>`, and the run
 manifest records it (`roles` as configured, `role_substitutions`, `roles_played`). Re-running with the same run id resumes: finished
 (task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
@@ -26,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vrag_data.config import RoleConfig, RunConfig, dump_resolved
+from vrag_data.config import RoleConfig, RunConfig, check_bound, dump_resolved
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.ids import short_hash
 from vrag_data.retrieve.build import build_from_config, index_kind, load_index
@@ -64,12 +66,14 @@ class RunResult(BaseModel):
         return (f"run {self.run_id} ({self.recipe}, policy {self.policy}): {s.get('finished', 0)} episode(s) rolled out, "
                 f"{s.get('skipped', 0)} already done; answered {s.get('answered', 0)}, errors {s.get('errors', 0)}, "
                 f"invalid actions {s.get('invalid', 0)}, requests {s.get('requests', 0)} ({s.get('cache_hits', 0)} cached) "
-                f"-> {RunDir(self.run_dir).trajectories_dir}")
+                f"-> {RunDir(self.run_dir).trajectories_dir}"
+                + (f"; warning: {s['redacted_replies']} teacher reply(ies) echoed a configured API key, stored with "
+                   "<redacted> in its place" if s.get("redacted_replies") else ""))
 
 
 def resolved_roles(cfg: RunConfig, recipe: Recipe) -> dict[str, RoleConfig]:
-    """The roles the run uses, `same_as` resolved; ConfigError (one line, exit 2) when the policy or another role
-    `recipe` uses is not configured."""
+    """The roles the run uses, `same_as` resolved; ConfigError (one line, exit 2) when the policy, or any other role
+    `recipe` or the filters of its chains need, is not configured (`vrag_data.teacher.roles.role_problems`)."""
     if "policy" not in cfg.roles:
         raise ConfigError("no policy role: pass --policy oracle, or --policy-url URL --policy-model NAME, or set roles.policy in the config")
     if cfg.roles["policy"].kind not in ("openai", "oracle") or cfg.roles["policy"].same_as:
@@ -113,6 +117,30 @@ def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe, **kwargs: Any) ->
     return asyncio.run(synth_async(ws, cfg, recipe, **kwargs))
 
 
+async def _checked_pool(roles: dict[str, RoleConfig], run_dir: Path, run_id: str, seed: int, fresh: bool) -> TeacherPool:
+    """The teacher pool with its endpoints checked before any work (missing key variable / unreachable server /
+    unknown model); a run folder created only for the check is removed again when the check fails."""
+    try:
+        pool = TeacherPool(roles, RequestCache(run_dir), run_id, seed=seed)
+        try:
+            await pool.check()
+        except BaseException:
+            await pool.close()
+            raise
+    except BaseException:
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return pool
+
+
+def _layout_by_page(ws: Workspace) -> dict[str, list[LayoutBlock]]:
+    layout: dict[str, list[LayoutBlock]] = {}
+    for b in load_layout(ws):
+        layout.setdefault(b.page_id, []).append(b)
+    return layout
+
+
 async def synth_async(
     ws: Workspace | str,
     cfg: RunConfig,
@@ -132,6 +160,9 @@ async def synth_async(
     if not isinstance(recipe, Recipe):
         raise TypeError(f"synth: pass a configured Recipe (resolve {recipe!r} at the entry point), not {type(recipe).__name__}")
     rec = recipe
+    # counts that reach here without the config model (a CLI flag, a keyword) meet the same bounds, before any work
+    check_bound("synth.samples", samples, "--samples")
+    check_bound("synth.limit", limit, "--limit")
     roles = resolved_roles(cfg, rec)
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples
@@ -144,24 +175,10 @@ async def synth_async(
     run_id = run_id or default_run_id(rec, cfg)
     run_dir = Path(ws.run(run_id))
     fresh = not run_dir.exists()
-    # Endpoints are checked before any work (missing key variable / unreachable server / unknown model);
-    # a run folder created only for the check is removed again when the check fails.
-    try:
-        pool = TeacherPool(roles, RequestCache(run_dir), run_id, seed=cfg.synth.seed)
-        try:
-            await pool.check()
-        except BaseException:
-            await pool.close()
-            raise
-    except BaseException:
-        if fresh:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    pool = await _checked_pool(roles, run_dir, run_id, cfg.synth.seed, fresh)
     try:
         searcher, built = _ensure_index(ws, cfg)
-        layout: dict[str, list[LayoutBlock]] = {}
-        for b in load_layout(ws):
-            layout.setdefault(b.page_id, []).append(b)
+        layout = _layout_by_page(ws)
         documents = {d.stem: d for d in load_documents(ws)}
         inner = workspace_image_loader(ws, max_pixels=rec.max_pixels, crop_min_pixels=rec.env.crop_min_pixels)
         oracle = OraclePolicy() if any(r.kind == "oracle" for r in roles.values()) else None
@@ -175,7 +192,8 @@ async def synth_async(
         prov = Provenance(recipe=rec.name, policy=kind, models=models, prompt_hash=rec.prompt_hash(), config_hash=config_hash,
                           seed=cfg.synth.seed, code_version=code_version())
         deps = EpisodeDeps(ws=ws, run_id=run_id, recipe=rec, searcher=searcher, pages=pages, layout=layout, documents=documents,
-                           responder=responder, provenance=prov)
+                           responder=responder, provenance=prov, hide_rejected=True,
+                           max_request_bytes=cfg.synth.max_episode_request_bytes)
         where = str(Path(ws.root).resolve()) if ws.is_local else ws.root
         manifest = RunManifest(run_id=run_id, recipe=rec.name,  # the real workspace, not the config's default name
                                config={**resolved, "workspace": where, "recipe": rec.describe(), "policy": kind,

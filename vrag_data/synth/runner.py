@@ -20,6 +20,7 @@ from vrag_data.schema.records import Provenance, RunManifest, Task, Trajectory, 
 from vrag_data.store.shards import write_records
 from vrag_data.synth.ledger import RunLock, done_keys, next_shard_index, read_manifest, shard_path, write_manifest
 from vrag_data.synth.progress import ProgressView, RunStats
+from vrag_data.teacher.cache import CacheWriteError
 
 Episode = Callable[[Task, int], Awaitable[Trajectory]]
 
@@ -50,9 +51,11 @@ class _ShardWriter:
         self.last = time.monotonic()
         return path, batch
 
-    async def flush(self) -> None:
+    async def flush(self, min_items: int = 1) -> None:
+        """Write the buffer as one shard when it holds `min_items` or more by the time the lock is ours (a worker that
+        waited behind another's flush finds the buffer it saw full already taken, and leaves the rest to fill)."""
         async with self.lock:
-            job = self._take()
+            job = self._take() if len(self.buf) >= min_items else None
             if job:
                 await asyncio.to_thread(write_records, str(job[0]), job[1], Trajectory)  # atomic rename
                 self.stats.shards += 1
@@ -94,31 +97,40 @@ async def run_episodes(
     stats = RunStats()
     with RunLock(run_dir):
         done = done_keys(run_dir, retry_errors=retry_errors)
-        todo: list[tuple[Task, int]] = []
-        seen: set[tuple[str, int]] = set()
+        # The plan is counted, not listed: tasks x samples pairs are produced one at a time as workers take them,
+        # so a large `samples` costs no memory and no time before the first episode (and a signal is obeyed at once).
+        unique: list[Task] = []  # the first task of each id
+        ids: set[str] = set()
         for t in tasks:
-            for s in range(samples):
-                k = (t.task_id, s)
-                if k in seen:
-                    continue
-                seen.add(k)
-                if k not in done:
-                    todo.append((t, s))
-        stats.planned, stats.skipped = len(seen), len(seen) - len(todo)
+            if t.task_id not in ids:
+                ids.add(t.task_id)
+                unique.append(t)
+        stats.planned = len(unique) * samples
+        stats.skipped = sum(1 for tid, s in done if tid in ids and 0 <= s < samples)
+        n_todo = stats.planned - stats.skipped
+
+        def pending() -> Iterator[tuple[Task, int]]:
+            for t in unique:
+                for s in range(samples):
+                    if (t.task_id, s) not in done:
+                        yield t, s
+
         if manifest is not None:
             prev = read_manifest(run_dir)
             manifest = manifest.model_copy(update={"n_tasks": len({t.task_id for t in tasks}), "samples": samples, "status": "running",
                                                    "created_at": prev.created_at if prev else manifest.created_at})
             write_manifest(run_dir, manifest)
         writer = _ShardWriter(run_dir, stats)
-        view = ProgressView(len(todo), progress, pool.stats if pool is not None else None)
+        view = ProgressView(n_todo, progress, pool.stats if pool is not None else None, done_before=stats.skipped)
         t0 = time.monotonic()
-        work: Iterator[tuple[Task, int]] = iter(todo)
+        work = pending()
 
         async def one(task: Task, s: int) -> Trajectory:
             try:
                 coro = episode(task, s)
                 traj = await (asyncio.wait_for(coro, episode_timeout_s) if episode_timeout_s else coro)
+            except CacheWriteError:
+                raise  # answers that cannot be kept would be paid for again: the stage stops (one line, the cache's fix)
             except Exception as err:  # noqa: BLE001 - any episode failure is recorded, never fatal to the run
                 msg = str(err) or "no message"
                 return error_trajectory(task, s, rid, recipe, policy, f"{type(err).__name__}: {msg}")
@@ -133,7 +145,7 @@ async def run_episodes(
                 writer.buf.append(traj)
                 stats.add(traj)
                 if len(writer.buf) >= flush_every:
-                    await writer.flush()
+                    await writer.flush(flush_every)
 
         async def ticker() -> None:
             while True:
@@ -144,7 +156,7 @@ async def run_episodes(
                     await writer.flush()
 
         tick = asyncio.create_task(ticker())
-        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(todo))))]
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, n_todo)))]
         status: Literal["running", "finished", "failed"] = "failed"
         try:
             await asyncio.gather(*workers)
@@ -158,6 +170,8 @@ async def run_episodes(
                 w.cancel()
             writer.flush_sync()
             stats.elapsed_s = time.monotonic() - t0
+            if pool is not None:  # replies that echoed a configured key (stored with a mark in its place)
+                stats.redacted_replies = int(pool.stats().get("redacted_replies", 0))
             view.close(stats)
             if manifest is not None:
                 write_manifest(run_dir, manifest.model_copy(update={"status": status, "stats": stats.as_dict(), "finished_at": utcnow()}))

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FORMATS = ("corpus", "mmlongbench", "slidevqa", "vrag", "financebench")
+MAX_QUESTION_CHARS = 10_000  # a question is part of every prompt of its episodes; a longer one is a broken row
+MAX_BYTES = 512 * 2**20  # `tasks import --max-bytes`: a larger file is refused before it is read (a pipe stops there)
+MAX_LINE_BYTES = 64 * 2**20  # `--max-line-bytes`: a longer JSON line (after the first) is a skipped row
 ANSWER_FORMATS = ("Str", "Int", "Float", "List", "None")
 DEFAULT_BENCHMARK = {"mmlongbench": "MMLongBench-Doc", "financebench": "FinanceBench", "slidevqa": "SlideVQA",
                      "vrag": "VRAG-RL", "corpus": "corpus"}
@@ -105,16 +108,44 @@ def _req(row: dict[str, Any], key: str) -> Any:
     return v
 
 
+def _question(row: dict[str, Any], key: str) -> str:
+    q = _req(row, key)
+    if not isinstance(q, str):
+        raise RowError(f"field {key!r} must be text, got {type(q).__name__}")
+    if len(q) > MAX_QUESTION_CHARS:
+        raise RowError(f"field {key!r} is {len(q)} characters long; at most {MAX_QUESTION_CHARS}")
+    return q
+
+
+def _label(value: Any) -> str | None:
+    """A free-text label (reasoning type, query type): text or a number, else left out."""
+    if value is None or isinstance(value, (dict, list, bool)) or value == "":
+        return None
+    return str(value)
+
+
+def _objects(value: Any, name: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise RowError(f"{name} must be a list of objects, got {str(value)[:60]!r}")
+    return value
+
+
 def _fmt(value: Any) -> str | None:
     return value if value in ANSWER_FORMATS else None
 
 
 def _answer(value: Any) -> str:
+    if isinstance(value, dict):
+        raise RowError(f"field 'answer' must be text, a number or a list, got an object {str(value)[:60]!r}")
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def parse_corpus(row: dict[str, Any]) -> RawTask:
     doc = str(_req(row, "doc_id"))
+    if not isinstance(row.get("extra") or {}, dict):
+        raise RowError(f"extra must be an object, got {type(row['extra']).__name__}")
     extra = dict(row.get("extra") or {})
     docs = [str(d) for d in extra.get("doc_ids") or [doc]]
     pages = _pages(row.get("evidence_pages") or [], "evidence_pages", dedup=False)
@@ -123,15 +154,15 @@ def parse_corpus(row: dict[str, Any]) -> RawTask:
         raise RowError("extra.evidence_docs must name one document per evidence page")
     refs = list(dict.fromkeys((str(d), p) for d, p in zip(page_docs, pages)))
     boxes = []
-    for b in extra.pop("evidence_boxes", None) or []:
+    for b in _objects(extra.pop("evidence_boxes", None), "extra.evidence_boxes"):
         boxes.append(RawBox(str(b.get("doc") or doc), int(b["page"]), tuple(b["bbox"]), float(b.get("dpi") or 72),
                             evidence_source(b["source"]) if b.get("source") else None, str(b.get("text") or "")))
-    for b in extra.pop("evidence_bboxes", None) or []:  # LongDocURL: 0-1 normalised x1,y1,x2,y2
+    for b in _objects(extra.pop("evidence_bboxes", None), "extra.evidence_bboxes"):  # LongDocURL: 0-1 normalised x1,y1,x2,y2
         bbox = b.get("bbox_xyxy_normalized") or b.get("bbox")
         boxes.append(RawBox(str(b.get("doc") or doc), int(b["page"]), tuple(bbox), None))
     reasoning = next((extra[k] for k in ("question_reasoning", "query_type", "task_tag", "kind") if extra.get(k)), None)
     return RawTask(
-        source_id=str(row.get("id") or ""), question=str(_req(row, "question")), answer=_answer(_req(row, "answer")),
+        source_id=str(row.get("id") or ""), question=_question(row, "question"), answer=_answer(_req(row, "answer")),
         docs=docs, pages=refs, answer_format=_fmt(row.get("answer_format")),
         boxes=boxes, sources=_sources(row.get("evidence_sources")), benchmark=str(row.get("source_benchmark") or ""),
         reasoning_type=str(reasoning) if reasoning else None,
@@ -147,7 +178,7 @@ def parse_mmlongbench(row: dict[str, Any]) -> RawTask:
     if fmt == "List" and answer.strip().startswith("["):
         extra["answer_list"] = literal(answer, "answer")  # the gold list; `answer` keeps the source string
     pages = _pages(row.get("evidence_pages") or "[]", "evidence_pages")
-    return RawTask(source_id=str(row.get("id", row.get("index", ""))), question=str(_req(row, "question")),
+    return RawTask(source_id=str(row.get("id", row.get("index", ""))), question=_question(row, "question"),
                    answer=answer, docs=[doc], pages=[(doc, p) for p in pages], answer_format=fmt,
                    sources=_sources(row.get("evidence_sources")), extra=extra)
 
@@ -156,7 +187,7 @@ def parse_financebench(row: dict[str, Any]) -> RawTask:
     doc = str(_req(row, "doc_name"))
     pages: list[tuple[str, int]] = []
     texts = []
-    for ev in row.get("evidence") or []:
+    for ev in _objects(row.get("evidence"), "evidence"):
         num = ev.get("evidence_page_num")
         if not isinstance(num, int) or isinstance(num, bool):
             raise RowError(f"evidence_page_num {num!r} is not an integer")
@@ -168,9 +199,9 @@ def parse_financebench(row: dict[str, Any]) -> RawTask:
     keep = ("question_type", "question_reasoning", "justification", "company", "doc_type", "doc_period")
     extra = {k: row[k] for k in keep if row.get(k) is not None}
     extra["evidence"] = texts
-    return RawTask(source_id=str(row.get("financebench_id", "")), question=str(_req(row, "question")),
+    return RawTask(source_id=str(row.get("financebench_id", "")), question=_question(row, "question"),
                    answer=_answer(_req(row, "answer")), docs=docs, pages=pages,
-                   reasoning_type=row.get("question_reasoning"), extra=extra)
+                   reasoning_type=_label(row.get("question_reasoning")), extra=extra)
 
 
 def parse_slidevqa(row: dict[str, Any]) -> RawTask:
@@ -178,9 +209,9 @@ def parse_slidevqa(row: dict[str, Any]) -> RawTask:
     pages = _pages(row.get("evidence_pages") or [], "evidence_pages")
     keep = ("arithmetic_expression", "answer_type", "deck_url")
     extra = {k: row[k] for k in keep if row.get(k) is not None}
-    return RawTask(source_id=str(row.get("qa_id", "")), question=str(_req(row, "question")),
+    return RawTask(source_id=str(row.get("qa_id", "")), question=_question(row, "question"),
                    answer=_answer(_req(row, "answer")), docs=[deck], pages=[(deck, p) for p in pages],
-                   reasoning_type=row.get("reasoning_type"), extra=extra)
+                   reasoning_type=_label(row.get("reasoning_type")), extra=extra)
 
 
 def parse_vrag(row: dict[str, Any]) -> RawTask:
@@ -190,9 +221,9 @@ def parse_vrag(row: dict[str, Any]) -> RawTask:
     doc = str(_req(meta, "file_name"))
     pages = _pages(meta.get("reference_page") or [], "meta_info.reference_page")
     src = evidence_source(meta["source_type"]) if meta.get("source_type") else None
-    return RawTask(source_id=str(row.get("uid", "")), question=str(_req(row, "query")),
+    return RawTask(source_id=str(row.get("uid", "")), question=_question(row, "query"),
                    answer=_answer(_req(row, "reference_answer")), docs=[doc], pages=[(doc, p) for p in pages],
-                   sources=[src] if src else [], reasoning_type=meta.get("query_type"),
+                   sources=[src] if src else [], reasoning_type=_label(meta.get("query_type")),
                    extra={k: v for k, v in meta.items() if k in ("source_type", "query_type")})
 
 
@@ -207,10 +238,10 @@ def parse_row(fmt: str, row: Any) -> RawTask:
         raise RowError(f"expected a JSON object, got {type(row).__name__}")
     try:
         raw = PARSERS[fmt](row)
-    except RowError:
+    except (RowError, UnicodeError):
         raise
-    except (KeyError, TypeError, ValueError) as err:  # malformed nested fields (boxes, evidence lists)
-        raise RowError(f"malformed row ({type(err).__name__}: {err})") from None
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as err:  # malformed nested fields
+        raise RowError(f"malformed row ({type(err).__name__}: {str(err)[:120]})") from None
     if not raw.benchmark:
         raw.benchmark = DEFAULT_BENCHMARK[fmt]
     return raw

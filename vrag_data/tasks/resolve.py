@@ -78,7 +78,10 @@ def _box(index: CorpusIndex, raw: RawBox) -> EvidenceBox:
     doc, info = _page(index, raw.doc, raw.page)
     if len(raw.bbox) != 4:
         raise RowError(f"evidence box on page {raw.page} needs 4 numbers, got {len(raw.bbox)}")
-    x1, y1, x2, y2 = (float(v) for v in raw.bbox)
+    try:
+        x1, y1, x2, y2 = (float(v) for v in raw.bbox)
+    except (TypeError, ValueError):
+        raise RowError(f"evidence box {str(list(raw.bbox))[:60]} on page {raw.page} must be 4 numbers") from None
     if raw.dpi is None:  # 0-1 normalised
         sx, sy = info.width, info.height
     else:  # raw pixels at raw.dpi -> pixels of our page image, rendered at info.dpi
@@ -91,7 +94,8 @@ def _box(index: CorpusIndex, raw: RawBox) -> EvidenceBox:
                        source=raw.source, text=raw.text)  # type: ignore[arg-type]
 
 
-def to_task(raw: RawTask, index: CorpusIndex, split: str) -> Task:
+def to_task(raw: RawTask, index: CorpusIndex, split: str, source: str | None = None) -> Task:
+    """The Task of one parsed row; `source` (the workspace's name for the imported file) is part of its id."""
     docs: dict[str, Document] = {}  # doc_id -> Document, in order of first mention
     for name in raw.docs:
         doc = index.document(name)
@@ -108,7 +112,7 @@ def to_task(raw: RawTask, index: CorpusIndex, split: str) -> Task:
     boxes = [_box(index, b) for b in raw.boxes]
     doc_ids = list(docs)
     return Task(
-        task_id=task_id(doc_ids, raw.question), question=raw.question.strip(), answer=raw.answer,
+        task_id=task_id(doc_ids, raw.question, source), question=raw.question.strip(), answer=raw.answer,
         answer_format=raw.answer_format,  # type: ignore[arg-type]  # checked against ANSWER_FORMATS
         doc_ids=doc_ids, doc_stems=[d.stem for d in docs.values()],
         evidence_pages=page_ids, evidence_boxes=boxes, sources=raw.sources,  # type: ignore[arg-type]

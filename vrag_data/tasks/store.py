@@ -1,14 +1,44 @@
-"""Task shards in the workspace: `tasks/<name>.parquet`, one per imported file or generator run."""
+"""Task shards in the workspace: `tasks/<name>.parquet`, one per imported file or generator run.
+
+An imported file's shard is `<stem>-<hash of where the file is>`, so two files of the same name from two folders
+keep two shards, and no file name can name one of the workspace's own files (`import_errors.parquet`,
+`generated.parquet`)."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 
+from vrag_data.errors import VragError
+from vrag_data.ids import short_hash
 from vrag_data.schema.records import IngestError, Task
 from vrag_data.store import Workspace, read_records, write_records
 
-ERRORS_FILE = "import_errors.parquet"
+ERRORS_FILE = "import_errors.parquet"  # the workspace's own name for the import error log
+EARLIER_TASKS = "import_errors-earlier-tasks.parquet"  # tasks an earlier version wrote over the error log's name
+
+
+def source_key(file: str) -> str:
+    """Where an imported file is: its resolved absolute path (a URL as given); its tasks' ids and shard derive from it.
+    A byte of a file name that is not UTF-8 is kept as a backslash escape, so the key can be hashed and stored."""
+    key = file if "://" in file else str(Path(file).expanduser().resolve())
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def import_shard_name(file: str) -> str:
+    """`<stem>-<10 hex>`: the stem made safe as a file name (never hidden, never a temporary `.tmp-` name)."""
+    key = source_key(file)
+    name = key.rstrip("/").rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name.lstrip(".") else name
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-")[:60] or "tasks"
+    return f"{safe}-{short_hash(key, n=10)}"
+
+
+def import_shard_path(ws: Workspace, file: str) -> str:
+    return shard_path(ws, import_shard_name(file))
 
 
 def shard_path(ws: Workspace, name: str) -> str:
@@ -17,6 +47,8 @@ def shard_path(ws: Workspace, name: str) -> str:
 
 def write_tasks(ws: Workspace, name: str, tasks: list[Task]) -> str:
     """Replace the shard `name` atomically (re-importing the same file gives the same shard)."""
+    if f"{name}.parquet" in (ERRORS_FILE, EARLIER_TASKS) or name.startswith("."):
+        raise VragError(f"tasks/{name}.parquet is a name the workspace keeps for itself; pick another shard name")
     path = shard_path(ws, name)
     write_records(path, tasks, Task)
     return path
@@ -56,10 +88,29 @@ def load_tasks(ws: Workspace, limit: int | None = None) -> list[Task]:
 def record_import_errors(ws: Workspace, source: str, errors: list[IngestError]) -> str:
     """Replace this source file's rows in tasks/import_errors.parquet, keeping other files' rows."""
     path = f"{ws.tasks}/{ERRORS_FILE}"
+    _move_earlier_tasks(path, f"{ws.tasks}/{EARLIER_TASKS}")
     kept = [e for e in read_records(path, IngestError) if e.path != source]
     write_records(path, [*kept, *errors], IngestError)
     return path
 
 
 def load_import_errors(ws: Workspace) -> list[IngestError]:
-    return read_records(f"{ws.tasks}/{ERRORS_FILE}", IngestError)
+    path = f"{ws.tasks}/{ERRORS_FILE}"
+    return read_records(path, IngestError) if shard_model(path) in ("IngestError", None) else []
+
+
+def shard_model(path: str) -> str | None:
+    """The record type a shard holds (its `vrag_model` metadata); None when the file is missing or says nothing."""
+    fs, p = url_to_fs(path)
+    if not fs.exists(p):
+        return None
+    name = (pq.read_schema(p, filesystem=fs).metadata or {}).get(b"vrag_model")
+    return name.decode() if name else None
+
+
+def _move_earlier_tasks(path: str, aside: str) -> None:
+    """An earlier version named a shard after the imported file, so a user's `import_errors.jsonl` wrote its tasks
+    where the error log lives: keep those tasks (under a name task listing still reads) and free the log's name."""
+    if shard_model(path) == "Task":
+        fs, p = url_to_fs(path)
+        fs.mv(p, url_to_fs(aside)[1])

@@ -10,6 +10,9 @@ one COMMIT instead of 256, which is what keeps the client's CPU per request unde
 The request log (one `RequestLog` row per call: ok / error / cached) lives in the same database and is
 exported to `requests/part-<first>-<last>.parquet` shards for the report; the shard names carry the row
 ids, so an export interrupted by a crash is redone without duplicates.
+
+A write that fails (a full disk, a read-only folder) raises `CacheWriteError`, one line naming the cache and the fix:
+the stage stops there instead of going on with answers it cannot keep (each would be paid for again on resume).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vrag_data.errors import VragError
 from vrag_data.schema.records import RequestLog
 from vrag_data.store.run import RunDir
 from vrag_data.store.shards import write_records
@@ -34,13 +38,19 @@ CREATE TABLE IF NOT EXISTS responses (
   completion_tokens INTEGER NOT NULL,
   latency_s REAL NOT NULL,
   finish_reason TEXT NOT NULL,
-  created REAL NOT NULL
+  created REAL NOT NULL,
+  undecodable INTEGER NOT NULL DEFAULT 0,
+  cut_from INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS log (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   row TEXT NOT NULL
 );
 """
+
+
+class CacheWriteError(VragError):
+    """The request cache could not be written: the stage must stop (see the module doc), not record an episode error."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,8 @@ class CachedResponse:
     completion_tokens: int
     latency_s: float
     finish_reason: str
+    undecodable: bool = False  # the reply's bytes were not all UTF-8 (the text holds U+FFFD in their place)
+    cut_from: int = 0  # a runaway reply's length, when the text holds only its start (`teacher.pool.cut_runaway`)
 
 
 class RequestCache:
@@ -67,10 +79,16 @@ class RequestCache:
         self.log_flush_rows = log_flush_rows
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so each response is one durable commit.
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.executescript(_SCHEMA)
+            self._migrate()
+        except (sqlite3.Error, OSError) as err:
+            self._db.close()
+            raise self._write_error(err) from None
+        self.broken = False  # a write failed: nothing more is written (close does not flush the log)
         self._pending_log = 0
         self._closed = False
         self._batch: list[tuple[CachedResponse | None, RequestLog | None, asyncio.Future[None] | None]] = []
@@ -79,17 +97,25 @@ class RequestCache:
         self.misses = 0
         self.commits = 0
 
+    def _migrate(self) -> None:
+        """A cache written before the `undecodable` and `cut_from` columns gets them (its replies were kept whole)."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(responses)")}
+        for col in ("undecodable", "cut_from"):
+            if col not in cols:
+                self._db.execute(f"ALTER TABLE responses ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
+
     # -- responses -------------------------------------------------------------------------------------
     def get(self, key: str) -> CachedResponse | None:
         row = self._db.execute(
-            "SELECT key, model, text, prompt_tokens, completion_tokens, latency_s, finish_reason FROM responses WHERE key=?",
+            "SELECT key, model, text, prompt_tokens, completion_tokens, latency_s, finish_reason, undecodable, cut_from "
+            "FROM responses WHERE key=?",
             (key,),
         ).fetchone()
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return CachedResponse(*row)
+        return CachedResponse(*row[:7], bool(row[7]), int(row[8]))
 
     def put(self, resp: CachedResponse, log: RequestLog | None = None) -> None:
         """Commit the response (and its log row) before returning: the durability point of a teacher call."""
@@ -129,15 +155,26 @@ class RequestCache:
 
     def _commit(self, batch: list[tuple[CachedResponse | None, RequestLog | None, asyncio.Future[None] | None]]) -> None:
         now = time.time()
-        responses = [(r.key, r.model, r.text, r.prompt_tokens, r.completion_tokens, r.latency_s, r.finish_reason, now) for r, _, _ in batch if r]
+        responses = [(r.key, r.model, r.text, r.prompt_tokens, r.completion_tokens, r.latency_s, r.finish_reason, now,
+                      int(r.undecodable), r.cut_from) for r, _, _ in batch if r]
         logs = [(lg.model_dump_json(),) for _, lg, _ in batch if lg is not None]
-        with self._tx():
-            if responses:
-                self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", responses)
-            if logs:
-                self._db.executemany("INSERT INTO log(row) VALUES (?)", logs)
+        try:
+            with self._tx():
+                if responses:
+                    self._db.executemany("INSERT OR REPLACE INTO responses (key, model, text, prompt_tokens, completion_tokens, "
+                                         "latency_s, finish_reason, created, undecodable, cut_from) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                         responses)
+                if logs:
+                    self._db.executemany("INSERT INTO log(row) VALUES (?)", logs)
+        except (sqlite3.Error, OSError) as err:
+            self.broken = True
+            raise self._write_error(err) from None
         self._pending_log += len(logs)
         self.commits += 1
+
+    def _write_error(self, err: BaseException) -> CacheWriteError:
+        return CacheWriteError(f"{self.path}: the request cache could not be written ({err}); free space on its disk (or make "
+                               "the folder writable) and re-run the same command: the answers already cached are not paid for again")
 
     def keys(self) -> set[str]:
         return {r[0] for r in self._db.execute("SELECT key FROM responses")}
@@ -186,7 +223,8 @@ class RequestCache:
         if self._closed:
             return
         try:
-            self.flush_log()
+            if not self.broken:  # after a failed write the log stays in the database; the next run exports it
+                self.flush_log()
         finally:
             self._closed = True
             self._db.close()
@@ -204,4 +242,18 @@ class _Tx:
         self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
-        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                self._rollback()  # a failed COMMIT (disk full) leaves the transaction open: close it, then report
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        try:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+        except sqlite3.Error:  # the rollback of a failed write can fail the same way; the first error is the one to report
+            pass

@@ -19,7 +19,7 @@ from vrag_data.config import SamplingConfig
 from vrag_data.schema.records import Message
 from vrag_data.teacher.pool import TeacherError, TeacherPool
 from vrag_data.rewards.judge_prompts import (  # noqa: F401 - re-exported
-    HONESTY_SCORE, HONESTY_SYSTEM, HONESTY_USER, JUDGE_SYSTEM, JUDGE_USER, NUDGE, parse_judge,
+    HONESTY_SCORE, HONESTY_SYSTEM, JUDGE_SYSTEM, NUDGE, honesty_user, judge_user, parse_judge,
 )
 
 Method = Literal["model", "rules", "honesty-model", "honesty-rules"]
@@ -95,7 +95,7 @@ class ModelJudge:
     async def judge(self, question: str, reference: str, prediction: str | None, answer_format: str | None = None, *, sample: int = 0) -> Judgment:
         if not prediction or not str(prediction).strip():
             return Judgment(False, 0.0, "model", "no answer to judge")
-        user = JUDGE_USER.format(question=question, reference=reference, prediction=prediction)
+        user = judge_user(question, reference, prediction)
         verdict, raw, rids, why = await self._ask(JUDGE_SYSTEM, user, sample)
         if verdict is None:
             if self.fallback is None:
@@ -107,7 +107,7 @@ class ModelJudge:
     async def honesty(self, question: str, prediction: str | None, *, sample: int = 0) -> Judgment:
         if not prediction or not str(prediction).strip():
             return Judgment(False, 0.0, "honesty-model", "no answer to judge")
-        verdict, raw, rids, why = await self._ask(HONESTY_SYSTEM, HONESTY_USER.format(question=question, prediction=prediction), sample)
+        verdict, raw, rids, why = await self._ask(HONESTY_SYSTEM, honesty_user(question, prediction), sample)
         if verdict is None:
             if self.fallback is None:
                 raise JudgeUnavailable(f"role {self.role}: {why}")

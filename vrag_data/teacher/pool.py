@@ -7,13 +7,18 @@ run; a call goes to the least-loaded endpoint of its role with a free slot, wait
 for the next freed slot when all are full, and is re-routed on retry. A call that names its episode
 (`affinity=`) goes to the replica that served the episode's previous call while that replica's load is within
 `affinity_bound` x the least loaded, so the server's prefix cache holds its history (`vrag_data.teacher.routing`).
+
+A reply is kept as the server sent it, with two exceptions that make it unusable whatever it says, both flagged on the
+`ChatResult` and stored with it in the request cache (a resume replays the same flags): text that was not valid UTF-8
+is decoded with U+FFFD in its place (`undecodable`, see `http.decode_body`), and a runaway reply longer than
+`MAX_REPLY_CHARS` is kept as its first `KEPT_REPLY_CHARS` characters and a marker (`cut_from`: its length), so a
+megabyte of rambling is neither cached nor handed on. `finish_reason` ("length": cut at max_tokens) is kept too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import random
 import time
 import uuid
@@ -27,17 +32,26 @@ import aiohttp
 from vrag_data.config import EndpointConfig, RoleConfig, SamplingConfig
 from vrag_data.errors import VragError
 from vrag_data.schema.records import Message, RequestLog
+from vrag_data.keys import KeyNotFound, resolve_key
+from vrag_data.secrets import redact, redact_url
 from vrag_data.teacher.cache import CachedResponse, RequestCache
 from vrag_data.teacher.http import Endpoint, Fatal, Retryable, dumps, loads, post_chat
+from vrag_data.teacher.refusal import REFUSING, refused_line
 from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
 from vrag_data.teacher.roles import resolve_roles, substitutions
 from vrag_data.teacher.routing import DEFAULT_BOUND, AffinityTable, least_loaded, route
 
 _NONCE = uuid.uuid4().hex[:16]  # image placeholders no prompt text can collide with
+MAX_REPLY_CHARS = 65_536  # a teacher's reply is a few KB; a longer one is runaway generation (the grammar's own limit)
+KEPT_REPLY_CHARS = 4_000  # what is kept of a runaway reply
 
 
 class TeacherError(VragError):
     """A teacher call failed for good (after bounded retries, or a non-retryable error); one-line reason."""
+
+
+class EndpointRefused(TeacherError):
+    """The endpoint refuses the role's requests (HTTP 401/403/404, `refusal.REFUSING`): no other request can do better."""
 
 
 @dataclass(frozen=True)
@@ -51,19 +65,18 @@ class ChatResult:
     retries: int
     endpoint: str
     model: str
-    finish_reason: str = ""
+    finish_reason: str = ""  # "length": cut at max_tokens
+    undecodable: bool = False  # the text held bytes that are not UTF-8, replaced by U+FFFD (see `http.decode_body`)
+    cut_from: int = 0  # a runaway reply's length in characters, when only its start is kept (see the module doc)
 
 
 def _api_key(role: str, i: int, ep: EndpointConfig) -> str | None:
     if not ep.api_key_env:
         return None
-    key = os.environ.get(ep.api_key_env)
-    if not key:
-        raise TeacherError(
-            f"role {role}: environment variable {ep.api_key_env} (the API key of endpoint {ep.base_url}) is not set; "
-            f"export it or remove roles.{role}.endpoints[{i}].api_key_env"
-        )
-    return key
+    try:  # the environment, then the key sources (`vrag_data.keys`); found nowhere: one line naming every place
+        return resolve_key(ep.api_key_env, f"role {role}: endpoint {redact_url(ep.base_url)}, roles.{role}.endpoints[{i}].api_key_env")
+    except KeyNotFound as err:
+        raise TeacherError(str(err)) from None
 
 
 class TeacherPool:
@@ -111,7 +124,8 @@ class TeacherPool:
         # Calls waiting for a free slot, per endpoint group (a role's replicas), first come first served.
         self._waiters: dict[tuple[int, ...], deque[asyncio.Future[Endpoint]]] = {}
         self._rr = 0
-        self._c = {"calls": 0, "requests": 0, "cache_hits": 0, "errors": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self._c = {"calls": 0, "requests": 0, "cache_hits": 0, "errors": 0, "retries": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                   "redacted_replies": 0}
         self._latency = 0.0
 
     # -- public ----------------------------------------------------------------------------------------
@@ -143,13 +157,15 @@ class TeacherPool:
                 where = f"role {role}: endpoint {ep.base_url}"
                 fix = f"start the server or fix roles.{role}.endpoints[{ep.idx}].base_url"
                 try:
-                    async with ep.session().get(ep.base_url + "/models", timeout=timeout) as r:
+                    async with ep.session().get(ep.models_url, timeout=timeout) as r:
                         body = await r.read()
                         status = r.status
                 except (aiohttp.ClientError, OSError, TimeoutError) as err:
-                    raise TeacherError(f"{where} is unreachable ({type(err).__name__}: {err or 'no reply'}); {fix}") from None
-                if status in (401, 403):
-                    raise TeacherError(f"{where} rejected the API key (HTTP {status}); check ${ep.cfg.api_key_env}")
+                    raise TeacherError(f"{where} is unreachable ({type(err).__name__}: {redact(str(err)) or 'no reply'}); {fix}") from None
+                if status in REFUSING:
+                    rc = self.roles[ep.role]
+                    raise EndpointRefused(refused_line(role, rc.same_as or ep.role, ep.idx, ep.base_url, status, "GET /models",
+                                                       ep.cfg.api_key_env, redact(body[:500].decode("utf-8", "replace"))))
                 if status != 200:
                     raise TeacherError(f"{where} answered GET /models with HTTP {status}; {fix}")
                 try:
@@ -231,7 +247,8 @@ class TeacherPool:
         self._c["cache_hits"] += 1
         self.cache.log(RequestLog(request_id=_rid(hit.key), run_id=self.run_id, role=role, model=hit.model, endpoint="cache",
                                   status="cached", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens))
-        return ChatResult(hit.text, _rid(hit.key), hit.prompt_tokens, hit.completion_tokens, 0.0, True, 0, "cache", hit.model, hit.finish_reason)
+        return ChatResult(hit.text, _rid(hit.key), hit.prompt_tokens, hit.completion_tokens, 0.0, True, 0, "cache", hit.model,
+                          hit.finish_reason, hit.undecodable, hit.cut_from)
 
     async def _acquire(self, eps: list[Endpoint], affinity: str | None = None) -> Endpoint:
         """A slot on the least-loaded endpoint with room (or the episode's home, see `routing.route`); if all
@@ -285,12 +302,12 @@ class TeacherPool:
             ep = await self._acquire(self._endpoints[role], affinity)
             retry: Retryable | None = None
             try:
-                text, pt, ct, finish = await post_chat(ep, body, rid, rc.timeout_s)
+                ans = await post_chat(ep, body, rid, rc.timeout_s)
             except Retryable as err:
                 retry = err
             except Fatal as err:
                 ep.failed += 1
-                self._give_up(role, rid, model, ep, t0, attempt, str(err))
+                self._give_up(role, rid, model, ep, t0, attempt, str(err), self._refused(role, ep, err))
             finally:
                 self._release(ep)
             if retry is None:
@@ -305,6 +322,9 @@ class TeacherPool:
             self._c["retries"] += 1
             await asyncio.sleep(delay)
         ep.ok += 1
+        text, pt, ct, finish, undecodable, redacted = ans
+        self._c["redacted_replies"] += redacted > 0  # the reply echoed a configured key: stored with a mark in its place
+        text, cut_from = cut_runaway(text)
         latency = time.perf_counter() - t0
         self._c["requests"] += 1
         self._c["prompt_tokens"] += pt
@@ -312,16 +332,26 @@ class TeacherPool:
         self._latency += latency
         log = RequestLog(request_id=rid, run_id=self.run_id, role=role, model=model, endpoint=ep.base_url, status="ok",
                          latency_s=latency, retries=attempt, prompt_tokens=pt, completion_tokens=ct)
-        await self.cache.put_async(CachedResponse(key, model, text, pt, ct, latency, finish), log)  # durable before use
+        await self.cache.put_async(CachedResponse(key, model, text, pt, ct, latency, finish, undecodable, cut_from), log)  # durable before use
         self.cache.maybe_flush_log()
-        return ChatResult(text, rid, pt, ct, latency, False, attempt, ep.base_url, model, finish)
+        return ChatResult(text, rid, pt, ct, latency, False, attempt, ep.base_url, model, finish, undecodable, cut_from)
 
-    def _give_up(self, role: str, rid: str, model: str, ep: Endpoint, t0: float, attempt: int, reason: str) -> NoReturn:
+    def _refused(self, role: str, ep: Endpoint, err: Fatal) -> str | None:
+        """The line for an endpoint that refuses the role (401/403/404), naming the config key that fixes it."""
+        if err.status not in REFUSING:
+            return None
+        rc = self.roles[role]
+        return refused_line(role, rc.same_as or role, self._endpoints[role].index(ep), ep.base_url, err.status,
+                            "POST /chat/completions", ep.cfg.api_key_env, err.detail)
+
+    def _give_up(self, role: str, rid: str, model: str, ep: Endpoint, t0: float, attempt: int, reason: str,
+                 refused: str | None = None) -> NoReturn:
         self._c["errors"] += 1
-        msg = f"role {role} ({model} at {ep.base_url}): {reason}"
         self.cache.log(RequestLog(request_id=rid, run_id=self.run_id, role=role, model=model, endpoint=ep.base_url, status="error",
                                   error=reason, latency_s=time.perf_counter() - t0, retries=attempt))
-        raise TeacherError(msg)
+        if refused is not None:
+            raise EndpointRefused(refused)
+        raise TeacherError(f"role {role} ({model} at {ep.base_url}): {reason}")
 
     async def _load_images(self, messages: Sequence[Message], loader: ImageLoader | None, max_pixels: int | None) -> tuple[list[bytes], list[str]]:
         refs = [ref for m in messages for ref in m.images]
@@ -363,6 +393,14 @@ def _body(model: str, messages: Sequence[Message], uris: Sequence[bytes], params
     for uri, piece in zip(uris, pieces[1:], strict=True):
         out += (uri, piece)
     return b"".join(out)
+
+
+def cut_runaway(text: str) -> tuple[str, int]:
+    """(text, 0) for a reply of at most `MAX_REPLY_CHARS` characters; else (its first `KEPT_REPLY_CHARS` characters and a
+    marker, its length)."""
+    if len(text) <= MAX_REPLY_CHARS:
+        return text, 0
+    return text[:KEPT_REPLY_CHARS] + f"\n[runaway reply cut here: {len(text):,} characters, the first {KEPT_REPLY_CHARS:,} kept]", len(text)
 
 
 def _rid(key: str) -> str:

@@ -179,9 +179,13 @@ class StreamResponder(Responder):
 
 def reward_fields(traj: Trajectory) -> dict[str, Any]:
     """The `extra_info` rollout keys `vrag_data.rewards.verl.compute_score` reads (see its docstring): what the
-    agent saw and did, so the shipped reward scores the trajectory as `score_trajectory` does in the bundled trainer."""
+    agent saw and did, so the shipped reward scores the trajectory as `score_trajectory` does in the bundled trainer.
+    Every key is written, empty when the agent did not search, select or read (a reward refuses a row lacking one),
+    with the coordinate space the policy wrote its boxes in (the export's `coord_space` of the same row)."""
     ep = episode_from_trajectory(traj)
+    space = traj.extra.get("coord_space")
     return {
+        **({"coord_space": str(space)} if space else {}),
         "retrieved_pages": list(ep.retrieved),
         "search_results": [list(r) for r in ep.search_results],
         "selections": [{"candidates": list(c), "selected": list(s)} for c, s in ep.selections],

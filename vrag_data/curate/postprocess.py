@@ -170,7 +170,8 @@ def judge_and_filter(ws: Workspace | str, run_id: str, cfg: RunConfig | None, re
 async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfig | None, recipe: Recipe,
                                  progress: bool = False) -> FilterResult:
     """`recipe`: the run's configured recipe object (the caller resolves the name its manifest records); its filter
-    chain and augmentations apply."""
+    chain and augmentations apply. The run records the filter's state (`RunDir.mark_filter`): running, then finished
+    or failed with its reason, so an export never takes a failed or unfinished filter for a finished one."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     run_dir = Path(ws.run(run_id))
     manifest = read_manifest(run_dir)
@@ -179,6 +180,20 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
     if recipe.name != manifest.recipe:
         raise VragError(f"{run_dir}: run of recipe {manifest.recipe!r}, not {recipe.name!r}")
     rd = RunDir(str(run_dir))
+    if not ws.is_local:
+        return await _judge_and_filter(ws, run_id, cfg, recipe, progress, rd, run_dir, manifest)
+    rd.mark_filter("running")
+    try:
+        res = await _judge_and_filter(ws, run_id, cfg, recipe, progress, rd, run_dir, manifest)
+    except BaseException as err:  # a stop of any kind (an error, Ctrl-C, a cancelled flow) is recorded, then raised
+        rd.mark_filter("failed", f"{type(err).__name__}: {err}" if not isinstance(err, VragError) else str(err))
+        raise
+    rd.mark_filter("finished")
+    return res
+
+
+async def _judge_and_filter(ws: Workspace, run_id: str, cfg: RunConfig | None, recipe: Recipe, progress: bool,
+                            rd: RunDir, run_dir: Path, manifest: Any) -> FilterResult:
     try:
         rd.compact()  # small shards a synth left (e.g. one killed before its own compaction) are merged first
     except VragError:

@@ -1,0 +1,89 @@
+"""`vrag-data export --for vragrl`: rows VRAG-RL's verl fork can train on. A recipe whose loop the fork cannot run
+(MM-Doc-R1: planner, seeker ending in <FINISH>, reader, answer agent) is refused in one line naming what to use
+instead; every other recipe exports. The fork's EVisRAG rows carry their pages as bytes (no images/ beside them) and
+the shipped reward scores a rollout the fork decodes with its end-of-turn token, from the extra_info the fork keeps."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from tests.support.oracle_runs import oracle_runs
+from vrag_data.cli.main import app
+
+REFUSED = {"mmdoc_r1"}  # the recipes whose loop the fork cannot run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return oracle_runs(tmp_path_factory.mktemp("fork") / "ws")
+
+
+def export(ws, run: str, out, *more: str):
+    return CliRunner().invoke(app, ["export", "-w", str(ws.root), "--run", run, "--format", "verl", "--out", str(out), *more])
+
+
+@pytest.mark.slow
+def test_a_recipe_the_fork_cannot_run_is_refused_in_one_line_and_the_others_export(runs, tmp_path):
+    ws, run_ids = runs
+    assert REFUSED < set(run_ids) and len(run_ids) >= 4
+    for recipe, run in run_ids.items():
+        out = tmp_path / recipe
+        res = export(ws, run, out, "--for", "vragrl")
+        if recipe in REFUSED:
+            lines = res.output.strip().splitlines()
+            assert res.exit_code != 0 and len(lines) == 1, res.output
+            assert lines[0].startswith(f"error: {recipe}: not exported --for vragrl") and "export without --for" in lines[0]
+            assert "Traceback" not in res.output and not out.exists()  # nothing written
+            assert export(ws, run, out).exit_code == 0  # the same run exports for the other trainers
+        else:
+            assert res.exit_code == 0, (recipe, res.output)
+            assert (out / "verl" / "vragrl.yaml").is_file()
+            assert sum(pq.read_metadata(p).num_rows for p in (out / "verl").glob("*.parquet")) > 0, recipe
+
+
+def _rows(out) -> list[dict]:
+    return [r for p in sorted((out / "verl").glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+
+
+def test_the_forks_evisrag_rows_embed_their_pages_and_score_a_rollout_ending_in_im_end(runs, tmp_path, monkeypatch):
+    ws, run_ids = runs
+    out = tmp_path / "evisrag"
+    res = export(ws, run_ids["evisrag"], out, "--for", "vragrl")
+    assert res.exit_code == 0, res.output
+    assert not (out / "images").exists()  # the bytes are in the rows: nothing else holds them a second time
+    rows = _rows(out)
+    assert rows and all(r["images"] for r in rows)
+    for r in rows:
+        for im in r["images"]:
+            assert Image.open(io.BytesIO(im["bytes"])).size[0] > 0
+    row = next(r for r in rows if r["extra_info"]["question"] == "What was Acme revenue in 2021?")
+    gt = row["reward_model"]["ground_truth"]
+    evidence = gt.split("<answer>")[0]
+    assert gt.endswith("<answer>18.5 million dollars</answer>") and row["data_source"] == "rag"
+
+    # the reward as the fork loads it: the file its config names, from the export folder
+    monkeypatch.syspath_prepend(str(out / "reward"))
+    monkeypatch.delitem(sys.modules, "vragrl_reward", raising=False)
+    import vragrl_reward
+
+    # the fork replaces extra_info by these four keys before scoring
+    fork_extra = {"file_name": row["file_name"], "reference_page": row["reference_page"],
+                  "question": row["extra_info"]["question"], "answer": row["extra_info"]["answer"]}
+
+    def score(answer: str) -> float:
+        reply = f"<observe>three pages</observe>\n{evidence}<think>page 1 gives it</think>\n<answer>{answer}</answer>"
+        return vragrl_reward.compute_score(data_source=row["data_source"], solution_str=reply + "<|im_end|>",
+                                           ground_truth=gt, extra_info=fork_extra)
+
+    # the evidence lines are the target's: perception 1, format 1; EVisRAG's score is their mean with derivation
+    assert score("18.5 million dollars") == pytest.approx(1.0)
+    # "12 million dollars" vs "18 5 million dollars": 2 common tokens, P 2/3, R 2/4, F1 4/7 -> (1 + 4/7 + 1) / 3
+    assert score("12 million dollars") == pytest.approx(6 / 7)
+    # the page held the answer: declining scores derivation 0 -> (1 + 0 + 1) / 3
+    assert score("insufficient to answer") == pytest.approx(2 / 3)

@@ -1,0 +1,154 @@
+"""The reward registry: every reward is a `Reward` object registered under its name (the name a recipe's
+`RewardSpec` and an exported row's `extra_info.reward` give).
+
+A reward is one module: a `Reward` subclass (its weights, knobs, whether its answer term is a judge's verdict, its
+format check, its score) and one `register_reward(...)` line. The shipped rewards live in `vrag_data.rewards.kinds`
+(`SHIPPED`); another package adds one through the entry-point group `vrag_data.rewards` (a module whose import
+registers it, or a `Reward` subclass). Standard library only: the export's reward bundle carries this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, ClassVar
+
+from vrag_data.rewards.answer import answer_correct
+
+if TYPE_CHECKING:
+    from vrag_data.rewards.episode import Episode, Gold
+
+ENTRY_POINT_GROUP = "vrag_data.rewards"
+# the shipped rewards, modules of `vrag_data.rewards.kinds` (each registers itself on import)
+SHIPPED = ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1")
+# What each reward component reads from a trainer's row (`extra_info` of a verl / HF / EasyR1 RL row) besides the
+# rollout text and the ground truth. A reward needs the keys of its components (`Reward.row_keys`): a row without one
+# is refused by `vrag_data.rewards.verl.compute_score` instead of scored with a default. Present but empty is valid
+# (`search_results: []`: the rollout recorded no search). Components not listed read nothing else.
+COMPONENT_ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "ndcg": ("gold_pages", "search_results"),  # the pages retrieved, per search, against the gold pages
+    "retrieval": ("gold_pages", "search_results"),  # VISOR: the search that first completed retrieval
+    "answer": ("gold_pages", "search_results"),  # VISOR: the honesty gate asks whether retrieval was complete
+    "select": ("gold_pages", "selections"),
+    "crop": ("gold_boxes", "coord_space"),  # <bbox> boxes of the text are read in the row's coordinate space
+    "recall": ("gold_pages", "read_pages"),  # MM-Doc-R1: the pages the read tool opened
+}
+
+
+@dataclass
+class RewardBreakdown:
+    recipe: str
+    components: dict[str, float]
+    weights: dict[str, float]
+    total: float
+    gated: bool = False  # True when a gate (format / retrieval) overrode the weighted sum
+    extras: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float]:
+        """Flat scalars with "score" first, the shape verl's reward manager accepts."""
+        return {"score": self.total, **self.components, **self.extras, "gated": float(self.gated)}
+
+
+class Reward:
+    """One reward: `weights` name its components (the keys of `score`'s breakdown) with their default weights;
+    `params` its other knobs; `judged`: its answer term is a judge's verdict (a model judge in the papers, the rule
+    scorers when asked); `honesty_gate`: an incomplete retrieval is scored by the honesty judge instead (VISOR)."""
+
+    name: ClassVar[str]
+    weights: ClassVar[Mapping[str, float]]
+    params: ClassVar[Mapping[str, float]] = {}
+    judged: ClassVar[bool] = False
+    honesty_gate: ClassVar[bool] = False
+    extra_row_keys: ClassVar[tuple[str, ...]] = ()  # row keys beyond those of its components
+
+    def format_score(self, texts: Sequence[str]) -> float:
+        """The reward's format score in [0, 1] over the assistant texts of an episode."""
+        raise NotImplementedError
+
+    def score(self, ep: Episode, gold: Gold, w: dict[str, float], p: dict[str, float],
+              judge_score: float | None, honesty_score: float | None) -> RewardBreakdown:
+        """All components and the total, with the resolved weights `w` and knobs `p`."""
+        raise NotImplementedError
+
+    def row_keys(self) -> tuple[str, ...]:
+        """The row keys this reward reads (its components' `COMPONENT_ROW_KEYS`), in a stable order."""
+        keys = (k for comp in self.weights for k in COMPONENT_ROW_KEYS.get(comp, ()))
+        return tuple(dict.fromkeys((*keys, *self.extra_row_keys)))
+
+    def resolve_weights(self, weights: Mapping[str, float] | None = None) -> dict[str, float]:
+        out = dict(self.weights)
+        for k, v in (weights or {}).items():
+            if k not in out:
+                raise ValueError(f"{self.name}: unknown reward weight {k!r}; known: {sorted(out)}")
+            out[k] = float(v)
+        return out
+
+    def resolve_params(self, params: Mapping[str, float] | None = None) -> dict[str, float]:
+        return {**self.params, **(params or {})}
+
+
+_REWARDS: dict[str, Reward] = {}
+_loaded = False
+
+
+def register_reward(reward: Reward | type[Reward]) -> Reward:
+    """Register `reward` (an instance or a subclass) under its `name`; a name taken by another reward is refused."""
+    obj = reward() if isinstance(reward, type) else reward
+    if not isinstance(obj, Reward):
+        raise ValueError(f"register_reward: {reward!r} is not a Reward; subclass vrag_data.rewards.registry.Reward")
+    name = getattr(obj, "name", "")
+    if not name or not isinstance(getattr(obj, "weights", None), Mapping) or not obj.weights:
+        raise ValueError(f"register_reward: {type(obj).__name__} needs a `name` and non-empty `weights`")
+    held = _REWARDS.get(name)
+    if held is not None and type(held) is not type(obj):
+        raise ValueError(f"register_reward: the name {name!r} is taken by {type(held).__name__}; pick another name")
+    _REWARDS[name] = obj
+    return obj
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in SHIPPED:
+        importlib.import_module(f"{__package__}.kinds.{mod}")
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - named in one line
+            raise ValueError(f"reward plugin {ep.name!r} ({ep.value}) failed to load: {exc}; "
+                             f"fix or uninstall the package that declares it") from None
+        if isinstance(obj, type) and issubclass(obj, Reward) or isinstance(obj, Reward):
+            register_reward(obj)
+        elif not isinstance(obj, types.ModuleType):  # a module registers its rewards when imported
+            raise ValueError(f"reward plugin {ep.name!r} ({ep.value}) is neither a Reward nor a module; "
+                             "point the entry point at a Reward subclass")
+
+
+def known_rewards() -> tuple[str, ...]:
+    _load()
+    return tuple(sorted(_REWARDS))
+
+
+def get_reward(name: str) -> Reward:
+    """The registered reward `name`; an unknown name is one line naming the known ones."""
+    _load()
+    try:
+        return _REWARDS[name]
+    except KeyError:
+        raise ValueError(f"unknown reward {name!r}; known: {sorted(_REWARDS)}") from None
+
+
+def judge_or_rules(ep: Episode, gold: Gold, judge_score: float | None) -> float:
+    """The answer term of a judged reward: the judge's verdict, else the rule scorer (`answer_correct`)."""
+    if judge_score is not None:
+        return float(judge_score)
+    return answer_correct(ep.final_answer, gold.answer, gold.answer_format)
+
+
+def weighted(comps: Mapping[str, float], w: Mapping[str, float]) -> float:
+    return sum(w[k] * comps[k] for k in w)
