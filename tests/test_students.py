@@ -41,6 +41,22 @@ def test_split_is_disjoint_exact_and_cuts_by_the_task_id_hash():
     assert {t.task_id for t in rl_small} == {"t07", "t08"}
 
 
+def test_split_leaves_a_benchmarks_test_tasks_whole_on_both_sides():
+    """Test-split tasks are evaluation data: both chains keep every one (the export's test split holds the whole test
+    set under SFT and RL), and the 8:2 cut is made over the train tasks alone: the same RL side as without them."""
+    ids = [f"t{i:02d}" for i in range(50)]
+    tasks = [make_task(question=f"q {i}?").model_copy(update={"task_id": i}) for i in ids]
+    tests = [make_task(question=f"test q {i}?").model_copy(update={"task_id": f"x{i}", "split": "test"}) for i in range(7)]
+    trajs = [make_traj(t, [("answer", "42")]) for t in tasks + tests]
+    sft_kept, vs = apply_chain(trajs, tasks + tests, FilterChain([TaskSplit(part="sft")]))
+    rl_kept, _ = apply_chain(trajs, tasks + tests, FilterChain([TaskSplit(part="rl")]))
+    test_ids = {t.task_id for t in tests}
+    assert {t.task_id for t in rl_kept} - test_ids == {"t03", "t07", "t08", "t17", "t25", "t29", "t36", "t47", "t48", "t49"}
+    assert test_ids <= {t.task_id for t in rl_kept} and test_ids <= {t.task_id for t in sft_kept}
+    assert len(sft_kept) == 40 + 7
+    assert all("test-split task" in v.reason for v in vs if v.task_id in test_ids)
+
+
 def test_unparseable_replies_never_make_a_task_hard():
     bad = [("", None, True)] * 5  # every reply off format
     for rule in ("all_wrong", "retrieved_but_wrong", "not_always_right"):

@@ -5,7 +5,9 @@ order the RL rows come.
   seed), the first `round(rl_share x n)` on the RL side. The cut is exact (10 tasks at 8:2 give 8 and 2; a hash
   threshold alone could give 10 and 0 on a small run) and both chains see the same tasks, so a recipe that puts
   `TaskSplit(part="sft")` in its SFT chain and `TaskSplit(part="rl")` (same share and seed) in its RL chain never
-  trains on a task twice.
+  trains on a task twice. A task of another split than `train` (a benchmark's test set imported with `--split
+  test`) is evaluation data, not training data of either side: it passes both chains and is left out of the cut, so
+  the export's `test` split holds the whole test set under SFT and RL alike.
 - `RlOrder`: keeps every item and records its rank in the verdict's score (the export writes RL rows in that
   order): tasks whose trajectories the quality filters all rejected first (`first="quality_rejected"`), and/or
   simple before complex by the student's accuracy (`order="simple_first"`: most often right first).
@@ -36,6 +38,11 @@ def rl_tasks(task_ids: Sequence[str], rl_share: float, seed: str = "") -> set[st
     return set(ids[:round(rl_share * len(ids))])
 
 
+def _split(item: Trajectory, ctx: FilterContext) -> str:
+    """The split of the item's task as imported (`train` for a task the context does not hold)."""
+    task = ctx.tasks.get(item.task_id)
+    return (task.split if task is not None else "") or "train"
+
 
 @dataclass
 class TaskSplit(KeepPassed):
@@ -49,11 +56,16 @@ class TaskSplit(KeepPassed):
             raise ValueError(f"rl_share {self.rl_share} is outside 0..1")
 
     def score_all(self, items: Sequence[Trajectory], ctx: FilterContext) -> list[Verdict]:
-        ids = [t.task_id for t in items]
+        held = {t.task_id for t in items if _split(t, ctx) != "train"}
+        ids = [t.task_id for t in items if t.task_id not in held]
         rl = rl_tasks(ids, self.rl_share, self.seed)
         n = len(set(ids))
         out = []
         for t in items:
+            if t.task_id in held:
+                out.append(verdict(t, self.name, True, f"a {_split(t, ctx)}-split task: evaluation data on both sides, "
+                                                       "not cut"))
+                continue
             side = "rl" if t.task_id in rl else "sft"
             out.append(verdict(t, self.name, side == self.part,
                                f"task on the {side} side ({n - len(rl)}:{len(rl)} of {n} tasks, {1 - self.rl_share:.0%}:"
