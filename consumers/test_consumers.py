@@ -325,7 +325,9 @@ def test_verl_agent_loop(tiny, tmp_path):
 
 
 def image_bytes(root: Path) -> tuple[int, int, dict[str, int]]:
-    """(distinct page-image bytes, image files whose bytes another image file holds too, bytes per top-level folder)."""
+    """(distinct image bytes, image files whose bytes another file holds too, bytes per top-level folder). hf/'s image
+    folder is left out of the duplicates: it holds hard links to images/ where the export was written, and a plain copy
+    of the export (this one was moved with one) makes them files of their own."""
     import hashlib
 
     distinct: dict[str, int] = {}
@@ -335,17 +337,19 @@ def image_bytes(root: Path) -> tuple[int, int, dict[str, int]]:
         size, parts = p.stat().st_size, p.relative_to(root).parts
         if len(parts) > 1:
             folders[parts[0]] = folders.get(parts[0], 0) + size
-        if p.suffix == ".jpg":
+        if p.suffix == ".jpg" and parts[:3] != ("hf", "data", "images"):
             n_images += 1
             distinct.setdefault(hashlib.sha256(p.read_bytes()).hexdigest(), size)
     return sum(distinct.values()), n_images - len(distinct), folders
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_images_stored_once_within_twice_their_bytes(exports, recipe):
-    """One file per distinct image (a page shown whole by SFT and RL records alike is one file); the HF shards embed
-    their images (`export.hf_images: embed`, the default: a copied hf/ loads alone), and each folder of the export
-    holds at most twice the distinct image bytes."""
+def test_images_stored_once_within_their_bytes(exports, recipe):
+    """One file per distinct image (a page shown whole by SFT and RL records alike is one file); hf/ is `datasets`'
+    image-folder layout (`export.hf_images: folder`, the default: a copied hf/ loads alone) holding each image its
+    rows show once, and each folder of the export holds at most 1.3x the distinct image bytes."""
+    import hashlib
+
     import pyarrow.parquet as pq
 
     root = exports / recipe
@@ -353,11 +357,15 @@ def test_images_stored_once_within_twice_their_bytes(exports, recipe):
     ratios = {k: round(v / distinct, 2) for k, v in folders.items()}
     print(f"{recipe}: folder bytes / distinct image bytes {ratios}, {duplicates} duplicate image files")
     assert duplicates == 0
-    over = {k: r for k, r in ratios.items() if folders[k] > 2 * distinct}
-    assert not over, f"{recipe}: folders over twice the distinct image bytes: {over}"
+    # search/ is the pages an episode retrieves with their index, not images the rows show
+    over = {k: r for k, r in ratios.items() if k != "search" and folders[k] > 1.3 * distinct}
+    assert not over, f"{recipe}: folders over 1.3x the distinct image bytes: {over}"
     shards = sorted((root / "hf" / "data").glob("*.parquet"))
-    assert shards and all(im["bytes"] for f in shards for r in pq.read_table(f, columns=["images"]).to_pylist()
-                          for im in r["images"])
+    names = {n for f in shards if "images_file_names" in pq.read_schema(f).names
+             for r in pq.read_table(f, columns=["images_file_names"]).to_pylist() for n in r["images_file_names"]}
+    held = sorted((root / "hf" / "data" / "images").glob("*")) if (root / "hf" / "data" / "images").is_dir() else []
+    assert shards and names == {f"images/{p.name}" for p in held}
+    assert len({hashlib.sha256(p.read_bytes()).digest() for p in held}) == len(held)
 
 
 @pytest.mark.parametrize("recipe", RECIPES)

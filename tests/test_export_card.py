@@ -3,6 +3,8 @@ RL rows keep `extra_info.sufficient`; the pages RL episodes search travel with t
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 import sys
 from pathlib import Path
 
@@ -69,14 +71,35 @@ def test_push_to_hub_refused_before_any_upload(tmp_path, monkeypatch):
         export_run(ws, "r1", ["hf"], out_dir=tmp_path / "out", recipes=run_recipes(), config=cfg)
 
 
-def test_hub_copy_embeds_the_shared_images(exported, tmp_path, monkeypatch):
+def test_hf_folder_loads_from_a_copy_and_holds_each_image_once(exported, tmp_path, monkeypatch):
+    """The default `folder` layout: a plain copy of hf/ loads its images from another working directory; hf/data/images
+    holds each image its metadata files name once, as hard links to the export's images/ (no second copy on disk)."""
     _, root, _ = exported
-    copy = hub_copy(root / "out", tmp_path / "hf")
-    monkeypatch.chdir(tmp_path)  # away from the export: the copy needs no images/ folder
+    hf = root / "out" / "hf"
+    copy = tmp_path / "elsewhere" / "hf"
+    shutil.copytree(hf, copy)
+    monkeypatch.chdir(tmp_path)
     row = next(r for r in datasets.load_dataset(str(copy), "sft", split="train") if r["traj_id"] == "tr1")
     assert [im.size for im in row["images"]][0] == (532, 728)
-    local = pq.read_table(next((root / "out" / "hf" / "data").glob("sft-train-*.parquet"))).to_pylist()
-    assert all(im["bytes"] for r in local for im in r["images"])  # hf/ itself embeds them too (export.hf_images: embed)
+    assert len(datasets.load_dataset(str(copy), "rl", split="val")) == 1
+    files = sorted((hf / "data" / "images").iterdir())
+    named = {n for f in (hf / "data").glob("*.parquet") for r in pq.read_table(f).to_pylist() for n in r["images_file_names"]}
+    assert files and named == {f"images/{f.name}" for f in files}
+    assert len({hashlib.sha256(f.read_bytes()).digest() for f in files}) == len(files)
+    assert all(f.stat().st_ino == (root / "out" / "images" / f.name).stat().st_ino for f in files)
+
+
+def test_hub_copy_embeds_referenced_images(exported, tmp_path, monkeypatch):
+    """`hf_images: reference` names the export's images/; the copy `push_to_hub` uploads embeds them and loads alone."""
+    ws, root, _ = exported
+    out = tmp_path / "out"
+    export_run(ws, "r1", ["hf"], out_dir=out, recipes=run_recipes(), config=ExportConfig(hf_images="reference"))
+    local = pq.read_table(next((out / "hf" / "data").glob("sft-train-*.parquet"))).to_pylist()
+    assert all(im["bytes"] is None and im["path"].startswith("images/") for r in local for im in r["images"])
+    copy = hub_copy(out, tmp_path / "hub" / "hf")
+    monkeypatch.chdir(tmp_path / "hub")  # away from the export: the copy needs no images/ folder
+    row = next(r for r in datasets.load_dataset(str(copy), "sft", split="train") if r["traj_id"] == "tr1")
+    assert [im.size for im in row["images"]][0] == (532, 728)
 
 
 def test_sufficient_kept_in_verl_and_hf_rows(exported):

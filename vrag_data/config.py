@@ -229,10 +229,11 @@ class ExportConfig(Section):
     # seed, is held out of the training files (tasks whose own split is not "train" are validation already)
     val_share: float = Field(default=0.1, ge=0.0, lt=1.0)
     val_seed: int = 0
-    # HF `Image` values: `embed` (the `datasets` convention: the dataset carries its images) puts the bytes in hf/,
-    # each distinct image once per shard, so hf/ loads from any working directory and as a plain copy; `reference`
-    # names the shared images/ file instead (bytes stored once, but hf/ loads only beside images/)
-    hf_images: Literal["reference", "embed"] = "embed"
+    # HF images: `folder` (default) writes hf/ in `datasets`' image-folder layout, each distinct image once in
+    # hf/data/images/ (a hard link to images/), so hf/ loads from any working directory and as a plain copy; `embed`
+    # puts the bytes in the parquet shards (each distinct image once per shard: a page several configs or splits show
+    # is stored in each); `reference` names the export's images/ file (loads only from the export folder)
+    hf_images: Literal["folder", "embed", "reference"] = "folder"
     # the pages an RL episode may retrieve: `copy` puts the index and the page images in search/ (serve them with
     # `vrag-data serve-search -w search`), `recipe` writes only how to serve them from the workspace
     search_pages: Literal["copy", "recipe"] = "copy"

@@ -16,11 +16,13 @@ _TAGS = """tags:
 """
 
 
-def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = None, license: str | None = None) -> str:
+def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = None, license: str | None = None,
+                 image_folder: str = "") -> str:
     """The card's YAML header: the licence (`other` when unknown: the card's body says so), one config per record type
     that has rows (`sft` is the default when present), each naming its shard files per split (`files` keyed
     `<type>/<split>`, or `<type>` for one train split); `datasets` cannot read an empty parquet file, so an empty
-    record type or split is not declared."""
+    record type or split is not declared. With `image_folder` the shards are metadata files of `datasets`'
+    `imagefolder` builder: each split also names the folder's images, and the config names its metadata files."""
     files = files or {}
     names = [n for n in ("sft", "rl") if counts.get(n)]
     lines = ["---", "configs:"] if names else ["---"]
@@ -32,7 +34,11 @@ def front_matter(counts: dict[str, int], files: dict[str, list[str]] | None = No
         splits = splits or {"train": files.get(name) or [f"data/{name}-*.parquet"]}
         lines.append("  data_files:")
         for split in sorted(splits, key=lambda x: (x != "train", x)):
-            lines += [f"  - split: {split}", "    path:"] + [f"    - {f}" for f in splits[split]]
+            paths = splits[split] + ([f"{image_folder}/*"] if image_folder else [])
+            lines += [f"  - split: {split}", "    path:"] + [f"    - {f}" for f in paths]
+        if image_folder:
+            lines += ["  drop_labels: true", "  metadata_filenames:"]
+            lines += [f"  - {f.rsplit('/', 1)[-1]}" for split in sorted(splits) for f in splits[split]]
     lines.append(f"license: {license or 'other'}")
     return "\n".join(lines) + "\n" + _TAGS
 
@@ -55,7 +61,7 @@ COLUMNS = {
         "extra_info": "question, answer, answer_format, gold_pages, gold_boxes (JSON, 0-1000), recipe, reward, "
                       "coord_space, max_pixels, page_sizes (JSON), task_id, index, split, shown_pages, sufficient, and "
                       "the rollout's search_results, selections, read_pages (empty: the agent loop fills them)",
-        "file_name": "gold document `<stem>.pdf` (VRAG-RL reads it)", "reference_page": "its 1-based gold pages",
+        "document_file": "gold document `<stem>.pdf` (`file_name` in verl/, where VRAG-RL reads it)", "reference_page": "its 1-based gold pages",
     },
 }
 

@@ -74,6 +74,7 @@ class Written:
     # the rows name files of the export's images/ (paths relative to the export folder); False for a writer that
     # embeds the bytes or shows no image: when no format names them the export keeps no images/
     names_image_files: bool = True
+    image_folder: str = ""  # a folder of images inside the format's folder that its metadata files name (hf `folder`)
 
 
 class FormatWriter(Protocol):
@@ -106,6 +107,9 @@ class FormatDefaults:
 
     label: str
     entry: str
+    # the splits whose SFT records the format writes (None: every split, each apart); the export makes no record,
+    # and no image, that no selected format takes (LLaMA-Factory trains on `train` records only)
+    sft_splits: tuple[str, ...] | None = None
 
     def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]:
         return []
@@ -115,6 +119,12 @@ class FormatDefaults:
 
     def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
         return None
+
+
+def takes_sft_split(fmt: Format, split: str) -> bool:
+    """Whether `fmt` writes SFT records of `split` (`sft_splits`, every split for a format that does not say)."""
+    splits = getattr(fmt, "sft_splits", None)
+    return splits is None or split in splits
 
 
 _FORMATS: dict[str, Format] = {}

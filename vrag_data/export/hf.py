@@ -1,10 +1,17 @@
 """HF `datasets` export in the Hub's layout: `hf/README.md` (the card, one config per record type: `sft`, `rl`, each
-with its splits) and `hf/data/{sft,rl}-<split>-*.parquet` with `Image` features.
+with its splits) and `hf/data/{sft,rl}-<split>-*.parquet`.
 
-Images are stored once per export: an `Image` value names the shared `images/<hash>.jpg`, relative to the export
-folder, so `datasets.load_dataset("hf", "sft")` run from the export folder (where every trainer of the export runs)
-reads them; `push_to_hub` uploads a copy with the bytes embedded (the Hub has no `images/`). `hf_images: embed` writes
-the bytes into hf/ itself (each distinct image once per shard: the bytes column is dictionary-encoded)."""
+Where the images go (`export.hf_images`):
+- `folder` (default): the image-folder layout `datasets` reads with its own `imagefolder` builder: each parquet shard
+  is a metadata file whose `images_file_names` column names `images/<hash>.jpg` relative to `hf/data/`, and
+  `hf/data/images/` holds each distinct image once (a hard link to the export's `images/` file where the filesystem
+  allows, else a copy). `load_dataset("<copy of hf>", "sft")` loads the `Image` values from any working directory
+  and hf/ holds each image once, whatever the configs and splits that show it.
+- `embed`: the bytes in the parquet itself (each distinct image once per shard: the bytes column is
+  dictionary-encoded); a page shown by several configs or splits is stored in each.
+- `reference`: the `Image` value names the export's shared `images/<hash>.jpg`, relative to the export folder: loads
+  only from the export folder.
+`push_to_hub` uploads a copy of hf/ that loads on the Hub (the referenced images embedded)."""
 
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ import pyarrow as pa
 from vrag_data.errors import VragError
 from vrag_data.export.card import front_matter
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
-from vrag_data.export.io import ShardWriter, write_text
+from vrag_data.export.io import ShardWriter, atomic_write, write_text
 from vrag_data.schema.records import RlRecord, SftRecord
 
 _MSG = {"role": datasets.Value("string"), "content": datasets.Value("string")}
@@ -70,7 +77,7 @@ RL_FEATURES = datasets.Features(
                                          "selected": datasets.List(datasets.Value("string"))}),
             "read_pages": datasets.List(datasets.Value("string")),
         },
-        "file_name": datasets.Value("string"),
+        "document_file": datasets.Value("string"),  # verl's `file_name`: `datasets`' image-folder loader reads that name as an image
         "reference_page": datasets.List(datasets.Value("int64")),
     }
 )
@@ -86,7 +93,8 @@ def extra_info_row(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def rl_row(rec: RlRecord) -> dict[str, Any]:
-    """One RL record as a row of the HF `rl` split and of verl's parquet (the same columns)."""
+    """One RL record as a row of verl's parquet; the HF `rl` config has the same columns, `file_name` named
+    `document_file` (`hf_rl_row`)."""
     return {
         "id": rec.id,
         "data_source": rec.data_source,
@@ -98,6 +106,14 @@ def rl_row(rec: RlRecord) -> dict[str, Any]:
         "file_name": rec.file_name,
         "reference_page": rec.reference_page,
     }
+
+
+def hf_rl_row(rec: RlRecord) -> dict[str, Any]:
+    """The HF `rl` row: verl's row with `file_name` as `document_file` (in the image-folder layout `datasets` would load
+    a `file_name` column as an image)."""
+    row = rl_row(rec)
+    row["document_file"] = row.pop("file_name")
+    return row
 
 
 SHARD_BYTES = 128 << 20  # image bytes per parquet shard
@@ -116,12 +132,16 @@ class HfWriter:
         self.dir = out_root / "hf"
         shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
         self.writers: dict[tuple[str, str], ShardWriter] = {}
+        self.linked: set[str] = set()  # `folder`: the images/ files linked into hf/data/images/
 
     def _writer(self, config: str, split: str) -> ShardWriter:
         w = self.writers.get((config, split))
         if w is None:
             features = SFT_FEATURES if config == "sft" else RL_FEATURES
-            if self.images == "embed":
+            if self.images == "folder":
+                w = ShardWriter(self.out_root, self.dir / "data", f"{config}-{split}", "parquet", self.shard_size,
+                                folder_schema(features.arrow_schema), prepare=self._file_names)
+            elif self.images == "embed":
                 bytes_of = _DistinctImageBytes(self.out_root)
                 w = ShardWriter(self.out_root, self.dir / "data", f"{config}-{split}", "parquet", self.shard_size,
                                 features.arrow_schema, prepare=bytes_of.embed, weigh=bytes_of.weigh,
@@ -148,7 +168,7 @@ class HfWriter:
         )
 
     def write_rl(self, item: RlItem) -> None:
-        self._writer("rl", str(item.rec.extra_info.get("split") or "train")).add(rl_row(item.rec))
+        self._writer("rl", str(item.rec.extra_info.get("split") or "train")).add(hf_rl_row(item.rec))
 
     def close(self) -> Written:
         # no zero-row shards (`datasets` cannot read them): the card declares only the splits that have rows
@@ -157,8 +177,31 @@ class HfWriter:
             w.close()
             splits.setdefault(config, {})[split] = w.rows
         counts = {c: sum(splits.get(c, {}).values()) for c in CONFIGS}
-        # embedded Image values name no file of images/ (only the file name, for the record)
-        return Written(counts, self._name_by_content(), splits, names_image_files=self.images != "embed")
+        if self.images == "folder" and not self.linked:  # no image at all: plain parquet, an empty `images` column
+            for w in self.writers.values():
+                for path in w.paths:
+                    _without_file_names(self.out_root, path)
+        # embedded Image values and hf/'s own image folder name no file of the export's images/
+        return Written(counts, self._name_by_content(), splits, names_image_files=self.images == "reference",
+                       image_folder=IMAGE_FOLDER if self.linked else "")
+
+    def _file_names(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`folder` rows: `images_file_names` (relative to hf/data/, the metadata file's folder) in place of `images`,
+        each image linked into hf/data/images/ once."""
+        folder = self.dir / "data" / "images"
+        out = []
+        for r in rows:
+            names = []
+            for rel in r["images"]:
+                name = Path(rel).name
+                if name not in self.linked:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    _link_or_copy(self.out_root / rel, folder / name)
+                    self.linked.add(name)
+                names.append(f"images/{name}")
+            out.append({("images_file_names" if k == "images" else k): (names if k == "images" else v)
+                        for k, v in r.items()})
+        return out
 
     def _name_by_content(self) -> dict[str, list[str]]:
         """Shards renamed `<type>-<split>-<content hash>-NNNNN.parquet`: `datasets` caches a local dataset by its folder
@@ -181,6 +224,36 @@ class HfWriter:
         return files
 
 
+IMAGE_FOLDER = "data/images"  # `folder`: the images of hf/, relative to hf/
+
+
+def folder_schema(schema: pa.Schema) -> pa.Schema:
+    """A config's schema with `images` as `images_file_names` (list of names): the `imagefolder` builder of `datasets`
+    turns that column back into `images` (a list of `Image`) when it loads the metadata file."""
+    return pa.schema([pa.field("images_file_names", pa.list_(pa.string())) if f.name == "images" else f for f in schema])
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """`dst` holds the bytes of `src`: a hard link (no second copy on disk) or, where the filesystem has none, a copy."""
+    if dst.exists():
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _without_file_names(out_root: Path, path: Path) -> None:
+    """A `folder` shard rewritten as a plain parquet shard (an export that shows no image has no image folder)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("images_file_names")
+    empty = pa.array([[] for _ in range(table.num_rows)], type=pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())])))
+    table = table.set_column(i, "images", empty)
+    atomic_write(out_root, path, lambda p: pq.write_table(table, p, compression="zstd"))
+
+
 def _image_paths(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`Image` values that name the shared file (relative to the export folder) and embed nothing."""
     return [{**r, "images": [{"bytes": None, "path": p} for p in r["images"]]} for r in rows]
@@ -200,7 +273,8 @@ class HfFormat(FormatDefaults):
                 "one config per record type that has rows\n")
 
     def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
-        write_text(ctx.out, ctx.out / "hf" / "README.md", front_matter(written.counts, written.files, ctx.cfg.license) + card)
+        write_text(ctx.out, ctx.out / "hf" / "README.md",
+                   front_matter(written.counts, written.files, ctx.cfg.license, written.image_folder) + card)
         token = os.environ.get(ctx.cfg.hub_token_env or "")
         if ctx.cfg.hub_repo and token:
             if ctx.publish_problems:  # checked before any upload: nothing leaves the machine
@@ -212,7 +286,7 @@ FORMAT = HfFormat()
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:
-    """Upload `hf/` with its images embedded (`hub_copy`) - network: only called when a token and a repo are
+    """Upload `hf/` as `hub_copy` makes it (referenced images embedded; the image folder travels as it is) - network: only called when a token and a repo are
     configured and the card's licence check passed."""
     import tempfile
 
@@ -227,7 +301,8 @@ def push_to_hub(out_root: Path, repo: str, token: str) -> None:
 
 def hub_copy(out_root: Path, dest: Path) -> Path:
     """`hf/` copied to `dest` with every image that names a file of the export embedded (each distinct image once
-    per shard), so the copy loads from anywhere, the Hub included."""
+    per shard), so the copy loads from anywhere, the Hub included; the `folder` layout's shards are copied as they are
+    (their image folder travels with them)."""
     import pyarrow.parquet as pq
 
     shutil.copytree(out_root / "hf", dest)

@@ -159,6 +159,7 @@ class LlamaFactoryFormat(FormatDefaults):
     """LLaMA-Factory sharegpt shards per recipe, `dataset_info.json` and one SFT yaml per recipe."""
 
     name, label, entry, sft, rl = "llamafactory", "LLaMA-Factory", "llamafactory", True, False
+    sft_splits = ("train",)  # a test task's record is never a training sample (the HF config keeps it apart)
 
     def open(self, ctx: FormatContext) -> LlamaFactoryWriter:
         return LlamaFactoryWriter(ctx.out, ctx.shard_size, ctx.family, ctx.hints)

@@ -22,7 +22,7 @@ from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.export.card import card_body, front_matter, publish_problems, run_roles, source_licenses
 from vrag_data.export.gate import ExportGate, without_rejected
-from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats
+from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats, takes_sft_split
 from vrag_data.export.hints import RecipeHints, refuse_target
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
@@ -334,7 +334,9 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
         stats.kept(traj)
         if rl_verdicts is None and traj.prompt:  # the RL row of a task is built from a kept trajectory's prompt
             sources.setdefault((traj.task_id, traj.recipe), source(traj))
-        if not sft_formats:
+        split = splits.get(traj.task_id, "train")
+        targets = [f for f in sft_formats if takes_sft_split(f, split)]
+        if not targets:  # no selected format writes this split's records: none made, no image materialised
             continue
         accepted, n_dropped = (traj, 0) if gate.trains_retries(traj.recipe) else without_rejected(traj)
         for conv, rec in sft_records(accepted, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
@@ -345,9 +347,9 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
                 code, why = problems[0]
                 gate.stopped(skips, "sft", traj.recipe, rec.id, code, f"trajectory {traj.traj_id}: {why}")
                 continue
-            rec.metadata["split"] = splits.get(traj.task_id, "train")
+            rec.metadata["split"] = split
             stats.record(conv, rec)
-            for f in sft_formats:
+            for f in targets:
                 writers[f.name].write_sft(rec, conv.system)
     for _, key, src in sorted(ranked, key=lambda x: x[0]):  # the RL chain's order (quality-rejected first, simple first)
         sources.setdefault(key, src)

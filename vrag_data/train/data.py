@@ -140,7 +140,9 @@ def row_to_example(row: dict[str, Any], bases: Sequence[Path], source: str) -> S
         if role not in ("system", "user", "assistant") or not isinstance(text, str):
             raise VragError(f"{source}: bad turn {str(t)[:80]!r}; roles must be system/user/assistant with text")
         messages.append((role, text))
-    images = [_image_path(i, bases) for i in (_maybe_json(row.get("images")) or [])]
+    # an HF image-folder shard names its files in `images_file_names` (relative to the shard's folder)
+    listed = row["images"] if "images" in row else row.get("images_file_names")
+    images = [_image_path(i, bases) for i in (_maybe_json(listed) or [])]
     n_tags = sum(text.count(IMAGE_TAG) for _, text in messages)
     if n_tags != len(images):
         raise VragError(f"{source}: {n_tags} <image> tags but {len(images)} images; each image needs one tag")
