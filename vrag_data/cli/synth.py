@@ -23,6 +23,20 @@ def _check_run_id(run: str | None) -> None:
         fail(f"--run {run!r}: use letters, digits, '.', '_' or '-' (no slashes), at most 128 characters", 2)
 
 
+def oracle_companions() -> dict[str, RoleConfig]:
+    """What `--policy oracle` fills in for a role the config leaves unset: the judge plays by the rule scorers, and
+    each role a registered recipe declares as its `RoleSpec.offline` says (`same_as` that role; None: nothing)."""
+    from vrag_data.recipe import all_recipes
+    from vrag_data.teacher.roles import LIBRARY_KINDS
+
+    out = {"judge": RoleConfig(kind="rules")}
+    for recipe in all_recipes().values():
+        for spec in recipe.roles:
+            if spec.name not in LIBRARY_KINDS and spec.offline and spec.name not in out:
+                out[spec.name] = RoleConfig(same_as=spec.offline)
+    return out
+
+
 def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, model: str | None, key_env: str | None) -> RunConfig:
     """`--policy oracle` or `--policy-url/--policy-model` replace the config's policy role."""
     if policy is not None and (url or model):
@@ -31,9 +45,9 @@ def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, mode
         if policy != "oracle":
             fail(f"--policy {policy!r}: the only named policy is 'oracle'; for a model use --policy-url and --policy-model", 2)
         # the offline mode, spelled out: the roles the config leaves unset are the oracle's companions, each written
-        # into the run's manifest as configured (judge: the rule scorers; grounding/reader/planner: same_as policy)
-        companions = {"judge": RoleConfig(kind="rules"), **{r: RoleConfig(same_as="policy") for r in ("grounding", "reader", "planner")}}
-        return cfg.model_copy(update={"roles": {**companions, **cfg.roles, "policy": RoleConfig(kind="oracle")}})
+        # into the run's manifest as configured (judge: the rule scorers; a role a recipe declares: as its
+        # `RoleSpec.offline` says, e.g. same_as policy)
+        return cfg.model_copy(update={"roles": {**oracle_companions(), **cfg.roles, "policy": RoleConfig(kind="oracle")}})
     if url or model:
         if not (url and model):
             fail("--policy-url and --policy-model go together (the model name as the server knows it)", 2)

@@ -208,7 +208,7 @@ class Recipe:
             "turn_budget": {"free_turns": self.free_turns, "setup_steps": self.setup_steps,
                             "forced_answer_turn": bool(self.env.prompts.forced_answer), "rule": TURN_BUDGET_RULE},
             "env": self.env.model_dump(mode="json", exclude={"prompts"}),
-            "roles": [dataclasses.asdict(r) for r in self.roles],
+            "roles": [r.describe() for r in self.roles],
             "filters": [f.name for f in self.filters],
             "filter_settings": {f.name: _settings(f) for f in self.filters},
             "rl_filters": [f.name for f in self.rl_filters],

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from vrag_data.config import ConfigError
+from vrag_data.config import ConfigError, add_role_source
 from vrag_data.env.grammar import register_grammar
 from vrag_data.recipe.base import Recipe
 
@@ -118,3 +118,12 @@ def resolve_recipe(recipe: "Recipe | str", cfg: Any | None = None) -> Recipe:
 
 def all_recipes() -> dict[str, Recipe]:
     return {name: get_recipe(name) for name in recipe_names()}
+
+
+def declared_roles() -> set[str]:
+    """Every role a registered recipe declares (`Recipe.roles`): the run config may set each of them."""
+    _load_installed()
+    return {spec.name for recipe in _RECIPES.values() for spec in recipe.roles}
+
+
+add_role_source(declared_roles)

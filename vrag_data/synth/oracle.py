@@ -12,7 +12,8 @@ Provenance says `policy="oracle"`.
 
 One callable answers every role: `OraclePolicy()(role, phase, episode)`; `phase` says which request it is
 ("policy", "grounding", "candidates", "planner", "reader", "answer"); the recipe puts what the request is
-about into `episode.scratch` before asking.
+about into `episode.scratch` before asking. A role a recipe brings with its own `RoleSpec.oracle` is answered by
+that function instead.
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ class OraclePolicy:
     name = "oracle"
 
     def __call__(self, role: str, phase: str, ep: "EpisodeRun") -> str:
+        own = next((s.oracle for s in getattr(ep.recipe, "roles", ()) if s.name == role and s.oracle is not None), None)
+        if own is not None:  # a role the recipe brings answers by its own rule (`RoleSpec.oracle`)
+            return own(ep)
         handler = {
             "policy": self._policy,
             "grounding": self._grounding,
@@ -160,7 +164,8 @@ class OraclePolicy:
             "answer": self._answer_agent,
         }.get(phase)
         if handler is None:
-            raise ValueError(f"the oracle has no reply for phase {phase!r}")
+            raise ValueError(f"the oracle has no reply for phase {phase!r} of role {role!r}; a recipe's own role "
+                             "says how the oracle answers it (`RoleSpec.oracle`)")
         return handler(ep)
 
     # ------------------------------------------------------------------ policy turns

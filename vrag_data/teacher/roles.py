@@ -18,17 +18,23 @@ from vrag_data.schema.role_need import role_needs
 from vrag_data.teacher.same_as import resolve_roles, substitutions  # noqa: F401  (re-exported)
 from vrag_data.teacher.vision import recipe_vision_problem
 
-# What each kind can do: the judge decides correctness (a model or the rule scorers); the roles that take part
-# in an episode are a model or the oracle; the student answers as the model to be trained does (a model, or the
-# offline reader that never sees the gold).
-_KINDS: dict[str, tuple[str, ...]] = {
+# What each kind can do, for the roles the library calls: the judge decides correctness (a model or the rule
+# scorers); the policy is a model or the oracle; the student answers as the model to be trained does (a model, or the
+# offline reader that never sees the gold). A role a recipe brings says its own kinds (`RoleSpec.kinds`).
+LIBRARY_KINDS: dict[str, tuple[str, ...]] = {
     "judge": ("openai", "rules"),
     "policy": ("openai", "oracle"),
-    "grounding": ("openai", "oracle"),
-    "reader": ("openai", "oracle"),
-    "planner": ("openai", "oracle"),
     "student": ("openai", "extractive"),
 }
+
+
+def allowed_kinds(name: str, spec: Any | None = None) -> tuple[str, ...] | None:
+    """The kinds that may play role `name`: the library's for its own roles, else the declaring `RoleSpec`'s."""
+    if name in LIBRARY_KINDS:
+        return LIBRARY_KINDS[name]
+    return tuple(getattr(spec, "kinds", ()) or ()) or None
+
+
 # Roles only a filter calls: needed when a configured filter of the recipe's chains says so (`needs_roles`), not
 # because the recipe lists them (a difficulty filter set to `missing: keep` needs no student).
 _FILTER_ROLES = ("student",)
@@ -71,7 +77,7 @@ def _spec_problems(recipes: Sequence[Any], resolved: Mapping[str, RoleConfig]) -
         if rc is None:
             out[name] = f"roles.{name}: recipe {recipe.name} uses it ({spec.purpose}){also}; {_fix(name)}"
             continue
-        allowed = _KINDS.get(name)
+        allowed = allowed_kinds(name, spec)
         if allowed and rc.kind not in allowed:
             how = f"same_as {rc.same_as} (kind {rc.kind})" if rc.same_as else f"kind {rc.kind}"
             out[name] = (f"roles.{name}: recipe {recipe.name} uses it ({spec.purpose}){also} and {how} cannot do that; "
@@ -91,7 +97,7 @@ def _need_problems(recipes: Sequence[Any], resolved: Mapping[str, RoleConfig], s
     out: dict[str, str] = {}
     for role, by_filter in needers.items():
         rc = resolved.get(role)
-        allowed = _KINDS.get(role)
+        allowed = allowed_kinds(role)
         if role in skip or (rc is not None and (not allowed or rc.kind in allowed)):
             continue
         who = "; ".join(f"filter {f} of recipe {r}'s {' and '.join(c for c, _ in chains)} chain{'s' if len(chains) > 1 else ''}"
