@@ -202,3 +202,17 @@ def test_the_layering_test_sees_a_violation(tmp_path):
     p.write_text("def f():\n    from vrag_data.recipe.registry import get_recipe\n    return get_recipe\n")
     assert _imports(p, {"vrag_data.recipe.registry"}) == {"vrag_data.recipe.registry": 2}
     assert _layer("vrag_data.filters.registry") > _layer("vrag_data.recipe.base") > _layer("vrag_data.recipe.registry")
+
+
+MAX_FUNCTION_LINES = 80  # DESIGN.md "Style": a function longer than this is split along its seams
+
+
+def test_no_library_function_is_longer_than_80_lines():
+    long = []
+    for path in sorted(LIB.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, "split these along their seams: " + "; ".join(long)

@@ -27,7 +27,8 @@ def test_line_progress_counts_rate_and_eta():
     out = io.StringIO()
     lines_seen = _Lines()  # on the progress logger itself: the Prefect layer turns its propagation off
     plog = logging.getLogger("vrag_data.progress")
-    level, plog.level = plog.level, logging.INFO
+    level = plog.level
+    plog.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the logger's cached isEnabledFor answers
     plog.addHandler(lines_seen)
     try:
         with LineProgress("ingest", every=0.0, stream=out) as p:

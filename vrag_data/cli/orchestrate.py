@@ -85,6 +85,53 @@ def _up(ws: Path, port: int | None = None) -> dict[str, Any]:
     return state
 
 
+def _report_server(ws: Path) -> Any:
+    """Where `run` reports: the server `vrag-data up` started, else PREFECT_API_URL, else a temporary server with its
+    database in the workspace, started here with a known address (returned, to be stopped): every process of the run
+    (Ray workers included) reports to it, none starts a server of its own."""
+    from flows.local import healthy, read_state
+
+    state = read_state(ws)
+    if state and healthy(state["api_url"]):
+        os.environ["PREFECT_API_URL"] = state["api_url"]
+        return None
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    os.environ.setdefault("PREFECT_HOME", str(ws / ".prefect"))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    from prefect.server.api.server import SubprocessASGIServer
+
+    temporary = SubprocessASGIServer()
+    with console.status("starting a temporary Prefect server"):
+        temporary.start(timeout=180)
+    os.environ["PREFECT_API_URL"] = temporary.api_url
+    return temporary
+
+
+def _demo(config: Path, ws: Path, port: int | None, keep_up: bool) -> None:
+    """`demo`: up, the deployment run watched, the outputs, down (unless `keep_up`); a run that did not complete exits
+    with its code."""
+    from flows.local import DEPLOYMENT, down
+
+    state = _up(ws, port)
+    code = 1
+    try:
+        cmd = [sys.executable, "-m", "prefect", "deployment", "run", DEPLOYMENT, "--param", f"config={config.resolve()}",
+               "--param", f"workspace={ws}", "--watch", "--watch-interval", "2"]
+        console.print(f"$ prefect deployment run {DEPLOYMENT} --param config=... --watch", highlight=False)
+        env = {**os.environ, **OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}
+        code = subprocess.run(cmd, env=env, check=False).returncode
+        summary_path = ws / "pipeline.json"
+        if summary_path.is_file():
+            print_outputs(json.loads(summary_path.read_text()))
+    finally:
+        if not keep_up:
+            stopped = down(ws)
+            console.print(f"stopped {len(stopped)} process(es)", highlight=False)
+    if code != 0:
+        fail(f"the synth flow run did not complete (exit {code}); see the Prefect logs under {ws / '.prefect'}", code)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("up")
     @friendly_errors
@@ -123,29 +170,13 @@ def register(app: typer.Typer) -> None:
         sets: list[str] | None = set_option(),
     ) -> None:
         """Run the synth flow (the whole pipeline) in this process; shards on threads or on Ray."""
-        from flows.local import healthy, read_state
-
         if runner is not None and runner not in ("local", "ray"):
             fail(f"--runner {runner!r}: use local or ray")
         ws = _workspace(config, workspace, sets)
         _check(config, ws, sets)  # the whole config, before any server starts or any folder is created
         for k, v in OFFLINE.items():
             os.environ.setdefault(k, v)
-        state = read_state(ws)
-        temporary = None
-        if state and healthy(state["api_url"]):  # report into the server `vrag-data up` started
-            os.environ["PREFECT_API_URL"] = state["api_url"]
-        elif not os.environ.get("PREFECT_API_URL"):
-            # a temporary server with its database in the workspace, started here with a known address: every
-            # process of the run (Ray workers included) reports to it, none starts a server of its own
-            os.environ.setdefault("PREFECT_HOME", str(ws / ".prefect"))
-            Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
-            from prefect.server.api.server import SubprocessASGIServer
-
-            temporary = SubprocessASGIServer()
-            with console.status("starting a temporary Prefect server"):
-                temporary.start(timeout=180)
-            os.environ["PREFECT_API_URL"] = temporary.api_url
+        temporary = _report_server(ws)
         try:
             from flows.flows import synth
 
@@ -168,24 +199,6 @@ def register(app: typer.Typer) -> None:
                                         help="Port of the Prefect server on 127.0.0.1 (default 4300; another one when it is in use)."),
     ) -> None:
         """up -> `prefect deployment run vrag-data/synth --param config=... --watch` -> where the outputs are -> down."""
-        from flows.local import DEPLOYMENT, down
-
         ws = _workspace(config, workspace)
         _check(config, ws)  # a bad config fails here, before any server starts
-        state = _up(ws, port)
-        code = 1
-        try:
-            cmd = [sys.executable, "-m", "prefect", "deployment", "run", DEPLOYMENT, "--param", f"config={config.resolve()}",
-                   "--param", f"workspace={ws}", "--watch", "--watch-interval", "2"]
-            console.print(f"$ prefect deployment run {DEPLOYMENT} --param config=... --watch", highlight=False)
-            env = {**os.environ, **OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}
-            code = subprocess.run(cmd, env=env, check=False).returncode
-            summary_path = ws / "pipeline.json"
-            if summary_path.is_file():
-                print_outputs(json.loads(summary_path.read_text()))
-        finally:
-            if not keep_up:
-                stopped = down(ws)
-                console.print(f"stopped {len(stopped)} process(es)", highlight=False)
-        if code != 0:
-            fail(f"the synth flow run did not complete (exit {code}); see the Prefect logs under {ws / '.prefect'}", code)
+        _demo(config, ws, port, keep_up)

@@ -180,6 +180,83 @@ def _absorb(summary: IngestSummary, out: DocOutcome) -> None:
         summary.n_pages += out.stats.n_pages
 
 
+class _Tracker:
+    """The ingest's bar and summary as documents, their pages and their parts come back. The skipped documents are the
+    task's start, not an advance: rate and ETA count this run's documents only."""
+
+    def __init__(self, bar: Any, ws: Workspace, opts: IngestOptions, summary: IngestSummary, n_done: int, total: int) -> None:
+        self.bar, self.ws, self.opts, self.summary, self.n_done = bar, ws, opts, summary, n_done
+        self.task = bar.add_task("ingest", total=total, completed=n_done, pages=0, last="")
+        self.credit: dict[str, float] = {}  # stem -> share of one split document its parts have shown on the bar
+
+    def shown(self) -> float:
+        """Documents done plus the shown share of unfinished ones (a whole number again once parts are stitched)."""
+        return self.n_done + sum(self.credit.values())
+
+    def done(self, out: DocOutcome) -> None:
+        """One document back: its errors recorded (replacing an earlier ingest's when it is ingested now)."""
+        _absorb(self.summary, out)
+        if out.stats.status == "ingested":
+            replace_errors(self.ws, out.stats.path, out.errors)
+        elif out.errors:
+            append_errors(self.ws, out.errors)
+        self.n_done += 1
+        self.credit.pop(out.stats.stem, None)
+        self.bar.update(self.task, completed=self.shown(), pages=self.summary.n_pages, last=out.stats.stem[:40])
+        if self.opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run
+            _fail_fast(self.summary, self.ws)
+
+    def page(self, stem: str, k: int, n: int) -> None:
+        """A long document in this process moves the bar by its pages."""
+        self.credit[stem] = k / max(1, n) * PART_SHARE
+        self.bar.update(self.task, completed=self.shown(), pages=self.summary.n_pages + k, last=f"{stem[:40]} page {k}/{n}")
+
+    def part(self, job: DocJob, in_parts: int) -> None:
+        """A part of a split document is back (one big PDF alone still shows a rate and ETA)."""
+        assert job.pages is not None
+        share = (job.pages[1] - job.pages[0] + 1) / max(1, job.n_planned) * PART_SHARE
+        self.credit[job.stem] = self.credit.get(job.stem, 0.0) + share
+        self.bar.update(self.task, completed=self.shown(), pages=self.summary.n_pages + in_parts, last=f"{job.stem[:40]} (part)")
+
+
+def _in_processes(jobs: list[DocJob], ranges: dict[str, list[DocJob]], workers: int, threads: int, opts: IngestOptions,
+                  track: _Tracker) -> None:
+    """The documents (big ones as page ranges) on a pool of `workers` processes; a split document is stitched when its
+    last part is back. Ctrl-C, SIGTERM or a strict-mode stop drops the running documents (a re-run redoes them: a
+    document is written whole or not at all)."""
+    ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
+    init = (get_backend(opts.layout).loads_layout_model, threads, os.getpid())
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
+        owner: dict[Future[Any], DocJob] = {}
+        parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far
+        n_parts: dict[str, int] = {}
+        started: dict[str, float] = {}
+        for j in jobs:
+            if ranges[j.stem]:
+                n_parts[j.stem], parts[j.stem], started[j.stem] = len(ranges[j.stem]), [], time.perf_counter()
+                owner.update({pool.submit(ingest_part, replace(r, threads=threads)): r for r in ranges[j.stem]})
+            else:
+                owner[pool.submit(ingest_document, j)] = j
+        pending = set(owner)
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    job = owner[fut]
+                    if job.pages is None:
+                        track.done(_outcome(fut, job))
+                        continue
+                    parts[job.stem].append(_part(fut, job))
+                    track.part(job, sum(len(p.pages) for ps in parts.values() for p in ps))
+                    if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
+                        whole = replace(job, pages=None)
+                        track.done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
+        except BaseException:
+            terminate_pool(pool)  # first: shutdown() forgets the worker processes
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
 def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress: bool = True) -> IngestSummary:
     """Ingest PDFs/images (files or folders) into the workspace. Bad inputs become IngestErrors in
     `corpus/errors.parquet` and the batch goes on (unless `opts.strict`)."""
@@ -205,73 +282,15 @@ def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress:
     for job in jobs:
         job.threads = threads
     with _progress(progress) as bar:
-        n_done = len(files) - len(jobs)  # documents done (skipped ones count as done)
-        # the skipped documents are the task's start, not an advance: rate and ETA count this run's documents only
-        task = bar.add_task("ingest", total=len(files), completed=n_done, pages=0, last="")
-        credit: dict[str, float] = {}  # stem -> share of one split document its parts have shown on the bar
+        track = _Tracker(bar, ws, opts, summary, n_done=len(files) - len(jobs), total=len(files))
         if jobs:  # a long stage says at once that it started (its first document may take minutes)
             announce(bar, f"ingest: {len(jobs)} document(s) to ingest on {max(1, workers)} worker(s), "
-                          f"{n_done} already done; a progress line every {line_every(PROGRESS_EVERY):g}s")
-
-        def shown() -> float:  # derived, so the count is a whole number again once the parts are stitched
-            return n_done + sum(credit.values())
-
-        def done(out: DocOutcome) -> None:
-            nonlocal n_done
-            _absorb(summary, out)
-            if out.stats.status == "ingested":
-                replace_errors(ws, out.stats.path, out.errors)
-            elif out.errors:
-                append_errors(ws, out.errors)
-            n_done += 1
-            credit.pop(out.stats.stem, None)
-            bar.update(task, completed=shown(), pages=summary.n_pages, last=out.stats.stem[:40])
-            if opts.strict and any(e.stage != "notice" for e in out.errors):  # notices do not stop a strict run
-                _fail_fast(summary, ws)
+                          f"{track.n_done} already done; a progress line every {line_every(PROGRESS_EVERY):g}s")
         if workers <= 1:
             for job in jobs:
-                def page_done(k: int, n: int, stem: str = job.stem) -> None:  # a long document moves the bar by pages
-                    credit[stem] = k / max(1, n) * PART_SHARE
-                    bar.update(task, completed=shown(), pages=summary.n_pages + k, last=f"{stem[:40]} page {k}/{n}")
-                done(ingest_document(job, on_page=page_done))
+                track.done(ingest_document(job, on_page=lambda k, n, stem=job.stem: track.page(stem, k, n)))
         else:
-            ctx = multiprocessing.get_context("spawn")  # fork after threads (onnxruntime, Prefect) can deadlock
-            init = (get_backend(opts.layout).loads_layout_model, threads, os.getpid())
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-                owner: dict[Future[Any], DocJob] = {}
-                parts: dict[str, list[PartOutcome]] = {}  # stem -> parts back so far
-                n_parts: dict[str, int] = {}
-                started: dict[str, float] = {}
-                for j in jobs:
-                    if ranges[j.stem]:
-                        n_parts[j.stem], parts[j.stem], started[j.stem] = len(ranges[j.stem]), [], time.perf_counter()
-                        owner.update({pool.submit(ingest_part, replace(r, threads=threads)): r for r in ranges[j.stem]})
-                    else:
-                        owner[pool.submit(ingest_document, j)] = j
-                pending = set(owner)
-                try:
-                    while pending:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for fut in finished:
-                            job = owner[fut]
-                            if job.pages is None:
-                                done(_outcome(fut, job))
-                                continue
-                            parts[job.stem].append(_part(fut, job))
-                            # a split document moves the bar by its parts (one big PDF alone still shows a rate and ETA)
-                            share = (job.pages[1] - job.pages[0] + 1) / max(1, job.n_planned) * PART_SHARE
-                            credit[job.stem] = credit.get(job.stem, 0.0) + share
-                            in_parts = sum(len(p.pages) for ps in parts.values() for p in ps)
-                            bar.update(task, completed=shown(), pages=summary.n_pages + in_parts, last=f"{job.stem[:40]} (part)")
-                            if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
-                                whole = replace(job, pages=None)
-                                done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
-                except BaseException:
-                    # Ctrl-C, SIGTERM or a strict-mode stop: the running documents are dropped, not waited for
-                    # (a re-run redoes them: a document is written whole or not at all)
-                    terminate_pool(pool)  # first: shutdown() forgets the worker processes
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+            _in_processes(jobs, ranges, workers, threads, opts, track)
     append_errors(ws, summary.errors)
     summary.seconds = round(time.perf_counter() - t0, 3)
     return summary

@@ -256,23 +256,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
             writer = ModelWriter(pool, loader, gcfg.max_pixels, labels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
         else:
             writer = writer_spec  # type: ignore[assignment]
-        accepts = getattr(writer, "accepts", None)
-        notices: list[str] = []
-        if accepts is not None:  # a writer that can only use some regions (the oracle) is only shown those
-            before = pool_ev.sources()
-            pool_ev = pool_ev.restrict(accepts)
-            lost = sorted(before - pool_ev.sources())
-            if lost:
-                notices.append(f"writer {writer.name}: no usable {', '.join(lost)} region (it writes those only for "
-                               "sample-corpus documents; real documents give table questions): pass --writer-url and "
-                               "--writer-model for the other sources")
-            lost_kinds = [k for k in kinds if not pool_ev.possible(k)]
-            if lost_kinds:
-                notices.append(f"writer {writer.name}: kinds {', '.join(lost_kinds)} not possible with its usable regions")
-            kinds = [k for k in kinds if pool_ev.possible(k)]
-            if not kinds:
-                raise VragError(f"writer {writer.name}: no usable evidence region in {ws.root} (the oracle needs "
-                                "sample-corpus documents or extracted tables); use --writer-url/--writer-model")
+        pool_ev, kinds, notices = _restrict_to_writer(writer, pool_ev, kinds, ws)
         verifier = Verifier(pages, searcher, pool, loader=loader, max_pixels=gcfg.max_pixels,
                             top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages)
         previous = read_records(shard_path(ws, SHARD), Task)
@@ -280,42 +264,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
                    [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
                                   notices=notices, tally=Tally(requested=list(gcfg.kinds)))
-        kept: dict[str, Task] = {}
-        found_again: set[str] = set()  # an earlier run's tasks met again (once each, however often)
-        rejections: list[Rejection] = []
-        done = 0
-        limit = gcfg.max_attempts or 6 * gcfg.n
-        rng_seed = f"qgen:{gcfg.seed}"
-        counted = lambda: done + (0 if new_only else summary.already)  # noqa: E731  # toward n
-        while counted() < gcfg.n and summary.attempted < limit:
-            # near the target, fewer attempts per batch: each one may cost several teacher calls
-            size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
-            attempts = []
-            for i in range(summary.attempted, summary.attempted + size):
-                kind, qtype = _schedule(i, kinds, list(gcfg.types))
-                ev = pool_ev.pick(kind, random.Random(f"{rng_seed}:{i}"))
-                assert ev is not None  # kinds were filtered by pool_ev.possible
-                attempts.append(Attempt(i, ev, qtype))
-                summary.tally.ask(ev.kind, list(ev.stems))
-            summary.attempted += size
-            got, rej = await _batch(run, attempts)
-            rejections += rej
-            for a, t, again in got:
-                if (again and t.task_id not in found_again) or (not again and t.task_id not in kept
-                                                                  and counted() < gcfg.n):
-                    summary.tally.keep(a.evidence.kind, list(a.evidence.stems))
-                if again:
-                    found_again.add(t.task_id)
-                    summary.already = len(found_again)
-                elif t.task_id not in kept and counted() < gcfg.n:
-                    kept[t.task_id] = t
-                    done += 1
-                else:  # verified, but not stored: every attempt is accounted for in the rejections
-                    why = ("near_duplicate", "the same question as a task kept in this batch") if t.task_id in kept \
-                        else ("target_met", "verified, but --n was met by earlier attempts of its batch")
-                    rejections.append(run.rejection(a, Rejected("dedup", *why, t.question, t.answer)))
-            if progress is not None:
-                progress(done + summary.already, summary.attempted)
+        kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only)
     finally:
         if pool is not None:
             stats = pool.stats()
@@ -323,6 +272,80 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     summary.kept = len(kept)
     if pool is not None:
         summary.calls, summary.requests = stats["calls"], stats["requests"]
+    _store(ws, run_id, previous, kept, rejections, summary)
+    return summary
+
+
+def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
+                        ws: Workspace) -> tuple[EvidencePool, list[str], list[str]]:
+    """A writer that can only use some regions (the oracle) is only shown those: (regions, kinds, notices saying
+    what it cannot write); none usable stops with one line."""
+    accepts = getattr(writer, "accepts", None)
+    notices: list[str] = []
+    if accepts is None:
+        return pool_ev, kinds, notices
+    before = pool_ev.sources()
+    pool_ev = pool_ev.restrict(accepts)
+    lost = sorted(before - pool_ev.sources())
+    if lost:
+        notices.append(f"writer {writer.name}: no usable {', '.join(lost)} region (it writes those only for "
+                       "sample-corpus documents; real documents give table questions): pass --writer-url and "
+                       "--writer-model for the other sources")
+    lost_kinds = [k for k in kinds if not pool_ev.possible(k)]
+    if lost_kinds:
+        notices.append(f"writer {writer.name}: kinds {', '.join(lost_kinds)} not possible with its usable regions")
+    kinds = [k for k in kinds if pool_ev.possible(k)]
+    if not kinds:
+        raise VragError(f"writer {writer.name}: no usable evidence region in {ws.root} (the oracle needs "
+                        "sample-corpus documents or extracted tables); use --writer-url/--writer-model")
+    return pool_ev, kinds, notices
+
+
+async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, kinds: list[str], summary: GenerateSummary,
+                    progress: Callable[[int, int], None] | None, new_only: bool) -> tuple[dict[str, Task], list[Rejection]]:
+    """Attempts in batches until `gcfg.n` tasks count (this run's, plus an earlier run's met again unless `new_only`)
+    or the attempt limit; returns the kept tasks and every rejection (each attempt is accounted for)."""
+    kept: dict[str, Task] = {}
+    found_again: set[str] = set()  # an earlier run's tasks met again (once each, however often)
+    rejections: list[Rejection] = []
+    done = 0
+    limit = gcfg.max_attempts or 6 * gcfg.n
+    rng_seed = f"qgen:{gcfg.seed}"
+    counted = lambda: done + (0 if new_only else summary.already)  # noqa: E731  # toward n
+    while counted() < gcfg.n and summary.attempted < limit:
+        # near the target, fewer attempts per batch: each one may cost several teacher calls
+        size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
+        attempts = []
+        for i in range(summary.attempted, summary.attempted + size):
+            kind, qtype = _schedule(i, kinds, list(gcfg.types))
+            ev = pool_ev.pick(kind, random.Random(f"{rng_seed}:{i}"))
+            assert ev is not None  # kinds were filtered by pool_ev.possible
+            attempts.append(Attempt(i, ev, qtype))
+            summary.tally.ask(ev.kind, list(ev.stems))
+        summary.attempted += size
+        got, rej = await _batch(run, attempts)
+        rejections += rej
+        for a, t, again in got:
+            if (again and t.task_id not in found_again) or (not again and t.task_id not in kept and counted() < gcfg.n):
+                summary.tally.keep(a.evidence.kind, list(a.evidence.stems))
+            if again:
+                found_again.add(t.task_id)
+                summary.already = len(found_again)
+            elif t.task_id not in kept and counted() < gcfg.n:
+                kept[t.task_id] = t
+                done += 1
+            else:  # verified, but not stored: every attempt is accounted for in the rejections
+                why = ("near_duplicate", "the same question as a task kept in this batch") if t.task_id in kept \
+                    else ("target_met", "verified, but --n was met by earlier attempts of its batch")
+                rejections.append(run.rejection(a, Rejected("dedup", *why, t.question, t.answer)))
+        if progress is not None:
+            progress(done + summary.already, summary.attempted)
+    return kept, rejections
+
+
+def _store(ws: Workspace, run_id: str, previous: list[Task], kept: dict[str, Task], rejections: list[Rejection],
+           summary: GenerateSummary) -> None:
+    """The generated shard (earlier runs' tasks and this run's), the rejections file, and the summary's counts."""
     ws.makedirs()
     stored = {t.task_id: t for t in previous}
     stored.update(kept)
@@ -335,7 +358,6 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
     summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
     summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))
     summary.by_source = dict(sorted(Counter(s for t in new for s in t.sources).items()))
-    return summary
 
 
 def _record_rejections(ws: Workspace, run_id: str, rows: list[Rejection]) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -69,6 +70,52 @@ def _page_ids(searcher: Searcher) -> dict[str, tuple[str, str, int]]:
     return {p.page_id: (p.doc_id, p.stem, p.page) for p in pages}
 
 
+def _guard(app: FastAPI, token: str | None) -> Callable[[Request], None]:
+    """422s that name each bad parameter without echoing inputs; with a token, every route but /healthz needs it
+    (/docs and /openapi.json included). Returns the per-route token check."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # inputs are not echoed (a NaN or a huge body could not be rendered)
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
+    if token is not None:
+        @app.middleware("http")
+        async def _every_route_needs_the_token(request: Request, call_next: Any) -> Any:
+            got = request.headers.get("authorization", "")
+            if request.url.path != "/healthz" and not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+                return JSONResponse(status_code=401, content={"detail": "missing or wrong bearer token"},
+                                    headers={"WWW-Authenticate": "Bearer"})
+            return await call_next(request)
+
+    def check_token(request: Request) -> None:
+        if token is None:
+            return
+        got = request.headers.get("authorization", "")
+        if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    return check_token
+
+
+def _checked_query(queries: list[str], top_k: int | None, limits: ServerLimits) -> int:
+    """The request's top_k (the default when unset), after every bound a query is held to (a 422 naming the first)."""
+    k = limits.default_top_k if top_k is None else top_k
+    if not queries:
+        raise HTTPException(422, "give at least one query (queries=... or query=...)")
+    if any(not q.strip() for q in queries):
+        raise HTTPException(422, "empty query: every query needs at least one word")
+    if len(queries) > limits.max_queries:
+        raise HTTPException(422, f"too many queries: {len(queries)} > {limits.max_queries} per request")
+    too_long = [i for i, q in enumerate(queries) if len(q) > limits.max_query_chars]
+    if too_long:
+        raise HTTPException(422, f"query {too_long[0]} is longer than {limits.max_query_chars} characters")
+    if not 1 <= k <= limits.max_top_k:
+        raise HTTPException(422, f"top_k must be between 1 and {limits.max_top_k}, got {k}")
+    return k
+
+
 def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | None = None,
                limits: ServerLimits | None = None, image_file: ImageFileMode = "path") -> FastAPI:
     """The search API over `ws`'s index (opened now, so a missing index fails at start, not per request)."""
@@ -83,43 +130,10 @@ def create_app(ws: Workspace, token: str | None = None, searcher: Searcher | Non
         image_file = "name"  # a remote workspace has no local path to hand out
 
     app = FastAPI(title="vrag-data search", version="1")
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # a 422 that names each bad parameter; inputs are not echoed (a NaN or a huge body could not be rendered)
-        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()]
-        return JSONResponse(status_code=422, content={"detail": detail})
-
-    if token is not None:
-        @app.middleware("http")
-        async def _every_route_needs_the_token(request: Request, call_next: Any) -> Any:
-            # /docs and /openapi.json included; only /healthz answers without it
-            got = request.headers.get("authorization", "")
-            if request.url.path != "/healthz" and not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-                return JSONResponse(status_code=401, content={"detail": "missing or wrong bearer token"},
-                                    headers={"WWW-Authenticate": "Bearer"})
-            return await call_next(request)
-
-    def check_token(request: Request) -> None:
-        if token is None:
-            return
-        got = request.headers.get("authorization", "")
-        if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+    check_token = _guard(app, token)
 
     def run(queries: list[str], top_k: int | None, doc_id: str | None) -> list[list[SearchHit]]:
-        k = limits.default_top_k if top_k is None else top_k
-        if not queries:
-            raise HTTPException(422, "give at least one query (queries=... or query=...)")
-        if any(not q.strip() for q in queries):
-            raise HTTPException(422, "empty query: every query needs at least one word")
-        if len(queries) > limits.max_queries:
-            raise HTTPException(422, f"too many queries: {len(queries)} > {limits.max_queries} per request")
-        too_long = [i for i, q in enumerate(queries) if len(q) > limits.max_query_chars]
-        if too_long:
-            raise HTTPException(422, f"query {too_long[0]} is longer than {limits.max_query_chars} characters")
-        if not 1 <= k <= limits.max_top_k:
-            raise HTTPException(422, f"top_k must be between 1 and {limits.max_top_k}, got {k}")
+        k = _checked_query(queries, top_k, limits)
         stem = None
         if doc_id is not None:
             stem = doc_id if doc_id in stems else stem_of_doc.get(doc_id)

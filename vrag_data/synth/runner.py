@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +68,47 @@ class _ShardWriter:
             self.stats.shards += 1
 
 
+def _first_of_each_id(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks in order, the first of each id only."""
+    seen: set[str] = set()
+    out = []
+    for t in tasks:
+        if t.task_id not in seen:
+            seen.add(t.task_id)
+            out.append(t)
+    return out
+
+
+def _running_manifest(run_dir: Path, manifest: RunManifest, n_tasks: int, samples: int) -> RunManifest:
+    """The manifest written as the run starts: its plan, status running, the first start's creation time kept."""
+    prev = read_manifest(run_dir)
+    manifest = manifest.model_copy(update={"n_tasks": n_tasks, "samples": samples, "status": "running",
+                                           "created_at": prev.created_at if prev else manifest.created_at})
+    write_manifest(run_dir, manifest)
+    return manifest
+
+
+def _recorded(episode: Episode, timeout_s: float | None, rid: str, recipe: str,
+              policy: Literal["oracle", "model"]) -> Callable[[Task, int], Awaitable[Trajectory]]:
+    """`episode` wrapped so that any failure (a timeout, an exception, a trajectory of another task or sample) becomes
+    an error trajectory of its (task, sample), never a failure of the run; a cache that cannot be written stops it."""
+
+    async def one(task: Task, s: int) -> Trajectory:
+        try:
+            coro = episode(task, s)
+            traj = await (asyncio.wait_for(coro, timeout_s) if timeout_s else coro)
+        except CacheWriteError:
+            raise  # answers that cannot be kept would be paid for again: the stage stops (one line, the cache's fix)
+        except Exception as err:  # noqa: BLE001 - any episode failure is recorded, never fatal to the run
+            msg = str(err) or "no message"
+            return error_trajectory(task, s, rid, recipe, policy, f"{type(err).__name__}: {msg}")
+        if not isinstance(traj, Trajectory) or (traj.task_id, traj.sample) != (task.task_id, s):
+            return error_trajectory(task, s, rid, recipe, policy, "episode returned a trajectory for another (task, sample)")
+        return traj
+
+    return one
+
+
 async def run_episodes(
     tasks: Sequence[Task],
     samples: int,
@@ -99,44 +140,20 @@ async def run_episodes(
         done = done_keys(run_dir, retry_errors=retry_errors)
         # The plan is counted, not listed: tasks x samples pairs are produced one at a time as workers take them,
         # so a large `samples` costs no memory and no time before the first episode (and a signal is obeyed at once).
-        unique: list[Task] = []  # the first task of each id
-        ids: set[str] = set()
-        for t in tasks:
-            if t.task_id not in ids:
-                ids.add(t.task_id)
-                unique.append(t)
+        unique = _first_of_each_id(tasks)
+        ids = {t.task_id for t in unique}
         stats.planned = len(unique) * samples
         stats.skipped = sum(1 for tid, s in done if tid in ids and 0 <= s < samples)
         n_todo = stats.planned - stats.skipped
 
-        def pending() -> Iterator[tuple[Task, int]]:
-            for t in unique:
-                for s in range(samples):
-                    if (t.task_id, s) not in done:
-                        yield t, s
-
         if manifest is not None:
-            prev = read_manifest(run_dir)
-            manifest = manifest.model_copy(update={"n_tasks": len({t.task_id for t in tasks}), "samples": samples, "status": "running",
-                                                   "created_at": prev.created_at if prev else manifest.created_at})
-            write_manifest(run_dir, manifest)
+            manifest = _running_manifest(run_dir, manifest, len(ids), samples)
         writer = _ShardWriter(run_dir, stats)
         view = ProgressView(n_todo, progress, pool.stats if pool is not None else None, done_before=stats.skipped)
         t0 = time.monotonic()
-        work = pending()
+        work = ((t, k) for t in unique for k in range(samples) if (t.task_id, k) not in done)
 
-        async def one(task: Task, s: int) -> Trajectory:
-            try:
-                coro = episode(task, s)
-                traj = await (asyncio.wait_for(coro, episode_timeout_s) if episode_timeout_s else coro)
-            except CacheWriteError:
-                raise  # answers that cannot be kept would be paid for again: the stage stops (one line, the cache's fix)
-            except Exception as err:  # noqa: BLE001 - any episode failure is recorded, never fatal to the run
-                msg = str(err) or "no message"
-                return error_trajectory(task, s, rid, recipe, policy, f"{type(err).__name__}: {msg}")
-            if not isinstance(traj, Trajectory) or (traj.task_id, traj.sample) != (task.task_id, s):
-                return error_trajectory(task, s, rid, recipe, policy, "episode returned a trajectory for another (task, sample)")
-            return traj
+        one = _recorded(episode, episode_timeout_s, rid, recipe, policy)
 
         async def worker() -> None:
             for task, s in work:  # a shared iterator: each item goes to exactly one worker
@@ -170,9 +187,16 @@ async def run_episodes(
                 w.cancel()
             writer.flush_sync()
             stats.elapsed_s = time.monotonic() - t0
-            if pool is not None:  # replies that echoed a configured key (stored with a mark in its place)
-                stats.redacted_replies = int(pool.stats().get("redacted_replies", 0))
-            view.close(stats)
-            if manifest is not None:
-                write_manifest(run_dir, manifest.model_copy(update={"status": status, "stats": stats.as_dict(), "finished_at": utcnow()}))
+            _close_run(run_dir, stats, status, view, pool, manifest)
     return stats
+
+
+def _close_run(run_dir: Path, stats: RunStats, status: Literal["running", "finished", "failed"], view: ProgressView,
+               pool: Any | None, manifest: RunManifest | None) -> None:
+    """The last progress line and the manifest's final status and stats (replies that echoed a configured key, stored
+    with a mark in its place, counted from the pool)."""
+    if pool is not None:
+        stats.redacted_replies = int(pool.stats().get("redacted_replies", 0))
+    view.close(stats)
+    if manifest is not None:
+        write_manifest(run_dir, manifest.model_copy(update={"status": status, "stats": stats.as_dict(), "finished_at": utcnow()}))
