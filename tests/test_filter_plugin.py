@@ -116,7 +116,7 @@ def test_a_filter_announced_by_an_entry_point_is_one_module_and_one_line(tmp_pat
     ''')
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, "my_filters", raising=False)
-    monkeypatch.setattr(filter_registry, "_loaded", False)
+    monkeypatch.setattr(filter_registry.REGISTRY, "loaded", False)
     try:
         assert "short_answer" in known_filters()
         trajs, tasks = _pair(built)
@@ -132,12 +132,12 @@ def test_a_filter_announced_by_an_entry_point_is_one_module_and_one_line(tmp_pat
 def test_an_entry_point_that_cannot_be_loaded_stops_with_one_line_naming_it(tmp_path, monkeypatch):
     site = _site_package(tmp_path, "gone = no_such_filter_module:Gone")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(filter_registry, "_loaded", False)
+    monkeypatch.setattr(filter_registry.REGISTRY, "loaded", False)
     with pytest.raises(ConfigError) as err:
         known_filters()
     msg = str(err.value)
     assert "no_such_filter_module:Gone" in msg and "'gone'" in msg and "\n" not in msg
-    monkeypatch.setattr(filter_registry, "_loaded", True)
+    monkeypatch.setattr(filter_registry.REGISTRY, "loaded", True)
 
 
 @pytest.mark.slow

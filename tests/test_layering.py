@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("building blocks", {"filters", "augment", "teacher", "env", "retrieve", "rewards", "ingest", "tasks", "sample"}),
     ("storage", {"store"}),
     ("run config", {"config"}),
-    ("base", {"schema", "errors", "ids", "yamlio", "secrets", "keys", "version", "offline", "process", "progress", "inert"}),
+    ("base", {"schema", "errors", "ids", "yamlio", "secrets", "keys", "version", "offline", "process", "progress", "inert", "plugins"}),
 ]
 REGISTRY = {"vrag_data.recipe", "vrag_data.recipe.registry", "vrag_data.recipe.runs"}
 ENTRY = {"vrag_data.cli", "vrag_data.config_check", *REGISTRY}

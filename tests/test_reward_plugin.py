@@ -48,7 +48,7 @@ def plugin_site(tmp_path, monkeypatch):
     site = _site_package(tmp_path, "short_answer = my_rewards:ShortAnswer", SHORT_ANSWER)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.delitem(sys.modules, "my_rewards", raising=False)
-    monkeypatch.setattr(reward_registry, "_loaded", False)
+    monkeypatch.setattr(reward_registry.REWARDS, "loaded", False)
     yield site
     reward_registry._REWARDS.pop("short_answer", None)
 
@@ -86,10 +86,16 @@ def test_register_refuses_a_taken_name_and_an_object_that_is_no_reward():
         register_reward(object())  # type: ignore[arg-type]
 
     class Nameless(Reward):
+        weights = {"x": 1.0}
+
+    class Weightless(Reward):
+        name = "weightless"
         weights = {}
 
-    with pytest.raises(ValueError, match="needs a `name` and non-empty `weights`"):
+    with pytest.raises(ValueError, match="Nameless'> has no name; give it a `name`"):
         register_reward(Nameless)
+    with pytest.raises(ValueError, match="Weightless needs a `name` and non-empty `weights`"):
+        register_reward(Weightless)
     with pytest.raises(ValueError, match=r"unknown reward 'visr'; known: \[.*'visor'"):
         get_reward("visr")
     assert type(get_reward("visor")).__name__ == "VisorReward"  # the refused registrations changed nothing
@@ -98,12 +104,12 @@ def test_register_refuses_a_taken_name_and_an_object_that_is_no_reward():
 def test_an_entry_point_that_cannot_be_loaded_stops_with_one_line_naming_it(tmp_path, monkeypatch):
     site = _site_package(tmp_path, "gone = no_such_reward_module:Gone")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(reward_registry, "_loaded", False)
+    monkeypatch.setattr(reward_registry.REWARDS, "loaded", False)
     with pytest.raises(ValueError) as err:
         known_rewards()
     msg = str(err.value)
     assert "no_such_reward_module:Gone" in msg and "'gone'" in msg and "\n" not in msg
-    monkeypatch.setattr(reward_registry, "_loaded", True)
+    monkeypatch.setattr(reward_registry.REWARDS, "loaded", True)
 
 
 def test_each_shipped_reward_is_one_module_of_the_kinds_package_and_scores_its_own_components():
@@ -119,7 +125,7 @@ def test_each_shipped_reward_is_one_module_of_the_kinds_package_and_scores_its_o
 def test_an_entry_point_naming_something_that_is_no_reward_is_one_line(tmp_path, monkeypatch):
     site = _site_package(tmp_path, "odd = os:sep")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(reward_registry, "_loaded", False)
+    monkeypatch.setattr(reward_registry.REWARDS, "loaded", False)
     with pytest.raises(ValueError, match=r"^reward plugin 'odd' \(os:sep\) is neither a Reward nor a module"):
         known_rewards()
-    monkeypatch.setattr(reward_registry, "_loaded", True)
+    monkeypatch.setattr(reward_registry.REWARDS, "loaded", True)

@@ -34,7 +34,7 @@ REWARD_MODULES = (
     "rewards/verl", "rewards/vragrl",
     "rewards/kinds/__init__", "rewards/kinds/evisrag", "rewards/kinds/mmdoc_r1", "rewards/kinds/unidoc_rl",
     "rewards/kinds/visor", "rewards/kinds/vrag_rl",
-    "inert", "secrets",
+    "inert", "plugins", "secrets",
 )
 _EMPTY_INIT = {"__init__", "env/__init__", "rewards/kinds/__init__"}
 _IMPORT = re.compile(r"^(\s*)(from|import) vrag_data(?=[.\s])", re.M)

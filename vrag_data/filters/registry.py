@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from vrag_data.errors import ConfigError
@@ -21,6 +20,7 @@ from vrag_data.filters.curriculum import RlOrder, TaskSplit
 from vrag_data.filters.difficulty import Difficulty
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
 from vrag_data.filters.setlevel import Balance, Dedup
+from vrag_data.plugins import Registry
 
 ENTRY_POINT_GROUP = "vrag_data.filters"  # a package's filters: `<name> = "package.module:FilterClass"`
 
@@ -35,35 +35,31 @@ FILTERS: dict[str, type] = {
     "split": TaskSplit,
     "rl_order": RlOrder,
 }
-_loaded = False
+
+
+def _check(cls: type, others: dict[str, type]) -> None:
+    if not (hasattr(cls, "keep") and (hasattr(cls, "score") or hasattr(cls, "score_all"))):
+        raise ConfigError(f"filter {cls.__module__}.{cls.__qualname__} has no keep() and score() or score_all(): see "
+                          "vrag_data.filters.base.Filter")
+
+
+# a filter is registered under the name its chains use (an entry point's name), not read from the class
+REGISTRY: Registry[type] = Registry("filter", ENTRY_POINT_GROUP, lambda obj: isinstance(obj, type), expected="filter class",
+                                    name_of=lambda cls: "", check=_check, error=ConfigError)
+REGISTRY.items.update(FILTERS)
+FILTERS = REGISTRY.items
 
 
 def register_filter(name: str, cls: type) -> type:
     """Make `cls` (a dataclass with `name`, `score` or `score_all`, and `keep`) available by `name` to
     `filters.chains.<recipe>`; a name already taken by another class is refused in one line."""
-    have = FILTERS.get(name)
-    if have is not None and have is not cls:
-        raise ConfigError(f"filter name {name!r} is taken by {have.__module__}.{have.__qualname__}; "
-                          f"register {cls.__module__}.{cls.__qualname__} under another name")
-    if not (hasattr(cls, "keep") and (hasattr(cls, "score") or hasattr(cls, "score_all"))):
-        raise ConfigError(f"filter {name!r} ({cls.__module__}.{cls.__qualname__}) has no keep() and score() or "
-                          "score_all(): see vrag_data.filters.base.Filter")
-    FILTERS[name] = cls
-    return cls
+    return REGISTRY.register(cls, name)
 
 
 def known_filters() -> dict[str, type]:
     """Every filter by name: the built-ins, then those installed packages declare in the `vrag_data.filters` entry
     point group (loaded once; one that cannot be imported stops with one line naming it)."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                cls = ep.load()
-            except (ImportError, AttributeError) as err:
-                raise ConfigError(f"filter package {ep.value!r} (entry point {ep.name!r}) cannot be loaded: {err}") from None
-            register_filter(ep.name, cls)
+    REGISTRY.load()
     return FILTERS
 
 

@@ -12,13 +12,12 @@ through the entry-point group `vrag_data.layout_backends`.
 from __future__ import annotations
 
 import importlib
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, ClassVar
 
 from vrag_data.ingest.geometry import Rect
+from vrag_data.plugins import Registry
 from vrag_data.schema.records import LayoutBlock, LayoutClass
 
 ENTRY_POINT_GROUP = "vrag_data.layout_backends"
@@ -85,61 +84,40 @@ class NoLayout(LayoutBackend):
     name = "off"
 
 
-_BACKENDS: dict[str, LayoutBackend] = {}
-_loaded = False
+def _check(backend: LayoutBackend, others: dict[str, LayoutBackend]) -> None:
+    """A block source names one backend's blocks: one another backend (or every ingest) writes is refused."""
+    for src in backend.block_sources:
+        owner = next((b.name for b in others.values() if src in b.block_sources), None)
+        if src in BASE_SOURCES or owner is not None:
+            raise ValueError(f"register layout backend: {backend.name}: block source {src!r} is already written by "
+                             f"{owner or 'every ingest'}; name the backend's blocks after it")
+
+
+def _shipped() -> None:
+    BACKENDS.register(NoLayout)
+    for mod in SHIPPED_MODULES:
+        importlib.import_module(mod)
+
+
+BACKENDS: Registry[LayoutBackend] = Registry(
+    "layout backend", ENTRY_POINT_GROUP,
+    lambda obj: isinstance(obj, LayoutBackend) or (isinstance(obj, type) and issubclass(obj, LayoutBackend)),
+    expected="LayoutBackend", make=lambda obj: obj() if isinstance(obj, type) else obj, check=_check, shipped=_shipped)
+_BACKENDS = BACKENDS.items
 
 
 def register_backend(backend: LayoutBackend | type[LayoutBackend]) -> LayoutBackend:
     """Register `backend` under its `name`; a name or a block source taken by another backend is refused."""
-    obj = backend() if isinstance(backend, type) else backend
-    if not isinstance(obj, LayoutBackend) or not getattr(obj, "name", ""):
-        raise ValueError(f"register_backend: {backend!r} is not a named LayoutBackend; subclass "
-                         "vrag_data.ingest.backends.LayoutBackend and set `name`")
-    held = _BACKENDS.get(obj.name)
-    if held is not None and type(held) is not type(obj):
-        raise ValueError(f"register_backend: the name {obj.name!r} is taken by {type(held).__name__}; pick another name")
-    for src in obj.block_sources:
-        owner = next((b.name for b in _BACKENDS.values() if src in b.block_sources and b.name != obj.name), None)
-        if src in BASE_SOURCES or owner is not None:
-            raise ValueError(f"register_backend: {obj.name}: block source {src!r} is already written by "
-                             f"{owner or 'every ingest'}; name the backend's blocks after it")
-    _BACKENDS[obj.name] = obj
-    return obj
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    register_backend(NoLayout)
-    for mod in SHIPPED_MODULES:
-        importlib.import_module(mod)
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-        except Exception as exc:  # noqa: BLE001 - named in one line
-            raise ValueError(f"layout backend plugin {ep.name!r} ({ep.value}) failed to load: {exc}; "
-                             "fix or uninstall the package that declares it") from None
-        if isinstance(obj, LayoutBackend) or isinstance(obj, type) and issubclass(obj, LayoutBackend):
-            register_backend(obj)
-        elif not isinstance(obj, types.ModuleType):  # a module registers its backends when imported
-            raise ValueError(f"layout backend plugin {ep.name!r} ({ep.value}) is neither a LayoutBackend nor a module; "
-                             "point the entry point at a LayoutBackend subclass")
+    return BACKENDS.register(backend)
 
 
 def known_backends() -> tuple[str, ...]:
-    _load()
-    return tuple(sorted(_BACKENDS))
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> LayoutBackend:
     """The registered backend `name`; an unknown name is one line naming the known ones."""
-    _load()
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown layout backend {name!r}; known: {sorted(_BACKENDS)}") from None
+    return BACKENDS.get(name)
 
 
 def ingest_hash(opts: Any) -> str:
@@ -149,7 +127,7 @@ def ingest_hash(opts: Any) -> str:
 
 def block_source_ranks() -> dict[str, int]:
     """Every block source an ingest can write -> its rank (lower = more structured)."""
-    _load()
+    BACKENDS.load()
     ranks = dict(BASE_SOURCES)
     for b in _BACKENDS.values():
         ranks.update(b.block_sources)

@@ -10,12 +10,11 @@ registers it, or a `Reward` subclass). Standard library only: the export's rewar
 from __future__ import annotations
 
 import importlib
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import TYPE_CHECKING, ClassVar
 
+from vrag_data.plugins import Registry
 from vrag_data.rewards.answer import answer_correct
 
 if TYPE_CHECKING:
@@ -90,57 +89,34 @@ class Reward:
         return {**self.params, **(params or {})}
 
 
-_REWARDS: dict[str, Reward] = {}
-_loaded = False
+def _check(reward: Reward, others: dict[str, Reward]) -> None:
+    if not isinstance(getattr(reward, "weights", None), Mapping) or not reward.weights:
+        raise ValueError(f"register reward: {type(reward).__name__} needs a `name` and non-empty `weights`")
+
+
+def _shipped() -> None:
+    for mod in SHIPPED:
+        importlib.import_module(f"{__package__}.kinds.{mod}")
+
+
+REWARDS: Registry[Reward] = Registry(
+    "reward", ENTRY_POINT_GROUP, lambda obj: isinstance(obj, Reward) or (isinstance(obj, type) and issubclass(obj, Reward)),
+    expected="Reward", make=lambda obj: obj() if isinstance(obj, type) else obj, check=_check, shipped=_shipped)
+_REWARDS = REWARDS.items
 
 
 def register_reward(reward: Reward | type[Reward]) -> Reward:
     """Register `reward` (an instance or a subclass) under its `name`; a name taken by another reward is refused."""
-    obj = reward() if isinstance(reward, type) else reward
-    if not isinstance(obj, Reward):
-        raise ValueError(f"register_reward: {reward!r} is not a Reward; subclass vrag_data.rewards.registry.Reward")
-    name = getattr(obj, "name", "")
-    if not name or not isinstance(getattr(obj, "weights", None), Mapping) or not obj.weights:
-        raise ValueError(f"register_reward: {type(obj).__name__} needs a `name` and non-empty `weights`")
-    held = _REWARDS.get(name)
-    if held is not None and type(held) is not type(obj):
-        raise ValueError(f"register_reward: the name {name!r} is taken by {type(held).__name__}; pick another name")
-    _REWARDS[name] = obj
-    return obj
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for mod in SHIPPED:
-        importlib.import_module(f"{__package__}.kinds.{mod}")
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-        except Exception as exc:  # noqa: BLE001 - named in one line
-            raise ValueError(f"reward plugin {ep.name!r} ({ep.value}) failed to load: {exc}; "
-                             f"fix or uninstall the package that declares it") from None
-        if isinstance(obj, type) and issubclass(obj, Reward) or isinstance(obj, Reward):
-            register_reward(obj)
-        elif not isinstance(obj, types.ModuleType):  # a module registers its rewards when imported
-            raise ValueError(f"reward plugin {ep.name!r} ({ep.value}) is neither a Reward nor a module; "
-                             "point the entry point at a Reward subclass")
+    return REWARDS.register(reward)
 
 
 def known_rewards() -> tuple[str, ...]:
-    _load()
-    return tuple(sorted(_REWARDS))
+    return REWARDS.names()
 
 
 def get_reward(name: str) -> Reward:
     """The registered reward `name`; an unknown name is one line naming the known ones."""
-    _load()
-    try:
-        return _REWARDS[name]
-    except KeyError:
-        raise ValueError(f"unknown reward {name!r}; known: {sorted(_REWARDS)}") from None
+    return REWARDS.get(name)
 
 
 def judge_or_rules(ep: Episode, gold: Gold, judge_score: float | None) -> float:
