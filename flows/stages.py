@@ -28,7 +28,9 @@ from vrag_data.ids import short_hash
 from vrag_data.ingest.backends import ingest_hash
 from vrag_data.recipe.base import Recipe
 from vrag_data.schema.records import Task as VTask
+from vrag_data.store.corpus import shard_path as corpus_shard
 from vrag_data.store.run import EPISODE_GLOB, RunDir
+from vrag_data.store.run_stats import merge_shard_stats
 from vrag_data.store.workspace import Workspace
 
 
@@ -93,10 +95,10 @@ def bounded(text: str, limit: int = MAX_REASON) -> str:
 def result_storage(ws: Workspace) -> Any:
     """Shard results and cache records live in the workspace, so they go when the workspace goes."""
     if ws.is_local:
-        return Path(ws.root.removeprefix("file://")) / ".prefect" / "results"
+        return Path(ws.orchestrator_results.removeprefix("file://"))
     from prefect.filesystems import RemoteFileSystem
 
-    block = RemoteFileSystem(basepath=ws.path(".prefect", "results"))
+    block = RemoteFileSystem(basepath=ws.orchestrator_results)
     block.save(f"vrag-results-{short_hash(ws.root, n=10)}", overwrite=True)  # Ray workers load it by id
     return block
 
@@ -158,7 +160,7 @@ def sources(ctx: Ctx) -> tuple[list[str], str | None]:
             raise VragError(f"{ctx.ws.root}: ingest.sample_corpus writes local files; run `vrag-data sample-corpus OUT` "
                             "and list OUT under ingest.paths instead")
         seed = ctx.cfg.ingest.sample_seed
-        out = ctx.ws.path("sources", f"sample-{n}docs-seed{seed}")
+        out = ctx.ws.source(f"sample-{n}docs-seed{seed}")
         s = run_one(ctx, submitter(ctx, "sample", out, T.sample_corpus, [f"{out}/qa.jsonl", f"{out}/MANIFEST.json"],
                                    out, n, seed, key=stage_key("sample", [n, seed], [])))
         if s.failed:
@@ -195,7 +197,7 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
     opts_hash = ingest_hash(c.options())
     lanes = []
     for i, shard in enumerate(doc_shards(files, c.docs_per_shard)):
-        outputs = [f"{ctx.ws.corpus_table('documents')}/{_stem(f)}.parquet" for f in shard]
+        outputs = [corpus_shard(ctx.ws, "documents", _stem(f)) for f in shard]
         key = stage_key("ingest", files_digest(shard), opts_hash)
         label = f"shard {i}: {len(shard)} document(s) {_stem(shard[0])}..{_stem(shard[-1])}"
         lanes.append([submitter(ctx, "ingest", label, T.ingest_shard, outputs, ctx.ws.root, shard, c, i, key=key)])
@@ -221,7 +223,7 @@ def _ingest_outcome(ctx: Ctx) -> None:
 def index(ctx: Ctx) -> None:
     c = ctx.cfg.index
     key = stage_key("index", tree_fingerprint(ctx.ws.corpus_table("pages")), c.model_dump(mode="json"))
-    s = run_one(ctx, submitter(ctx, "index", c.retriever, T.build_index, [ctx.ws.path("index", c.retriever, "manifest.json")],
+    s = run_one(ctx, submitter(ctx, "index", c.retriever, T.build_index, [ctx.ws.index_manifest(c.retriever)],
                                ctx.ws.root, c, key=key))
     if s.failed:
         raise VragError(f"index: {s.message}")
@@ -250,9 +252,9 @@ def tasks(ctx: Ctx, qa: str | None) -> list[VTask]:
         used = {r: roles[r].model_dump(mode="json") for r in ("question_writer", "judge", "student") if r in roles}
         key = stage_key("generate", [tree_fingerprint(ctx.ws.corpus_table("pages"))],
                         [ctx.cfg.tasks.generate.model_dump(mode="json"), writer, used])
-        manifest = ctx.ws.path("tasks", "generate_manifest.json")
+        manifest = ctx.ws.generate_manifest
         s = run_one(ctx, submitter(ctx, "tasks", f"generate ({writer} writer)", T.generate_tasks,
-                                   [f"{ctx.ws.tasks}/{SHARD}.parquet", manifest], ctx.ws.root, ctx.cfg, writer, key=key))
+                                   [ctx.ws.task_shard(SHARD), manifest], ctx.ws.root, ctx.cfg, writer, key=key))
         if s.failed:
             raise VragError(s.message if s.message.startswith("tasks generate") else f"tasks generate: {s.message}")
     limit = ctx.cfg.synth.limit if ctx.cfg.synth.limit is not None else ctx.cfg.tasks.limit
@@ -309,15 +311,7 @@ def _close_manifest(ctx: Ctx, recipe: str, run_id: str, n_tasks: int) -> None:
     mine = [s for s in ctx.states if s.stage == "synth" and s.label.startswith(f"{recipe} shard ")]
     if all(s.state == "Cached" for s in mine):
         return  # nothing ran: the manifest already describes the run
-    totals: dict[str, Any] = {}
-    for s in mine:
-        for k, v in ((s.result or {}).get("stats") or {}).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("episodes_per_s", "finish_rate", "invalid_rate"):
-                totals[k] = totals.get(k, 0) + v
-            elif isinstance(v, dict):
-                agg = totals.setdefault(k, {})
-                for kk, vv in v.items():
-                    agg[kk] = agg.get(kk, 0) + vv
+    totals = merge_shard_stats((s.result or {}).get("stats") or {} for s in mine)
     failed = any(s.failed for s in mine)
     run.write_manifest(manifest.model_copy(update={"n_tasks": n_tasks, "stats": totals or manifest.stats,
                                                    "status": "failed" if failed else "finished"}))
@@ -338,7 +332,7 @@ def postprocess(ctx: Ctx, runs: dict[str, str]) -> dict[str, str]:
                          [cfg.filters.model_dump(mode="json"), roles])
         filt = submitter(ctx, "filter", recipe, T.judge_and_filter, [run.verdicts_path], ws.root, run_id, cfg,
                          ctx.recipes[recipe], key=fkey)
-        out = ws.path("exports", run_id)
+        out = ws.export_dir(run_id)
 
         def export(run_id: str = run_id, run: RunDir = run, out: str = out, recipe: str = recipe) -> Any:
             ok = [s for s in ctx.states if s.stage == "filter" and s.label == recipe and not s.failed]
@@ -347,7 +341,7 @@ def postprocess(ctx: Ctx, runs: dict[str, str]) -> dict[str, str]:
             ekey = stage_key("export", [tree_fingerprint(run.trajectories_dir, run.verdicts_dir),
                                         tree_fingerprint(ws.tasks)], cfg.export.model_dump(mode="json"))
             out_dirs[run_id] = out
-            return submitter(ctx, "export", recipe, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=ekey)()
+            return submitter(ctx, "export", recipe, T.export_run, [ws.export_summary(run_id)], ws.root, run_id, cfg.export, key=ekey)()
 
         export.stage, export.label = "export", recipe  # type: ignore[attr-defined]
         lanes.append([filt, export])
@@ -365,11 +359,11 @@ def export_runs(ctx: Ctx, run_ids: list[str]) -> dict[str, str]:
     ws, cfg = ctx.ws, ctx.cfg
     subs = []
     for run_id in run_ids:
-        run, out = RunDir(ws.run(run_id)), ws.path("exports", run_id)
+        run = RunDir(ws.run(run_id))
         if not run.exists():
             raise VragError(f"{run.path}: run not found; list runs under {ws.runs}")
         key = stage_key("export", [tree_fingerprint(run.trajectories_dir, run.verdicts_dir), tree_fingerprint(ws.tasks)],
                         cfg.export.model_dump(mode="json"))
-        subs.append(submitter(ctx, "export", run_id, T.export_run, [f"{out}/summary.json"], ws.root, run_id, cfg.export, key=key))
+        subs.append(submitter(ctx, "export", run_id, T.export_run, [ws.export_summary(run_id)], ws.root, run_id, cfg.export, key=key))
     run_all(ctx, [[s] for s in subs])
-    return {s.label: ws.path("exports", s.label) for s in ctx.states if s.stage == "export" and not s.failed}
+    return {s.label: ws.export_dir(s.label) for s in ctx.states if s.stage == "export" and not s.failed}

@@ -183,7 +183,7 @@ def generate_tasks(ws_root: str, cfg: RunConfig, writer: str, key: str) -> dict[
                 progress=lambda kept, tried: log.info("tasks generate: %d new kept, %d attempts", kept, tried))
     log.info("tasks generate: %d of %d generated tasks were there, %d added", up.had, gcfg.n, up.added)
     s = up.summary
-    manifest = ws.path("tasks", "generate_manifest.json")
+    manifest = ws.generate_manifest
     if s is None:  # the workspace holds the config's questions already: nothing generated; an earlier manifest stays
         out = {"target": gcfg.n, "had": up.had, "kept": 0, "total": up.total}
         if not ws.fs.exists(manifest):

@@ -226,6 +226,19 @@ def build_from_config(ws: Workspace, cfg: IndexConfig, progress: Progress | None
                        query=QueryOptions() if cfg.normalize_queries else None)
 
 
+def ensure_index(ws: Workspace, cfg: IndexConfig) -> tuple[Searcher, bool]:
+    """The index step before a stage that searches: the workspace's index opened, or built with the run config's
+    `index:` section when there is none (or rebuilt when it was written in an older format). Returns the searcher and
+    whether it was built now."""
+    try:
+        return load_index(ws), False
+    except VragError:  # no index yet
+        build_from_config(ws, cfg)
+    except (ValueError, KeyError):  # an index written by an older format: rebuild it
+        build_from_config(ws, cfg, force=True)
+    return load_index(ws), True
+
+
 def _open(ws: Workspace, retriever: str) -> Searcher:
     root = ws.path("index", retriever)
     manifest = read_json(f"{root}/manifest.json")

@@ -552,3 +552,4 @@ class RunDir:
             if tmp.exists():
                 tmp.unlink()
         return rows
+

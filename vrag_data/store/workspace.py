@@ -61,6 +61,36 @@ class Workspace:
     def run(self, run_id: str) -> str:
         return self.path("runs", run_id)
 
+    def export_dir(self, run_id: str) -> str:
+        """Where the pipeline exports a run (`exports/<run_id>`)."""
+        return self.path("exports", run_id)
+
+    def export_summary(self, run_id: str) -> str:
+        """The file an export of the run writes last (`exports/<run_id>/summary.json`)."""
+        return self.path("exports", run_id, "summary.json")
+
+    def index_manifest(self, retriever: str) -> str:
+        """The manifest an index build of `retriever` writes (`index/<retriever>/manifest.json`)."""
+        return self.path("index", retriever, "manifest.json")
+
+    @property
+    def generate_manifest(self) -> str:
+        """What `tasks generate` records of its last run (`tasks/generate_manifest.json`)."""
+        return self.path("tasks", "generate_manifest.json")
+
+    def task_shard(self, name: str) -> str:
+        """A shard of the tasks table (`tasks/<name>.parquet`)."""
+        return self.path("tasks", f"{name}.parquet")
+
+    def source(self, name: str) -> str:
+        """A folder of source documents the pipeline writes itself (`sources/<name>`: the sample corpus)."""
+        return self.path("sources", name)
+
+    @property
+    def orchestrator_results(self) -> str:
+        """Where the orchestrator keeps its task results (`.prefect/results`)."""
+        return self.path(".prefect", "results")
+
     def page_image(self, page_id: str) -> str:
         return self.path("pages", f"{page_id}.jpg")
 

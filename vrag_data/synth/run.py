@@ -5,8 +5,8 @@ unknown recipe or recipe option, no policy role, a missing API-key variable, an 
 model the endpoint does not serve, a workspace without tasks or pages, a role the recipe uses (its `roles`: the
 judge included, which `vrag-data filter` needs) or that a filter of its SFT or RL chain needs (the difficulty filters'
 student, unless their `missing` option waives it) that the config leaves out: every such role named in one line,
-before any request is paid for. The search index is built when it
-is missing. Nothing is filled in: a role plays another only when the config says `same_as: <role>`, and the run
+before any request is paid for. The search index is a step of its own before the episodes (`ensure_index`: built
+when the workspace has none). Nothing is filled in: a role plays another only when the config says `same_as: <role>`, and the run
 manifest records it (`roles` as configured, `role_substitutions`, `roles_played`). Re-running with the same run id resumes: finished
 (task, sample) pairs are skipped and finished teacher calls replay from the run's request cache.
 
@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vrag_data.config import RoleConfig, RunConfig, check_bound, dump_resolved
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.ids import short_hash
-from vrag_data.retrieve.build import build_from_config, index_kind, load_index
+from vrag_data.retrieve.build import ensure_index, index_kind, load_index
 from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
 from vrag_data.store.run import Compaction, RunDir
 from vrag_data.store.corpus import load_documents, load_layout, page_index
@@ -102,19 +102,16 @@ def _compact(run_dir: Path) -> Compaction:
         return Compaction()
 
 
-def _ensure_index(ws: Workspace, cfg: RunConfig) -> tuple[Any, bool]:
-    try:
-        return load_index(ws), False
-    except VragError:  # no index yet
-        build_from_config(ws, cfg.index)
-    except (ValueError, KeyError):  # an index written by an older format: rebuild it
-        build_from_config(ws, cfg.index, force=True)
-    return load_index(ws), True
-
-
 def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe, **kwargs: Any) -> RunResult:
-    """Blocking entry point of `synth_async` (same keyword arguments)."""
-    return asyncio.run(synth_async(ws, cfg, recipe, **kwargs))
+    """Blocking entry point: the index step (`ensure_index`: the workspace's index, built when it has none), then
+    `synth_async` over it (same keyword arguments)."""
+    ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
+    searcher, built = kwargs.pop("searcher", None), False
+    if searcher is None and ws.is_local and page_index(ws):  # no pages: synth_async says so, in its one line
+        searcher, built = ensure_index(ws, cfg.index)
+    result = asyncio.run(synth_async(ws, cfg, recipe, searcher=searcher, **kwargs))
+    result.index_built = built
+    return result
 
 
 async def _checked_pool(roles: dict[str, RoleConfig], run_dir: Path, run_id: str, seed: int, fresh: bool) -> TeacherPool:
@@ -151,9 +148,11 @@ async def synth_async(
     progress: bool = True,
     on_ready: Callable[[str], None] | None = None,
     tasks: Sequence[Task] | None = None,
+    searcher: Any | None = None,
 ) -> RunResult:
     """`tasks`: roll out only these (one shard of the workspace's tasks, as the Prefect flows do); default:
-    every task of the workspace (up to `limit`)."""
+    every task of the workspace (up to `limit`). `searcher`: the index to search (default: the workspace's, which
+    must be built: `synth` and the flows' index stage build it as a step of their own)."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     if not ws.is_local:
         raise VragError(f"{ws.root}: synthesis runs write a local run folder; use a local workspace path")
@@ -177,7 +176,7 @@ async def synth_async(
     fresh = not run_dir.exists()
     pool = await _checked_pool(roles, run_dir, run_id, cfg.synth.seed, fresh)
     try:
-        searcher, built = _ensure_index(ws, cfg)
+        searcher = searcher if searcher is not None else load_index(ws)
         layout = _layout_by_page(ws)
         documents = {d.stem: d for d in load_documents(ws)}
         inner = workspace_image_loader(ws, max_pixels=rec.max_pixels, crop_min_pixels=rec.env.crop_min_pixels)
@@ -210,4 +209,4 @@ async def synth_async(
     if compaction.shards:
         stats_d["compacted_shards"] = compaction.shards
     return RunResult(run_id=run_id, run_dir=str(run_dir), recipe=rec.name, policy=kind, n_tasks=len(tasks), samples=samples,
-                     stats=stats_d, index_built=built)
+                     stats=stats_d)
