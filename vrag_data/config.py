@@ -374,8 +374,9 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
     known = known_roles()
     bad_roles = sorted(set(cfg.roles) - set(known))
     if bad_roles:
-        raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {known} (a recipe adds a role by "
-                          "declaring it in its `roles`)")
+        hint = ("a recipe adds a role by declaring it in its `roles`" if _ROLE_SOURCES else
+                "no recipe registry is loaded, so only the library's roles are known: import vrag_data.recipe first")
+        raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {known} ({hint})")
     return cfg
 
 

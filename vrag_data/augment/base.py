@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vrag_data.ids import short_hash
-from vrag_data.schema.records import Action, Task, Trajectory
+from vrag_data.schema.records import Action, Message, Task, Trajectory
 
 if TYPE_CHECKING:
     from vrag_data.env.grammar import Grammar
+    from vrag_data.teacher.judge import Judge
 
 
 class AugmentError(ValueError):
@@ -51,7 +52,13 @@ class Augmentation(Protocol):
 # names the request: "verification", "evidence_answer"; an endpoint ignores it, the oracle augmenter needs it). It is the run's policy
 # role (an endpoint through the pool and request cache), or the oracle augmenter offline; `teacher.label` says
 # which ("model:<name>" / "oracle") and goes into each augmented trajectory's `extra["augmented_by"]`.
-Teacher = Any
+class Teacher(Protocol):
+    label: str
+
+    async def __call__(self, messages: list[Message], sample: int, purpose: str = "") -> str: ...
+
+
+TeacherFor = Callable[[Task], Teacher]  # the teacher of a task (the oracle augmenter reads its gold)
 
 
 @runtime_checkable
@@ -64,7 +71,7 @@ class TeacherAugmentation(Protocol):
     name: str
 
     async def apply_async(self, traj: Trajectory, task: Task, grammar: "Grammar", doc_pages: Mapping[str, Sequence[str]],
-                          teacher: Teacher, *, judge: Any) -> Augmented: ...
+                          teacher: Teacher, *, judge: "Judge") -> Augmented: ...
 
 
 def render(action: Action, grammar: "Grammar | str", fallback: str) -> str:

@@ -6,6 +6,8 @@ import importlib
 
 import typer
 
+import vrag_data.recipe.registry  # noqa: F401  - a run config may set the roles the registered recipes declare
+
 app = typer.Typer(
     name="vrag-data",
     help="Build training data for agentic visual-RAG models, and train on it.",

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.augment import AugmentError
+from vrag_data.augment.base import TeacherFor
 from vrag_data.config import RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.filters.base import FilterContext, apply_chain
@@ -33,17 +34,17 @@ from vrag_data.filters.judging import judge_lookup, judge_trajectories
 from vrag_data.filters.registry import FilterChain
 from vrag_data.progress import stage_progress
 from vrag_data.recipe.base import Recipe
-from vrag_data.schema.records import Task, Trajectory, Verdict
+from vrag_data.schema.records import RunManifest, Task, Trajectory, Verdict
 from vrag_data.store.corpus import page_index
 from vrag_data.store.workspace import Workspace
 from vrag_data.student.stage import student_results
 from vrag_data.synth.oracle import OracleAugmenter
-from vrag_data.teacher.messages import workspace_image_loader
+from vrag_data.teacher.messages import ImageLoader, workspace_image_loader
 from vrag_data.store.run import RunDir
 from vrag_data.synth.ledger import read_manifest
 from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
-from vrag_data.teacher.judge import make_judge
+from vrag_data.teacher.judge import Judge, make_judge
 from vrag_data.teacher.pool import TeacherPool
 from vrag_data.teacher.roles import check_roles
 
@@ -121,7 +122,7 @@ def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any], recipe: Recip
 
 
 async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task], doc_pages: dict[str, list[str]],
-                   teacher_for: Any, judge: Any) -> tuple[list[Trajectory], list[str], dict[str, str]]:
+                   teacher_for: TeacherFor | None, judge: Judge) -> tuple[list[Trajectory], list[str], dict[str, str]]:
     """(augmented trajectories, skipped reasons, {replaced source traj_id: its replacement's traj_id})."""
     out: list[Trajectory] = []
     skipped: list[str] = []
@@ -130,7 +131,7 @@ async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task
         for t in kept:
             task = tasks[t.task_id]
             try:
-                if hasattr(aug, "apply_async"):
+                if hasattr(aug, "apply_async") and teacher_for is not None:
                     res = await aug.apply_async(t, task, recipe.grammar, doc_pages, teacher_for(task), judge=judge)
                 else:
                     res = aug.apply(t, task, recipe.grammar, doc_pages)
@@ -146,7 +147,7 @@ async def _augment(recipe: Recipe, kept: list[Trajectory], tasks: dict[str, Task
     return out, skipped, replaced
 
 
-def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: Any) -> Any:
+def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: ImageLoader) -> TeacherFor:
     """`teacher_for(task)`: the run's policy role when it is an endpoint, the oracle augmenter for that task when the
     run's policy is the oracle; anything else stops the stage with one line."""
     policy = roles.get("policy")
@@ -193,7 +194,7 @@ async def judge_and_filter_async(ws: Workspace | str, run_id: str, cfg: RunConfi
 
 
 async def _judge_and_filter(ws: Workspace, run_id: str, cfg: RunConfig | None, recipe: Recipe, progress: bool,
-                            rd: RunDir, run_dir: Path, manifest: Any) -> FilterResult:
+                            rd: RunDir, run_dir: Path, manifest: RunManifest | None) -> FilterResult:
     try:
         rd.compact()  # small shards a synth left (e.g. one killed before its own compaction) are merged first
     except VragError:

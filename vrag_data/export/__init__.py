@@ -4,8 +4,6 @@
 `export_run` and `ExportSummary` load on first use: the writers pull in `datasets` (~0.8 s of imports), which
 every other command (and `format_names()`, which imports no writer) does not need."""
 
-from typing import Any
-
 from vrag_data.export.conversation import AlternationError, Conversation, trajectory_to_conversation
 from vrag_data.export.formats import Format, format_names, register_format, resolve_formats
 from vrag_data.export.kept import kept_trajectories
@@ -24,7 +22,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("ExportSummary", "export_run"):
         from vrag_data.export import runner
 

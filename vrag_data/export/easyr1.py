@@ -11,13 +11,12 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from vrag_data.export.conversation import with_placeholders
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
-from vrag_data.export.images import BadImage, MissingImage
+from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
 from vrag_data.export.hf import extra_info_row
@@ -35,7 +34,7 @@ def json_ground_truth(rec: RlRecord) -> str:
 class EasyR1Writer:
     name = "easyr1"
 
-    def __init__(self, out_root: Path, shard_size: int, store: Any = None,
+    def __init__(self, out_root: Path, shard_size: int, store: ImageStore | None = None,
                  skip: Callable[[str, str, str, str], None] | None = None) -> None:
         self.out_root, self.shard_size = out_root, shard_size
         self.store, self.skip = store, skip

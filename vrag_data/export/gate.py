@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vrag_data.env.geometry import _BOX_RE, family_to_raw
 from vrag_data.env.grammar import Grammar, grammar_for, grammar_from_description
@@ -36,6 +36,9 @@ from vrag_data.env.parse import parse_fields
 from vrag_data.inert import live_action_tags, live_chat_markup
 from vrag_data.recipe.spec import SampleGate
 from vrag_data.schema.records import RlRecord, SftRecord, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from vrag_data.export.summary import Skips
 
 # C0 controls but tab and newline, DEL, C1 controls, and lone surrogates (never valid in UTF-8 text)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -54,7 +57,7 @@ def control_char(text: str) -> str:
     return f"U+{ord(m.group()):04X} at character {m.start()}"
 
 
-def strings(obj: Any, where: str = "") -> Iterable[tuple[str, str]]:
+def strings(obj: object, where: str = "") -> Iterable[tuple[str, str]]:
     """(path, text) for every string inside a JSON-like value."""
     if isinstance(obj, str):
         yield where, obj
@@ -102,7 +105,7 @@ class ExportGate:
 
     stopped_by: dict[str, Counter[str]] = field(default_factory=dict)
 
-    def stopped(self, skips: Any, kind: str, recipe: str, rec_id: str, code: str, reason: str) -> None:
+    def stopped(self, skips: "Skips", kind: str, recipe: str, rec_id: str, code: str, reason: str) -> None:
         """Count a record the gate stopped (per recipe) and list it with its reason (`skipped.jsonl`)."""
         self.stopped_by.setdefault(recipe, Counter())[f"{kind}:{code}"] += 1
         skips.add(kind, rec_id, f"gate:{code}", reason)

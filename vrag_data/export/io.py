@@ -30,7 +30,7 @@ def atomic_write(out_root: Path, final: Path, write: Callable[[Path], None]) -> 
         tmp.unlink(missing_ok=True)
 
 
-def write_json(out_root: Path, final: Path, obj: Any) -> None:
+def write_json(out_root: Path, final: Path, obj: object) -> None:
     atomic_write(out_root, final, lambda p: p.write_text(json.dumps(obj, ensure_ascii=False, indent=1), encoding="utf-8"))
 
 

@@ -81,7 +81,7 @@ class Chain(Protocol):
     filters: list[Any]
 
 
-def _score_one(f: Any, item: Trajectory, ctx: FilterContext) -> Verdict:
+def _score_one(f: Filter, item: Trajectory, ctx: FilterContext) -> Verdict:
     try:
         return f.score(item, ctx)
     except Exception as err:  # bad record: recorded as a failed verdict, never stops the batch

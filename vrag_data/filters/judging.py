@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from vrag_data.errors import VragError
 from vrag_data.filters.base import JudgeFn
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.schema.records import Task, Trajectory
 from vrag_data.teacher.cache import CacheWriteError
+
+if TYPE_CHECKING:
+    from vrag_data.teacher.judge import Judge
 
 
 def reference_for(traj: Trajectory, task: Task) -> str:
@@ -27,7 +30,7 @@ class JudgeFailed(VragError):
 
 
 async def judge_trajectories(
-    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: Any, concurrency: int = 64, strict: bool = True,
+    trajs: Sequence[Trajectory], tasks: Mapping[str, Task], judge: "Judge", concurrency: int = 64, strict: bool = True,
     on_done: Callable[[], None] | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """(scores by traj_id, errors by traj_id) from `judge.judge(question, reference, prediction, format)`.

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from vrag_data.config import FiltersConfig
 from vrag_data.errors import ConfigError
+from vrag_data.filters.base import AnyFilter
 from vrag_data.filters.curriculum import RlOrder, TaskSplit
 from vrag_data.filters.difficulty import Difficulty
 from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
@@ -63,7 +65,19 @@ def known_filters() -> dict[str, type]:
     return FILTERS
 
 
-def make_filter(name: str, options: Mapping[str, Any] | None = None) -> Any:
+
+class ChainOwner(Protocol):
+    """What a chain is read from: a recipe's name and its two chains (`vrag_data.recipe.Recipe`)."""
+
+    name: str
+    filters: tuple[Any, ...]
+    rl_filters: tuple[Any, ...]
+
+
+F = TypeVar("F")
+
+
+def make_filter(name: str, options: Mapping[str, Any] | None = None) -> AnyFilter:
     cls = known_filters().get(name)
     if cls is None:
         raise ValueError(f"unknown filter {name!r}; known filters: {sorted(FILTERS)}")
@@ -73,14 +87,14 @@ def make_filter(name: str, options: Mapping[str, Any] | None = None) -> Any:
         raise ValueError(f"filter {name!r}: bad options {dict(options or {})}: {err}") from None
 
 
-def _with_options(f: Any, options: Mapping[str, Any]) -> Any:
+def _with_options(f: F, options: Mapping[str, Any]) -> F:
     if not options:
         return f
     fields = {x.name for x in dataclasses.fields(f)} - {"name"}
     bad = sorted(set(options) - fields)
     if bad:
         raise ValueError(f"unknown option(s) {bad}; known: {', '.join(sorted(fields))}")
-    return dataclasses.replace(f, **dict(options))
+    return dataclasses.replace(f, **dict(options))  # type: ignore[type-var]  # filters are dataclasses
 
 
 @dataclass
@@ -135,7 +149,7 @@ def check_split(recipe: str, sft: Sequence[Any], rl: Sequence[Any]) -> None:
                           f"rl_share {y.rl_share}, seed {y.seed!r}) disagree; set the same rl_share and seed in both")
 
 
-def default_chain(recipe: Any, config: Any | None = None) -> FilterChain:
+def default_chain(recipe: ChainOwner, config: FiltersConfig | None = None) -> FilterChain:
     """The chain of `recipe` (a `Recipe` object); `config` (a `FiltersConfig`) may replace the names
     (`chains[recipe.name]`) and set options per filter (`options[recipe.name][filter]`, over the recipe's)."""
     if isinstance(recipe, str):  # names are resolved by the entry points (the registry), never here
@@ -145,7 +159,7 @@ def default_chain(recipe: Any, config: Any | None = None) -> FilterChain:
     return FilterChain(configure_filters(recipe.name, recipe.filters, chain, options))
 
 
-def rl_chain(recipe: Any, config: Any | None = None) -> FilterChain:
+def rl_chain(recipe: ChainOwner, config: FiltersConfig | None = None) -> FilterChain:
     """The RL-data chain of `recipe`, with `filters.rl_chains` / `filters.rl_options` of `config` applied."""
     chain = None if config is None else config.rl_chains.get(recipe.name)
     options = None if config is None else config.rl_options.get(recipe.name)

@@ -244,13 +244,13 @@ class Recipe:
         return None
 
 
-def _settings(f: Any) -> dict[str, Any]:
+def _settings(f: object) -> dict[str, Any]:
     if dataclasses.is_dataclass(f):
         return {k: v for k, v in dataclasses.asdict(f).items() if k != "name"}
     return {}
 
 
-def base_env(**kw: Any) -> EnvSettings:
+def base_env(**kw: object) -> EnvSettings:
     """Environment settings with the page budget every recipe shares (smart_resize at the recipe's budget,
     so the image the teacher gets is exactly the grid its pixel coordinates refer to)."""
     kw.setdefault("page_resize", "smart")

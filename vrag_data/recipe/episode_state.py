@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from vrag_data.schema.records import Action, LayoutBlock, Message, Page, Task, Turn
+from vrag_data.env.grammar import Grammar
+from vrag_data.schema.records import Action, LayoutBlock, Message, Observation, Page, Task, Turn
+
+
+class ReplyLike(Protocol):
+    """A role's reply as a recipe reads it (`vrag_data.synth.episode.Reply`)."""
+
+    text: str
+    request_id: str
+    problem: str  # why the reply is unusable whatever it says; "" = usable
 
 
 class EpisodeState(Protocol):
@@ -27,17 +36,17 @@ class EpisodeState(Protocol):
 
     def messages(self) -> list[Message]: ...
 
-    def action_of(self, reply: Any, grammar: Any = None) -> Action: ...
+    def action_of(self, reply: ReplyLike, grammar: Grammar | None = None) -> Action: ...
 
     def replayed(self, text: str, action: Action) -> str: ...
 
     def calls_left(self, phase: str) -> int: ...
 
-    async def ask(self, role: str, messages: list[Message], phase: str) -> Any: ...
+    async def ask(self, role: str, messages: list[Message], phase: str) -> ReplyLike: ...
 
     def step(self, text: str, action: Action, role: str = "policy") -> Turn: ...
 
-    def record(self, text: str, action: Action, observation: Any, role: str = "policy",
+    def record(self, text: str, action: Action, observation: Observation | None, role: str = "policy",
                idx: int | None = None) -> Turn: ...
 
-    def note(self, key: str, value: Any) -> None: ...
+    def note(self, key: str, value: object) -> None: ...

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from vrag_data.config import ConfigError, add_role_source
+from vrag_data.config import ConfigError, RunConfig, add_role_source
 from vrag_data.env.grammar import register_grammar
 from vrag_data.recipe.base import Recipe
 
@@ -83,14 +83,14 @@ def _by_reference(ref: str) -> Recipe:
     return obj
 
 
-def recipe_keyed(cfg: Any) -> dict[str, Mapping[str, Any]]:
+def recipe_keyed(cfg: RunConfig) -> dict[str, Mapping[str, Any]]:
     """The run config's maps keyed by recipe name, by their config key."""
     return {"synth.recipe_options": cfg.synth.recipe_options, "filters.chains": cfg.filters.chains,
             "filters.options": cfg.filters.options, "filters.rl_chains": cfg.filters.rl_chains,
             "filters.rl_options": cfg.filters.rl_options, "export.max_pixels": cfg.export.max_pixels}
 
 
-def check_recipe_keys(cfg: Any, also: Sequence[str] = ()) -> None:
+def check_recipe_keys(cfg: RunConfig, also: Sequence[str] = ()) -> None:
     """Every recipe key of a run config names a registered recipe (or one of `also`, a recipe object resolved
     without registration); otherwise one line naming the key and the registered recipes."""
     known = set(recipe_names()) | set(also)
@@ -100,7 +100,7 @@ def check_recipe_keys(cfg: Any, also: Sequence[str] = ()) -> None:
                 raise ConfigError(f"{key}.{name}: not a registered recipe; registered recipes: {', '.join(sorted(known))}")
 
 
-def resolve_recipe(recipe: "Recipe | str", cfg: Any | None = None) -> Recipe:
+def resolve_recipe(recipe: "Recipe | str", cfg: RunConfig | None = None) -> Recipe:
     """The recipe configured by a run config (`RunConfig`): `synth.recipe_options.<name>` over its own options
     (its own turn budget unless `max_turns` is set there), `filters.chains.<name>` and `filters.options.<name>`.
     Every recipe key of the config is checked against the registered recipes. Entry points call this once and

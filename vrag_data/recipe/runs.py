@@ -6,8 +6,8 @@ run config's options) and hands the object to the stage. Stages never do this th
 
 from __future__ import annotations
 
-from typing import Any
 
+from vrag_data.config import RunConfig
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.recipe.base import Recipe
 from vrag_data.recipe.registry import get_recipe, recipe_names, resolve_recipe
@@ -15,7 +15,7 @@ from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
 
 
-def recipe_of_run(ws: Workspace | str, run_id: str, cfg: Any | None = None) -> Recipe:
+def recipe_of_run(ws: Workspace | str, run_id: str, cfg: RunConfig | None = None) -> Recipe:
     """The configured recipe that wrote `runs/<run_id>` (one line naming the run folder when it has no manifest)."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
     manifest = RunDir(ws.run(run_id)).manifest()

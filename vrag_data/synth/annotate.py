@@ -50,7 +50,7 @@ def draw_labels(page: Image.Image, boxes: list[Box]) -> Image.Image:
 def labelled_loader(ws: Workspace, inner: Callable[..., bytes], max_pixels: int | None) -> Callable[..., bytes]:
     """An image loader: labelled refs are drawn on the raw page then resized like a page; others go to `inner`."""
 
-    def load(ref: ImageRef, **kw: Any) -> bytes:
+    def load(ref: ImageRef, **kw: int | None) -> bytes:
         if isinstance(ref, LabelledRef) and ref.labels:
             img = draw_labels(load_page(ws, ref.page_id), ref.labels)
             budget = kw.get("max_pixels", max_pixels)

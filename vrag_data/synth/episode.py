@@ -43,6 +43,7 @@ from vrag_data.schema.records import (
     Document,
     LayoutBlock,
     Message,
+    Observation,
     Page,
     Provenance,
     Task,
@@ -298,7 +299,7 @@ class EpisodeRun:
         res = self.env.step(action)
         return self.record(text, action, res.observation, role)
 
-    def record(self, text: str, action: Action, observation: Any, role: str = "policy", idx: int | None = None) -> Turn:
+    def record(self, text: str, action: Action, observation: Observation | None, role: str = "policy", idx: int | None = None) -> Turn:
         turn = Turn(idx=self.env.state.turn if idx is None else idx, assistant=text, action=action, observation=observation,
                     role=role, request_ids=list(self._pending_ids), latency_s=self._pending_latency)
         self._pending_ids.clear()
@@ -306,7 +307,7 @@ class EpisodeRun:
         self.turns.append(turn)
         return turn
 
-    def note(self, key: str, value: Any) -> None:
+    def note(self, key: str, value: object) -> None:
         """Append `value` to the list `extra[key]` (recipe records: grounding, candidates, oracle steps...)."""
         self.extra.setdefault(key, []).append(value)
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vrag_data.config import RoleConfig, RunConfig, check_bound, dump_resolved
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.ids import short_hash
+from vrag_data.retrieve.base import Searcher
 from vrag_data.retrieve.build import ensure_index, index_kind, load_index
 from vrag_data.schema.records import LayoutBlock, Provenance, RunManifest, Task
 from vrag_data.store.run import Compaction, RunDir
@@ -102,7 +103,7 @@ def _compact(run_dir: Path) -> Compaction:
         return Compaction()
 
 
-def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe, **kwargs: Any) -> RunResult:
+def synth(ws: Workspace | str, cfg: RunConfig, recipe: Recipe, **kwargs: object) -> RunResult:
     """Blocking entry point: the index step (`ensure_index`: the workspace's index, built when it has none), then
     `synth_async` over it (same keyword arguments)."""
     ws = ws if isinstance(ws, Workspace) else Workspace(str(ws))
@@ -148,7 +149,7 @@ async def synth_async(
     progress: bool = True,
     on_ready: Callable[[str], None] | None = None,
     tasks: Sequence[Task] | None = None,
-    searcher: Any | None = None,
+    searcher: Searcher | None = None,
 ) -> RunResult:
     """`tasks`: roll out only these (one shard of the workspace's tasks, as the Prefect flows do); default:
     every task of the workspace (up to `limit`). `searcher`: the index to search (default: the workspace's, which

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from vrag_data.ids import traj_id
 from vrag_data.schema.records import Provenance, RunManifest, Task, Trajectory, utcnow
@@ -23,6 +23,12 @@ from vrag_data.synth.progress import ProgressView, RunStats
 from vrag_data.teacher.cache import CacheWriteError
 
 Episode = Callable[[Task, int], Awaitable[Trajectory]]
+
+
+class StatsSource(Protocol):
+    """What feeds the bar live requests/s and tokens/s (a `TeacherPool`)."""
+
+    def stats(self) -> dict[str, Any]: ...
 
 __all__ = ["Episode", "RunStats", "error_trajectory", "run_episodes", "write_manifest"]
 
@@ -122,7 +128,7 @@ async def run_episodes(
     run_id: str | None = None,
     recipe: str = "",
     policy: Literal["oracle", "model"] = "model",
-    pool: Any | None = None,
+    pool: StatsSource | None = None,
     manifest: RunManifest | None = None,
     retry_errors: bool = True,
     episode_timeout_s: float | None = None,
@@ -192,7 +198,7 @@ async def run_episodes(
 
 
 def _close_run(run_dir: Path, stats: RunStats, status: Literal["running", "finished", "failed"], view: ProgressView,
-               pool: Any | None, manifest: RunManifest | None) -> None:
+               pool: StatsSource | None, manifest: RunManifest | None) -> None:
     """The last progress line and the manifest's final status and stats (replies that echoed a configured key, stored
     with a mark in its place, counted from the pool)."""
     if pool is not None:
