@@ -94,6 +94,10 @@ class SftConfig(_Section):
     packing_len: int | None = None  # tokens per packed row; None = data.cutoff_len
     group_by_length: bool = False  # unpacked batches of similar length (less padding)
     peak_tflops: float | None = None  # the GPU's dense bf16 peak for the logged MFU; None = looked up by name
+    # the loss over labelled tokens only, `loss_chunk_tokens` at a time: never the [tokens x vocab] fp32 logits
+    # (`vrag_data.train.chunked_loss`; off under FSDP, whose sharded head is not read outside its forward)
+    chunked_loss: bool = True
+    loss_chunk_tokens: int = Field(4096, ge=1, le=1_048_576)
 
 
 class RolloutConfig(_Section):

@@ -120,7 +120,8 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
     lengths = records.lengths() if s.packing or s.group_by_length else []
     dataset: Any = PackedSftDataset(records, lengths, s.packing_len or cfg.data.cutoff_len) if s.packing else records
     attention = describe_attention(policy.model, s.packing)
-    note(f"train sft: precision {policy.precision.describe()}; {attention}")
+    loss = f"loss: chunked, {s.loss_chunk_tokens} labelled tokens at a time" if s.chunked_loss else "loss: full logits"
+    note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}")
     if s.packing:
         note(f"train sft: {len(records)} records packed into {len(dataset)} rows of <= "
              f"{s.packing_len or cfg.data.cutoff_len} tokens")
@@ -135,6 +136,7 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
         out=prep.out, image_processor=policy.image_processor,
         group_lengths=[min(n, cfg.data.cutoff_len) for n in lengths] if s.group_by_length and not s.packing else None,
         pad_id=pad_id, n_lm=language_model_params(policy.model), peak=peak_tflops(s.peak_tflops),
+        chunk_tokens=s.loss_chunk_tokens if s.chunked_loss else None,
     )
     return trainer, policy, attention
 

@@ -13,6 +13,7 @@ from typing import Any
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from vrag_data.train.checkpoint import rotate, seal, staging_dir
+from vrag_data.train.chunked_loss import capture_head_input, chunked_causal_lm_loss
 from vrag_data.train.config import SftConfig
 from vrag_data.train.packing import PACKED_LENGTHS, packed_position_ids
 from vrag_data.train.speed import mfu
@@ -77,8 +78,9 @@ class SftTrainer(Trainer):
     (language-model parameters) and `peak` (the device's peak TFLOP/s, None when unknown) for tokens/s and MFU."""
 
     def __init__(self, *args: Any, out: Path, image_processor: Any, group_lengths: list[int] | None, pad_id: int,
-                 n_lm: int, peak: float | None, **kwargs: Any) -> None:
+                 n_lm: int, peak: float | None, chunk_tokens: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.chunk_tokens = chunk_tokens  # None: the plain loss (the model's full logits)
         self.out, self.image_processor, self.group_lengths = out, image_processor, group_lengths
         self.pad_id, self.n_lm, self.peak = pad_id, n_lm, peak
         self.tokens = 0  # real (non-pad) tokens since the last log line
@@ -125,7 +127,8 @@ class SftTrainer(Trainer):
                                         lengths=self.group_lengths)
         return super()._get_train_sampler(train_dataset)
 
-    def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
         inputs = dict(inputs)
         packed = inputs.pop(PACKED_LENGTHS, None)
         if packed is not None:
@@ -136,7 +139,24 @@ class SftTrainer(Trainer):
             self.tokens += int((inputs["input_ids"] != self.pad_id).sum())
             if self.t_last is None:
                 self.t_last = time.perf_counter()
-        return super().compute_loss(model, inputs, *args, **kwargs)
+        if (self.chunk_tokens and "labels" in inputs and not return_outputs and not self.is_fsdp_enabled
+                and self.label_smoother is None and self.compute_loss_func is None):
+            return self._chunked_loss(model, inputs, num_items_in_batch)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+    def _chunked_loss(self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any) -> Any:
+        """The loss the Trainer's own path returns, without the full logits (`chunked_loss`): the model runs through
+        its wrapper with the head's input caught, then the loss is reduced chunk by chunk; scaled as the Trainer
+        scales a loss the model computed."""
+        labels = inputs.pop("labels")
+        head = self.accelerator.unwrap_model(model).lm_head
+        with capture_head_input(head) as caught:
+            model(**inputs)
+        n = num_items_in_batch if self.model_accepts_loss_kwargs else None
+        loss = chunked_causal_lm_loss(caught.hidden, head.weight, head.bias, labels, n, self.chunk_tokens)
+        if self.args.average_tokens_across_devices and self.model_accepts_loss_kwargs and num_items_in_batch is not None:
+            loss = loss * (self.accelerator.num_processes // self.get_tp_size() if self.args.n_gpu <= 1 else self.args.n_gpu)
+        return loss
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if "loss" in logs and self.t_last is not None:
