@@ -66,10 +66,10 @@ def test_rl_grpo_two_steps_then_resume(workspace, tmp_path):
 
     ws, tasks = workspace
     out = tmp_path / "grpo"
-    first = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=1), get_recipe("vrag_rl"))
+    first = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=1, save_steps=1), get_recipe("vrag_rl"))
     assert first.global_step == 1 and first.resumed_from is None
-    assert (out / "checkpoint-1" / "rl_state.pt").is_file()
-    second = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=2), get_recipe("vrag_rl"))
+    assert (out / "checkpoint-1" / "rl_state.pt").is_file()  # resumable checkpoints asked for: the optimizer state
+    second = run_rl(_cfg(ws, out, estimator="grpo", recipe="vrag_rl", max_steps=2, save_steps=1), get_recipe("vrag_rl"))
     assert second.resumed_from and second.resumed_from.endswith("checkpoint-1")
     assert [log.step for log in second.logs] == [2]  # step 1 is not rolled out again
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -77,6 +77,11 @@ def test_rl_grpo_two_steps_then_resume(workspace, tmp_path):
     assert all(x["tokens"] > 0 and x["trajectories"] == 2 for x in lines)
     _check_rollouts(out, ws, tasks, "vrag_rl", steps=2, group=2)
     assert (out / "final" / "config.json").is_file()
+    from safetensors import safe_open
+
+    with safe_open(str(next((out / "final").glob("*.safetensors"))), "pt") as f:  # the final model: bf16
+        assert {str(f.get_tensor(k).dtype) for k in f.keys() if f.get_tensor(k).is_floating_point()} == {"torch.bfloat16"}
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]  # rl.save_total_limit 2
 
 
 def test_rl_answer_reward_comes_from_the_judge_role(workspace, tmp_path):

@@ -112,3 +112,20 @@ def last_checkpoint(out: Path, notice: Callable[[str], None] | None = None, prim
             say(f"train: {p.name} is incomplete (no {COMPLETE}: its run stopped while writing it); not resumed from")
     done = complete_checkpoints(out)
     return done[-1] if done else None
+
+
+MARGIN = 1.05  # a save's estimate plus this share, plus SLACK bytes (metadata, tokenizer, the marker)
+SLACK = 64 << 20
+
+
+def check_space(folder: Path, need: int, what: str) -> None:
+    """Stop with one line before a save of about `need` bytes into `folder` would fill its disk."""
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    want = int(need * MARGIN) + SLACK
+    if want > free:
+        from vrag_data.errors import VragError
+
+        raise VragError(f"train: {what} needs about {want / 2**30:.1f} GiB in {folder}, which has {free / 2**30:.1f} GiB "
+                        "free; free some space, lower sft.save_total_limit / rl.save_total_limit, or set output_dir on "
+                        "a larger disk (the checkpoints written so far are kept)")

@@ -84,8 +84,11 @@ class SftConfig(_Section):
     max_grad_norm: float = 1.0
     bf16: bool = False  # bf16 autocast over fp32 weights; implied by model.dtype bfloat16
     logging_steps: int = 1
-    save_steps: int = 500
+    # a resumable checkpoint (weights as trained + optimizer state) every `save_steps` steps (0: none); the end of
+    # training writes only the final model (`final_dtype`) unless `checkpoint_at_end` asks for one more
+    save_steps: int = Field(500, ge=0)
     save_total_limit: int | None = 2
+    checkpoint_at_end: bool = False
     seed: int = 0
     dataloader_workers: int = 0
     # several records per row with attention kept inside each record (per-record position ids: varlen kernels
@@ -142,7 +145,10 @@ class RlConfig(_Section):
     # (the rule scorers, asked for explicitly); required for RL, there is no silent default
     judge: RoleConfig | Literal["rules"] | None = None
     seed: int = 0
-    save_steps: int = 0  # 0 = only at the end
+    # a resumable checkpoint (weights as trained + optimizer state) every `save_steps` steps and at the end; 0 = none,
+    # only the final model
+    save_steps: int = 0
+    save_total_limit: int | None = 2  # the newest resumable checkpoints kept (None: all)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
 
 
@@ -174,6 +180,9 @@ class TrainConfig(_Section):
     verl: VerlConfig = Field(default_factory=VerlConfig)
     output_dir: str = "train-out"
     workspace: str | None = None  # RL: the environment's corpus, tasks and index
+    # the final model (`<output_dir>/final`, what a user loads): safetensors in this type; resumable checkpoints keep
+    # the weights as trained and the optimizer state
+    final_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
 
 
 def parse_train_config(data: dict[str, Any], source: str = "<config>") -> TrainConfig:

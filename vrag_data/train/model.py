@@ -35,11 +35,28 @@ class Policy:
     def pad_id(self) -> int:
         return int(self.tokenizer.pad_token_id)
 
-    def save(self, out: Path) -> None:
+    def save(self, out: Path, dtype: str | None = None) -> None:
+        """The model folder (safetensors); `dtype` ("bfloat16", ...): its floating tensors written in that type (a final
+        model for loading), else as trained (a resumable checkpoint keeps the fp32 master weights)."""
         out.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(out)
+        if dtype is not None:
+            cast = _DTYPES[dtype]
+            state = {k: (v.detach().to(cast) if v.is_floating_point() else v) for k, v in self.model.state_dict().items()}
+            self.model.save_pretrained(out, state_dict=state)
+        else:
+            self.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
         self.image_processor.save_pretrained(out)
+
+
+def save_bytes(model: Any, dtype: str | None = None, optimizer: bool = False) -> int:
+    """About what a save of `model` writes: its tensors in `dtype` (None: as stored), plus AdamW's two fp32 states of
+    every trainable parameter when the optimizer is saved."""
+    size = _DTYPES[dtype].itemsize if dtype is not None else None
+    total = sum(p.numel() * (size or p.element_size()) for p in model.parameters())
+    if optimizer:
+        total += sum(2 * 4 * p.numel() for p in model.parameters() if p.requires_grad)
+    return total
 
 
 def load_policy(cfg: ModelConfig, texts: Iterable[str] = (), bf16_autocast: bool = False) -> Policy:

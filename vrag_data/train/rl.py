@@ -37,10 +37,10 @@ from vrag_data.train.judging import AnswerJudge
 from vrag_data.train.episode import Episode, PolicyResponder, make_deps, rollout_step, trajectory_text
 from vrag_data.train.engines import make_engine
 from vrag_data.train.update import training_rows, update_policy
-from vrag_data.train.model import Policy, load_policy
+from vrag_data.train.model import Policy, load_policy, save_bytes
 from vrag_data.train.rl_env import RlEnvironment
 from vrag_data.train.rollout import PolicySampler, token_scopes
-from vrag_data.train.checkpoint import last_checkpoint, seal, staging_dir
+from vrag_data.train.checkpoint import check_space, last_checkpoint, rotate, seal, staging_dir
 from vrag_data.train.speed import note
 
 # a random tiny policy answers nothing right: every reward is 0, so every advantage, loss and KL is 0 too
@@ -126,13 +126,15 @@ def group_advantages(cfg: TrainConfig, episodes: list[Episode], breakdowns: list
     return out
 
 
-def _save(policy: Policy, optimizer: Any, step: int, out: Path, logs: list[RlStepLog]) -> None:
+def _save(policy: Policy, optimizer: Any, step: int, out: Path, keep: int | None) -> None:
+    check_space(out, save_bytes(policy.model, optimizer=True), f"the resumable checkpoint of step {step}")
     tmp = staging_dir(out, step)  # written whole, then sealed and renamed: a kill leaves no half checkpoint
     policy.save(tmp)
     torch.save({"optimizer": optimizer.state_dict(), "step": step, "rng": torch.get_rng_state(),
                 "py_rng": random.getstate()}, tmp / "rl_state.pt")
     (tmp / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     seal(tmp, out / f"checkpoint-{step}", step)
+    rotate(out, keep)
 
 
 @dataclass
@@ -175,13 +177,15 @@ def run_rl(cfg: TrainConfig, recipe: Recipe, resume: bool = True, progress: bool
                 metrics.write(json.dumps(log.__dict__) + "\n")
                 metrics.flush()
                 if rl.save_steps and (step + 1) % rl.save_steps == 0:
-                    _save(run.policy, run.optimizer, step + 1, out, logs)
+                    _save(run.policy, run.optimizer, step + 1, out, rl.save_total_limit)
             tick(completed=step + 1, info=f"reward {log.reward_mean:.3f} loss {log.loss:.4f} kl {log.kl:.4f} turns {log.turns}")
     run.judge.close()
     final_step = max(run.start, rl.max_steps)
     if run.rank == 0:
-        _save(run.policy, run.optimizer, final_step, out, logs)
-        run.policy.save(out / "final")
+        if rl.save_steps and not (out / f"checkpoint-{final_step}").is_dir():  # resumable checkpoints were asked for
+            _save(run.policy, run.optimizer, final_step, out, rl.save_total_limit)
+        check_space(out, save_bytes(run.policy.model, cfg.final_dtype), "the final model")
+        run.policy.save(out / "final", cfg.final_dtype)
     return RlResult(out, final_step, logs, str(run.ckpt) if run.ckpt else None)
 
 

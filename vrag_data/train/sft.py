@@ -16,10 +16,10 @@ import yaml
 
 from vrag_data.errors import VragError
 from vrag_data.progress import as_lines, stage_progress
-from vrag_data.train.checkpoint import last_checkpoint
+from vrag_data.train.checkpoint import check_space, last_checkpoint
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
-from vrag_data.train.model import describe_attention, load_policy
+from vrag_data.train.model import describe_attention, load_policy, save_bytes
 from vrag_data.train.packing import PackedSftDataset, collate_packed
 from vrag_data.train.speed import language_model_params, mfu, note, peak_tflops
 
@@ -136,7 +136,7 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
         out=prep.out, image_processor=policy.image_processor,
         group_lengths=[min(n, cfg.data.cutoff_len) for n in lengths] if s.group_by_length and not s.packing else None,
         pad_id=pad_id, n_lm=language_model_params(policy.model), peak=peak_tflops(s.peak_tflops),
-        chunk_tokens=s.loss_chunk_tokens if s.chunked_loss else None,
+        chunk_tokens=s.loss_chunk_tokens if s.chunked_loss else None, checkpoint_at_end=s.checkpoint_at_end,
     )
     return trainer, policy, attention
 
@@ -144,7 +144,8 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
 def _save(cfg: TrainConfig, out: Path, trainer: Any, policy: Any) -> None:
     """Rank 0 saves `final/`, then the done marker that lets the same config's re-run touch nothing."""
     if trainer.is_world_process_zero():
-        policy.save(out / "final")
+        check_space(out, save_bytes(policy.model, cfg.final_dtype), "the final model")
+        policy.save(out / "final", cfg.final_dtype)
         tmp = out / f".tmp-{DONE_FILE}"
         tmp.write_text(json.dumps({"config": _done_key(cfg), "global_step": int(trainer.state.global_step)}))
         tmp.replace(out / DONE_FILE)

@@ -12,7 +12,8 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from vrag_data.train.checkpoint import rotate, seal, staging_dir
+from vrag_data.train.checkpoint import check_space, rotate, seal, staging_dir
+from vrag_data.train.model import save_bytes
 from vrag_data.train.chunked_loss import capture_head_input, chunked_causal_lm_loss
 from vrag_data.train.config import SftConfig
 from vrag_data.train.packing import PACKED_LENGTHS, packed_position_ids
@@ -55,7 +56,8 @@ def training_arguments(s: SftConfig, out: Path, policy: Any, progress: bool, lin
         bf16=compute == torch.bfloat16,  # autocast (accelerate's mixed precision) over the fp32 master weights
         fp16=compute == torch.float16 and not policy.precision.pure,
         logging_steps=s.logging_steps,
-        save_steps=s.save_steps,
+        save_strategy="steps" if s.save_steps else "no",
+        save_steps=s.save_steps or 1,
         save_total_limit=s.save_total_limit,
         seed=s.seed,
         data_seed=s.seed,
@@ -78,8 +80,10 @@ class SftTrainer(Trainer):
     (language-model parameters) and `peak` (the device's peak TFLOP/s, None when unknown) for tokens/s and MFU."""
 
     def __init__(self, *args: Any, out: Path, image_processor: Any, group_lengths: list[int] | None, pad_id: int,
-                 n_lm: int, peak: float | None, chunk_tokens: int | None = None, **kwargs: Any) -> None:
+                 n_lm: int, peak: float | None, chunk_tokens: int | None = None, checkpoint_at_end: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.checkpoint_at_end = checkpoint_at_end
         self.chunk_tokens = chunk_tokens  # None: the plain loss (the model's full logits)
         self.out, self.image_processor, self.group_lengths = out, image_processor, group_lengths
         self.pad_id, self.n_lm, self.peak = pad_id, n_lm, peak
@@ -96,6 +100,11 @@ class SftTrainer(Trainer):
         # The Trainer writes checkpoint-<step> under a temp folder; rank 0 adds the image processor, flushes it,
         # writes the marker and renames it into place.
         step = self.state.global_step
+        if step >= self.state.max_steps and step % self.args.save_steps and not self.checkpoint_at_end:
+            return  # the Trainer's save at the end of training: the final model alone, unless asked for
+        if self.args.should_save:
+            check_space(self.out, save_bytes(self.accelerator.unwrap_model(model), optimizer=True),
+                        f"the resumable checkpoint of step {step}")
         if self.writer is None:
             self.writer = writer_pid()
         tmp = staging_dir(self.out, step, self.writer)
