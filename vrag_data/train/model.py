@@ -178,5 +178,6 @@ def describe_attention(model: Any, packing: bool = False) -> str:
         parts.append("sdpa backends allowed: " + "/".join(allowed))
     if packing:
         parts.append("packed records: " + ("varlen by position ids" if "flash" in str(impl)
-                                           else "block-diagonal causal mask from position ids"))
+                                           else "one causal sdpa per record, cut at the position ids (no L x L mask)"
+                                           if impl == "vrag_varlen" else "block-diagonal causal mask from position ids"))
     return "; ".join(parts)

@@ -20,6 +20,7 @@ from vrag_data.train.checkpoint import check_space, last_checkpoint
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
 from vrag_data.train.model import describe_attention, load_policy, save_bytes
+from vrag_data.train.varlen import choose_packed_attention
 from vrag_data.train.packing import PackedSftDataset, collate_packed
 from vrag_data.train.speed import language_model_params, mfu, note, peak_tflops
 
@@ -119,6 +120,8 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
                          cfg.data.default_system)
     lengths = records.lengths() if s.packing or s.group_by_length else []
     dataset: Any = PackedSftDataset(records, lengths, s.packing_len or cfg.data.cutoff_len) if s.packing else records
+    if s.packing:  # records attend within themselves: flash-attn's varlen kernel, else per-record sdpa (no L x L mask)
+        choose_packed_attention(policy.model, cfg.model.attn_implementation)
     attention = describe_attention(policy.model, s.packing)
     loss = f"loss: chunked, {s.loss_chunk_tokens} labelled tokens at a time" if s.chunked_loss else "loss: full logits"
     note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}")
