@@ -101,6 +101,9 @@ class SftConfig(_Section):
     # (`vrag_data.train.chunked_loss`; off under FSDP, whose sharded head is not read outside its forward)
     chunked_loss: bool = True
     loss_chunk_tokens: int = Field(4096, ge=1, le=1_048_576)
+    # a frozen vision tower + projector run once per page image: their features are kept (host memory, this many GiB,
+    # least recently used out) and reused by later records and epochs that show the same page
+    tower_cache_gib: float = Field(4.0, ge=0.0, le=1024.0)
 
 
 class RolloutConfig(_Section):

@@ -20,6 +20,7 @@ from vrag_data.train.checkpoint import check_space, last_checkpoint
 from vrag_data.train.config import TrainConfig
 from vrag_data.train.data import IMAGE_TAG, SftDataset, collate, load_sft_examples
 from vrag_data.train.model import describe_attention, load_policy, save_bytes
+from vrag_data.train.tower_cache import enable_tower_cache
 from vrag_data.train.varlen import choose_packed_attention
 from vrag_data.train.packing import PackedSftDataset, collate_packed
 from vrag_data.train.speed import language_model_params, mfu, note, peak_tflops
@@ -36,6 +37,7 @@ class SftResult:
     nothing_to_do: bool = False  # the output already holds this config's finished model; nothing was changed
     precision: str = ""  # e.g. "fp32 master weights, bf16 autocast" or "pure bf16 (...)"
     attention: str = ""  # the attention kernels that ran
+    tower_reused: int = 0  # page images whose frozen-tower features came from the cache
     tokens_per_s: float | None = None  # median over logging intervals after the first (warm-up) one
     mfu: float | None = None
 
@@ -77,10 +79,12 @@ def run_sft(cfg: TrainConfig, resume: bool = True, progress: bool = False) -> Sf
         trainer.add_callback(StepLines(tick))
         trainer.train(resume_from_checkpoint=str(prep.checkpoint) if prep.checkpoint else None)
     _save(cfg, prep.out, trainer, policy)
+    if trainer.tower_cache is not None:
+        note(f"train sft: {trainer.tower_cache.describe()}")
     rate = trainer.median_rate()
     return SftResult(prep.out, int(trainer.state.global_step), seen.losses, len(prep.examples), prep.skipped,
                      str(prep.checkpoint) if prep.checkpoint else None, precision=policy.precision.describe(),
-                     attention=attention, tokens_per_s=rate, mfu=mfu(rate, trainer.n_lm, trainer.peak) if rate else None)
+                     attention=attention, tower_reused=trainer.tower_cache.hits if trainer.tower_cache else 0, tokens_per_s=rate, mfu=mfu(rate, trainer.n_lm, trainer.peak) if rate else None)
 
 
 def _prepare(cfg: TrainConfig, resume: bool) -> _Prepared | SftResult:
@@ -120,11 +124,13 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
                          cfg.data.default_system)
     lengths = records.lengths() if s.packing or s.group_by_length else []
     dataset: Any = PackedSftDataset(records, lengths, s.packing_len or cfg.data.cutoff_len) if s.packing else records
+    cache = enable_tower_cache(policy.model, int(s.tower_cache_gib * 2**30))
     if s.packing:  # records attend within themselves: flash-attn's varlen kernel, else per-record sdpa (no L x L mask)
         choose_packed_attention(policy.model, cfg.model.attn_implementation)
     attention = describe_attention(policy.model, s.packing)
     loss = f"loss: chunked, {s.loss_chunk_tokens} labelled tokens at a time" if s.chunked_loss else "loss: full logits"
-    note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}")
+    towers = "tower features: cached" if cache is not None else "tower features: computed every step (the tower trains)"
+    note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}; {towers}")
     if s.packing:
         note(f"train sft: {len(records)} records packed into {len(dataset)} rows of <= "
              f"{s.packing_len or cfg.data.cutoff_len} tokens")
@@ -141,6 +147,7 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
         pad_id=pad_id, n_lm=language_model_params(policy.model), peak=peak_tflops(s.peak_tflops),
         chunk_tokens=s.loss_chunk_tokens if s.chunked_loss else None, checkpoint_at_end=s.checkpoint_at_end,
     )
+    trainer.tower_cache = cache
     return trainer, policy, attention
 
 
