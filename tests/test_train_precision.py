@@ -37,7 +37,7 @@ def _sft(export: Path, out: Path, model: ModelConfig, lr: float, steps: int) -> 
     return TrainConfig(model=model, data=DataConfig(path=str(export), cutoff_len=1024),
                        sft=SftConfig(per_device_batch_size=4, learning_rate=lr, warmup_ratio=0.0, max_steps=steps,
                                      lr_scheduler="constant", save_steps=1000),
-                       output_dir=str(out))
+                       output_dir=str(out), final_dtype="float32")  # the weights as trained: what these tests measure
 
 
 def _trainable_changed(export: Path, cfg: TrainConfig) -> float:
