@@ -79,6 +79,8 @@ class SftConfig(_Section):
     gradient_accumulation_steps: int = 1
     learning_rate: float = 1.0e-5
     lr_scheduler: str = "cosine"
+    # the Trainer's optimizer (`adamw_torch`, `adamw_torch_fused`, `adamw_8bit` / `paged_adamw_8bit` with bitsandbytes)
+    optim: str = "adamw_torch"
     warmup_ratio: float = 0.1
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0

@@ -50,6 +50,7 @@ def training_arguments(s: SftConfig, out: Path, policy: Any, progress: bool, lin
         gradient_accumulation_steps=s.gradient_accumulation_steps,
         learning_rate=s.learning_rate,
         lr_scheduler_type=s.lr_scheduler,
+        optim=s.optim,
         warmup_steps=s.warmup_ratio,  # transformers 5: a float < 1 is a ratio of the total steps
         weight_decay=s.weight_decay,
         max_grad_norm=s.max_grad_norm,
