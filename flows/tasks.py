@@ -199,7 +199,13 @@ def generate_tasks(ws_root: str, cfg: RunConfig, writer: str, key: str) -> dict[
                         f"below tasks.generate.min_share {gcfg.min_share:.0%}; largest rejection causes: {causes}; "
                         f"see {s.rejections_file}); raise tasks.generate.max_attempts, widen tasks.generate.kinds/sources "
                         "or use another writer")
-    out = {**s.model_dump(mode="json"), "target": gcfg.n, "had": up.had, "total": up.total}
+    # a requested kind kept under its share (the CLI exits 3 for it): said in the run's log and kept in the manifest
+    short = s.tally.short_kinds(gcfg.n, gcfg.min_share)
+    if short:
+        log.warning("tasks generate: kinds under %.0f%% of their share of n %d: %s; ask only the kinds this corpus gives "
+                    "(tasks.generate.kinds), raise tasks.generate.max_attempts or use a model writer",
+                    100 * gcfg.min_share, gcfg.n, "; ".join(short))
+    out = {**s.model_dump(mode="json"), "target": gcfg.n, "had": up.had, "total": up.total, "short_kinds": short}
     with ws.fs.open(manifest, "w") as f:  # which writer made the tasks, next to them (each task also names it)
         f.write(json.dumps({**out, "offline_writer": writer == "oracle", "config": gcfg.model_dump(mode="json")}, indent=2))
     return {**out, "manifest": manifest}

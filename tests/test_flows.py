@@ -206,7 +206,7 @@ def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harnes
         "roles": {"policy": {"kind": "oracle"}, "judge": {"kind": "rules"}, "student": {"kind": "extractive"}},
         "runner": {"max_concurrency": 2, "retries": 0},
     }))
-    summary = synth(str(cfg), recipe="evisrag", questions=2, samples=1)
+    summary = synth(str(cfg), recipe="evisrag", questions=6, samples=1)
     from vrag_data.store import Workspace
     from vrag_data.tasks import load_tasks
 
@@ -216,5 +216,7 @@ def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harnes
     assert imported and {t.split for t in imported} == {"test"} and {t.split for t in generated} == {"train"}
     manifest = json.loads((ws / "tasks" / "generate_manifest.json").read_text())
     assert manifest["offline_writer"] is True and manifest["writer"] == "oracle"
+    # one document gives no cross-document question: that kind is named under its share (the CLI exits 3 for it)
+    assert any(k.startswith("cross_doc kept 0 of ") for k in manifest["short_kinds"]), manifest["short_kinds"]
     assert summary["generated"]["writer"] == "oracle" and set(summary["runs"]) == {"evisrag"}
     assert any(r["stage"] == "tasks" and r["label"] == "generate (oracle writer)" for r in shards(ws))
