@@ -279,9 +279,9 @@ def bench_rollouts(folder: Path, n_seq: int, n_alone: int, new_tokens: int, attn
 
 def cpu_part(out: Path) -> dict:
     print("no CUDA GPU: running the CPU correctness part (tests) and tiny-model figures", flush=True)
-    tests = ["tests/test_train_precision.py", "tests/test_train_packing.py", "tests/test_train_batched_rollout.py",
-             "tests/test_train_varlen.py", "tests/test_train_chunked_loss.py", "tests/test_train_tower_cache.py",
-             "tests/test_train_checkpoints_fit.py"]
+    tests = ["tests/train/test_train_precision.py", "tests/train/test_train_packing.py", "tests/train/test_train_batched_rollout.py",
+             "tests/train/test_train_varlen.py", "tests/train/test_train_chunked_loss.py", "tests/train/test_train_tower_cache.py",
+             "tests/train/test_train_checkpoints_fit.py"]
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=REPO)
     from tests.support.train_workspace import build_workspace, write_sft_export
     from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig

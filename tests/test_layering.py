@@ -11,6 +11,7 @@ folders, no arrow back up, and the rules that keep recipes a unit:
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -216,3 +217,14 @@ def test_no_library_function_is_longer_than_80_lines():
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, "split these along their seams: " + "; ".join(long)
+
+
+def test_tests_mirror_the_package_and_are_named_by_subject():
+    """tests/<package>/ for each package's tests (the cross-cutting fault and user-path tests in tests/ itself);
+    no test module named after the round that wrote it."""
+    tests = REPO / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("support", "data", "__pycache__")}
+    stray = sorted(f for f in folders if not (LIB / f).is_dir() and not (REPO / f / "__init__.py").is_file())
+    assert folders and not stray, f"test folders that name no package (vrag_data/<name> or flows/): {stray}"
+    rounds = [str(p.relative_to(tests)) for p in tests.rglob("test_*.py") if re.search(r"round_?\d", p.stem)]
+    assert not rounds, rounds

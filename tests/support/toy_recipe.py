@@ -1,6 +1,6 @@
 """A sixth recipe, defined in test code and nowhere else (no library file, no entry point): a ReAct loop with crops,
-its own filter chain, an augmentation and export hints. `tests/test_recipe_toy.py` runs it through every stage;
-`tests/test_recipe_toy_flows.py` names it in a run config as `tests.support.toy_recipe:TOY` and runs it through
+its own filter chain, an augmentation and export hints. `tests/recipe/test_recipe_toy.py` runs it through every stage;
+`tests/flows/test_recipe_toy_flows.py` names it in a run config as `tests.support.toy_recipe:TOY` and runs it through
 `vrag-data run` on threads and on Ray workers."""
 
 from __future__ import annotations
