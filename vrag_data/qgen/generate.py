@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
-from vrag_data.filters.setlevel import question_tokens
 from vrag_data.ids import short_hash, task_id
 from vrag_data.inert import sanitize_text
 from vrag_data.qgen.docname import document_label, largest_font_text
@@ -34,7 +33,7 @@ from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.tally import Tally
 from vrag_data.qgen.plan import check_generation_vision
-from vrag_data.qgen.verify import Verifier, VerifyReport, duplicate_score
+from vrag_data.qgen.verify import Known, Verifier, VerifyReport, duplicate_score, known_question
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
 from vrag_data.schema.records import Document, EvidenceBox, Page, Task, utcnow
 from vrag_data.store import Workspace, read_records, write_records
@@ -155,7 +154,9 @@ class _Run:
     verifier: Verifier
     docs: dict[str, Document]
     labels: dict[str, str]  # stem -> readable document name
-    seen_tokens: list[frozenset[str]]
+    # the questions a new one must not repeat: tasks stored before and tasks kept by this run (with their answers);
+    # a question the verifier refused is not among them
+    seen: list[Known]
     generated_ids: set[str]
 
     def rejection(self, attempt: Attempt, r: Rejected) -> Rejection:
@@ -165,13 +166,12 @@ class _Run:
                          detail=r.detail, question=r.question, answer=r.answer, writer=self.writer.name,
                          requests=len(attempt.request_ids))
 
-    def near_duplicate(self, question: str) -> float:
-        return duplicate_score(question, self.seen_tokens)
 
 
 async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt, Task, bool]], list[Rejection]]:
     written = await asyncio.gather(*(run.writer.write(a) for a in attempts))
     rejected: list[Rejection] = []
+    pending: list[Known] = []  # this batch's questions on their way to the verifier
     todo: list[tuple[Attempt, Written]] = []
     reused: list[tuple[Attempt, Task, bool]] = []
     for a, w in zip(attempts, written):
@@ -186,13 +186,14 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
         if tid in run.generated_ids:  # the same question as an earlier run: keep the stored task
             reused.append((a, Task(task_id=tid, question=w.question, answer=w.answer, doc_ids=[], doc_stems=[]), True))
             continue
-        sim = run.near_duplicate(w.question)
+        sim = duplicate_score(w.question, [*run.seen, *pending], w.answer)
         if sim >= run.gcfg.dedup_threshold:
             rejected.append(run.rejection(a, Rejected("dedup", "near_duplicate",
-                                                      f"question-token Jaccard {sim:.2f} with an existing task",
+                                                      f"question-token Jaccard {sim:.2f} with a task stored or kept, or "
+                                                      "one before it in its batch, that has the same answer",
                                                       w.question, w.answer)))
             continue
-        run.seen_tokens.append(question_tokens(w.question))  # later attempts of this batch dedup against it
+        pending.append(known_question(w.question, w.answer))  # later attempts of this batch dedup against it
         todo.append((a, w))
     reports = await asyncio.gather(*(run.verifier.verify(a, w) for a, w in todo))
     kept = list(reused)
@@ -201,6 +202,7 @@ async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt
             rejected.append(run.rejection(a, rep))
         else:
             kept.append((a, _task(a, w, rep, run.docs, run.run_id, run.gcfg.split, run.labels), False))
+            run.seen.append(known_question(w.question, w.answer))
     return kept, rejected
 
 
@@ -261,7 +263,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
                             top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages)
         previous = read_records(shard_path(ws, SHARD), Task)
         run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
-                   [question_tokens(t.question) for t in load_tasks(ws)], {t.task_id for t in previous})
+                   [known_question(t.question, t.answer) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
                                   notices=notices, tally=Tally(requested=list(gcfg.kinds)))
         kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only)

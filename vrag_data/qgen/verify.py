@@ -86,12 +86,29 @@ def _numbers(tokens: frozenset[str]) -> frozenset[str]:
     return frozenset(t for t in tokens if any(c.isdigit() for c in t))
 
 
-def duplicate_score(question: str, known: list[frozenset[str]]) -> float:
-    """Highest question-token Jaccard (the filters' near-duplicate measure) with a known question that
-    mentions the same numbers: questions differing only in a year or quarter ask for different facts."""
+Known = frozenset[str] | tuple[frozenset[str], str]  # a known question's tokens, with its answer when known
+
+
+def duplicate_score(question: str, known: list[Known], answer: str | None = None) -> float:
+    """Highest question-token Jaccard (the filters' near-duplicate measure) with a known question that mentions the
+    same numbers (questions differing only in a year or quarter ask for different facts) and, when both answers are
+    known, has the same answer: a table's long description makes two questions about different cells of it share
+    nearly every word, and they ask different facts."""
     toks = question_tokens(question)
     nums = _numbers(toks)
-    return max((jaccard(toks, t) for t in known if _numbers(t) == nums), default=0.0)
+    mine = normalize_answer(answer) if answer is not None else None
+    best = 0.0
+    for k in known:
+        tokens, theirs = k if isinstance(k, tuple) else (k, None)
+        if _numbers(tokens) != nums or (mine is not None and theirs is not None and mine != theirs):
+            continue
+        best = max(best, jaccard(toks, tokens))
+    return best
+
+
+def known_question(question: str, answer: str) -> tuple[frozenset[str], str]:
+    """A question as `duplicate_score` knows it: its tokens and its normalised answer."""
+    return question_tokens(question), normalize_answer(answer)
 
 
 def reread_cells(attempt: Attempt, w: Written) -> str:
