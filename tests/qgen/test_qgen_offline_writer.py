@@ -233,3 +233,31 @@ def test_empty_workspace_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(VragError, match="no ingested documents"):
         generate_tasks(Workspace(str(tmp_path / "empty")), n=1)
+
+
+def test_a_page_of_the_same_document_is_not_a_competitor_for_printing_the_documents_name(tmp_path) -> None:
+    """The rules' ambiguity check: a question names its document ("the Acme annual report 2021"); the document's
+    cover prints that name, and counting those words made the cover outscore the evidence page (found on the tuning
+    half: a quarterly report's summary page refused its own tables' questions). Within one document the name tells
+    no page from another, so its words do not count there; they still do against other documents' pages."""
+    from tests.support.train_workspace import build_workspace
+    from vrag_data.qgen.evidence import Evidence, Region
+    from vrag_data.qgen.verify import Verifier, VerifyReport
+    from vrag_data.qgen.writer import Attempt
+    from vrag_data.retrieve import load_index
+    from vrag_data.schema.geometry_types import Box
+    from vrag_data.schema.records import LayoutBlock
+    from vrag_data.store.corpus import load_pages
+
+    ws, _ = build_workspace(tmp_path / "ws")
+    pages = {p.page_id: p for p in load_pages(ws)}
+    page = pages["acme_report_2"]  # "Acme revenue table: revenue in 2021 was 18.5 million dollars, ..."
+    block = LayoutBlock(block_id="acme_report_2#0", doc_id=page.doc_id, page_id=page.page_id, page=2, cls="text",
+                        bbox=Box.from_raw((0, 0, 50, 50), page.width, page.height), text=page.text, source="text_layer")
+    attempt = Attempt(0, Evidence("single", (Region(block, page, "text"),)), "extraction")
+    w = Written("What was revenue in the Acme annual report 2021?", "18.5 million dollars", "Str", "extraction")
+    label = {"acme_report": "the Acme annual report 2021"}
+    searcher = load_index(ws)
+    before = Verifier(pages, searcher, None)._rules(attempt, w, VerifyReport("rules"))
+    assert isinstance(before, Rejected) and before.reason == "ambiguous" and "acme_report_1" in before.detail
+    assert Verifier(pages, searcher, None, labels=label)._rules(attempt, w, VerifyReport("rules")) is None

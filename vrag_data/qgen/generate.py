@@ -260,7 +260,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
             writer = writer_spec  # type: ignore[assignment]
         pool_ev, kinds, notices = _restrict_to_writer(writer, pool_ev, kinds, ws)
         verifier = Verifier(pages, searcher, pool, loader=loader, max_pixels=gcfg.max_pixels,
-                            top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages)
+                            top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages, labels=labels)
         previous = read_records(shard_path(ws, SHARD), Task)
         run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
                    [known_question(t.question, t.answer) for t in load_tasks(ws)], {t.task_id for t in previous})

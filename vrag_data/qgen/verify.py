@@ -145,8 +145,10 @@ class VerifyReport:
 
 class Verifier:
     def __init__(self, pages: dict[str, Page], searcher: Searcher | None, pool: TeacherPool | None, *,
-                 loader=None, max_pixels: int | None = None, top_k: int = 5, n_competing: int = 3) -> None:  # noqa: ANN001
+                 loader=None, max_pixels: int | None = None, top_k: int = 5, n_competing: int = 3,  # noqa: ANN001
+                 labels: dict[str, str] | None = None) -> None:
         self.pages, self.searcher, self.pool = pages, searcher, pool
+        self.labels = labels or {}  # stem -> the name questions give the document
         self.by_stem: dict[str, list[Page]] = {}
         for p in pages.values():
             self.by_stem.setdefault(p.stem, []).append(p)
@@ -255,11 +257,18 @@ class Verifier:
         own = coverage(terms, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
         competing = self.competing_pages(w, attempt.evidence.page_ids)
         rep.competing_pages = list(dict.fromkeys([*rep.competing_pages, *competing]))
+        stems = {self.pages[p].stem for p in evidence if p in self.pages}
         for pid in competing:
-            c = coverage(terms, page_text(self.pages[pid]))
-            if c >= max(COVERAGE, own):
+            c, mine = coverage(terms, page_text(self.pages[pid])), own
+            if self.pages[pid].stem in stems:
+                # a page of the same document: the document's name in the question tells no page of it from another
+                # (its cover or summary page prints that name and used to outscore the evidence page)
+                inner = terms - content_terms(self.labels.get(self.pages[pid].stem, ""))
+                c = coverage(inner, page_text(self.pages[pid]))
+                mine = coverage(inner, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
+            if c >= max(COVERAGE, mine):
                 return Rejected("verify", "ambiguous",
-                                why(f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {own:.0%})"),
+                                why(f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {mine:.0%})"),
                                 q, a)
         rep.checks[f"{tag}ambiguity"] = f"{len(competing)} other top pages cover less (evidence {own:.0%})"
         return None
