@@ -19,18 +19,9 @@ import pytest
 pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 from typer.testing import CliRunner
 
-from tests.support.train_workspace import build_workspace, write_sft_export
 from vrag_data.train.checkpoint import COMPLETE
 
 TINY_SFT = Path(__file__).resolve().parents[2] / "configs" / "train" / "tiny-sft.yaml"
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sft-ckpt")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 def _train(export: Path, out: Path, steps: int, *extra: str):

@@ -11,19 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
-from tests.support.train_workspace import build_workspace, write_sft_export  # noqa: E402
 from vrag_data.errors import VragError  # noqa: E402
 from vrag_data.train.checkpoint import check_space  # noqa: E402
 from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig  # noqa: E402
 from vrag_data.train.sft import run_sft  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("fit")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 def _cfg(export: Path, out: Path, final_dtype: str = "bfloat16", **sft) -> TrainConfig:

@@ -9,19 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
-from tests.support.train_workspace import build_workspace, write_sft_export
 from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig
 from vrag_data.train.data import IGNORE, collate, encode_example, load_sft_examples, record_length
 from vrag_data.train.model import load_policy
 from vrag_data.train.packing import PACKED_LENGTHS, collate_packed, pack_bins, packed_position_ids
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("pack")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
-from tests.support.train_workspace import build_workspace, write_sft_export
 from vrag_data.config import ConfigError
 from vrag_data.train.config import DataConfig, ModelConfig, RlConfig, SftConfig, TinyModelConfig, TrainConfig
 from vrag_data.train.config import load_train_config, parse_train_config
@@ -19,14 +18,6 @@ from vrag_data.train.model import load_policy
 from vrag_data.train.precision import changed_fraction, resolve_precision
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("prec")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 def _model(**kw) -> ModelConfig:

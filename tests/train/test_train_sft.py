@@ -11,19 +11,11 @@ import pytest
 pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 from typer.testing import CliRunner
 
-from tests.support.train_workspace import QA, build_workspace, oracle_export, write_sft_export
+from tests.support.train_workspace import QA, build_workspace, oracle_export
 from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig
 from vrag_data.train.data import IGNORE, SftExample, collate, encode_example, load_sft_examples
 from vrag_data.train.model import load_policy
 from vrag_data.train.tiny import IM_END, IMAGE_PAD, VISION_END, VISION_START
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sft")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 @pytest.fixture(scope="module")

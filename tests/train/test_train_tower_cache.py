@@ -9,19 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
-from tests.support.train_workspace import build_workspace, write_sft_export  # noqa: E402
 from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig  # noqa: E402
 from vrag_data.train.data import collate, encode_example, load_sft_examples  # noqa: E402
 from vrag_data.train.model import load_policy  # noqa: E402
 from vrag_data.train.tower_cache import TowerCache, enable_tower_cache  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tower")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 def _policy(export: Path, **model):

@@ -4,13 +4,11 @@ and never builds an L x L mask; it gives every record its unpacked outputs, and 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="needs the train extra (pip install -e '.[train]'); the Python 3.12/3.13 checks run without it")
 
-from tests.support.train_workspace import build_workspace, write_sft_export  # noqa: E402
 from vrag_data.train.config import DataConfig, ModelConfig, SftConfig, TinyModelConfig, TrainConfig  # noqa: E402
 from vrag_data.train.data import IGNORE, collate, encode_example, load_sft_examples  # noqa: E402
 from vrag_data.train.model import load_policy  # noqa: E402
@@ -36,14 +34,6 @@ def test_equal_to_one_attention_under_a_block_diagonal_mask(groups):
     kk, vv = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
     want = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask[:, None], scale=0.3).transpose(1, 2)
     assert got.shape == (2, 9, 4, 8) and torch.allclose(got, want, atol=1e-6)
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("varlen")
-    ws, _ = build_workspace(root / "ws", size=(84, 56))
-    write_sft_export(ws, root / "export", n=4)
-    return root / "export"
 
 
 def test_packed_records_get_their_unpacked_losses_and_gradients(export):
