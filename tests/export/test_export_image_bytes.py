@@ -67,14 +67,12 @@ def image_bytes(out: Path, fmt: str, per_file: bool = False) -> dict[str, int]:
             cols = [md.row_group(g).column(c) for g in range(md.num_row_groups) for c in range(md.num_columns)]
             sizes = [c.total_compressed_size for c in cols if c.path_in_schema.endswith(".bytes")]
             stored, chunks = stored + sum(sizes), chunks + len(sizes)
-    own = {p for p in (out / fmt).rglob("*.jpg")}
+    jpgs = list((out / fmt).rglob("*.jpg"))
     shared = [p for p in (out / "images").iterdir() if p.is_file()] if any(not f.is_relative_to(out / fmt) for f in files) else []
-    stored += sum(p.stat().st_size for p in own) + sum(p.stat().st_size for p in shared)
-    distinct = dict(held)
-    for f in files:
-        distinct[hashlib.sha256(f.read_bytes()).hexdigest()] = f.stat().st_size
-    if per_file:
-        distinct = {**{f"{k}:file": v for k, v in distinct.items() if k not in held}, "embedded": per_file_bytes}
+    stored += sum(p.stat().st_size for p in [*jpgs, *shared])
+    named_bytes = {hashlib.sha256(f.read_bytes()).hexdigest(): f.stat().st_size for f in files}
+    embedded = per_file_bytes if per_file else sum(held.values())
+    distinct = {**{k: v for k, v in named_bytes.items() if per_file or k not in held}, "embedded": embedded}
     return {"stored": stored, "distinct": sum(distinct.values()), "named": len(files), "chunks": chunks,
             "shared": len(shared)}
 

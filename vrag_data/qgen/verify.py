@@ -254,18 +254,18 @@ class Verifier:
         rep.checks[f"{tag}answerable"] = "values visible in evidence"
         terms = content_terms(w.question)
         evidence = list(dict.fromkeys(r.page_id for r in regions))
-        own = coverage(terms, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
+        pages_text = "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages)
+        own = coverage(terms, pages_text)
         competing = self.competing_pages(w, attempt.evidence.page_ids)
         rep.competing_pages = list(dict.fromkeys([*rep.competing_pages, *competing]))
-        stems = {self.pages[p].stem for p in evidence if p in self.pages}
+        # against a page of the same document, the document's name in the question tells no page of it from another
+        # (its cover or summary page prints that name and used to outscore the evidence page): its words do not count
+        inner = {stem: terms - content_terms(self.labels.get(stem, ""))
+                 for stem in {self.pages[p].stem for p in evidence if p in self.pages}}
         for pid in competing:
-            c, mine = coverage(terms, page_text(self.pages[pid])), own
-            if self.pages[pid].stem in stems:
-                # a page of the same document: the document's name in the question tells no page of it from another
-                # (its cover or summary page prints that name and used to outscore the evidence page)
-                inner = terms - content_terms(self.labels.get(self.pages[pid].stem, ""))
-                c = coverage(inner, page_text(self.pages[pid]))
-                mine = coverage(inner, "\n".join(page_text(self.pages[p]) for p in evidence if p in self.pages))
+            stem = self.pages[pid].stem
+            mine, c = (own, coverage(terms, page_text(self.pages[pid]))) if stem not in inner else \
+                (coverage(inner[stem], pages_text), coverage(inner[stem], page_text(self.pages[pid])))
             if c >= max(COVERAGE, mine):
                 return Rejected("verify", "ambiguous",
                                 why(f"rules: page {pid} covers {c:.0%} of the question's terms (evidence {mine:.0%})"),

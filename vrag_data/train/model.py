@@ -40,8 +40,15 @@ class Policy:
         model for loading), else as trained (a resumable checkpoint keeps the fp32 master weights)."""
         out.mkdir(parents=True, exist_ok=True)
         if dtype is not None:
-            cast = _DTYPES[dtype]
-            state = {k: (v.detach().to(cast) if v.is_floating_point() else v) for k, v in self.model.state_dict().items()}
+            # cast on the host (no second copy of the weights on the device at the end of a run); a tensor shared by
+            # two names (tied embeddings) stays one tensor, so the save still sees the tie
+            cast, done = _DTYPES[dtype], {}
+            state = {}
+            for k, v in self.model.state_dict().items():
+                if v.is_floating_point():
+                    key = (v.data_ptr(), v.dtype, tuple(v.shape))
+                    v = done.setdefault(key, v.detach().to(device="cpu", dtype=cast))
+                state[k] = v
             self.model.save_pretrained(out, state_dict=state)
         else:
             self.model.save_pretrained(out)

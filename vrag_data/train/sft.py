@@ -128,9 +128,6 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
     if s.packing:  # records attend within themselves: flash-attn's varlen kernel, else per-record sdpa (no L x L mask)
         choose_packed_attention(policy.model, cfg.model.attn_implementation)
     attention = describe_attention(policy.model, s.packing)
-    loss = f"loss: chunked, {s.loss_chunk_tokens} labelled tokens at a time" if s.chunked_loss else "loss: full logits"
-    towers = "tower features: cached" if cache is not None else "tower features: computed every step (the tower trains)"
-    note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}; {towers}")
     if s.packing:
         note(f"train sft: {len(records)} records packed into {len(dataset)} rows of <= "
              f"{s.packing_len or cfg.data.cutoff_len} tokens")
@@ -148,6 +145,12 @@ def _setup(cfg: TrainConfig, prep: _Prepared, progress: bool, lines: bool) -> tu
         chunk_tokens=s.loss_chunk_tokens if s.chunked_loss else None, checkpoint_at_end=s.checkpoint_at_end,
     )
     trainer.tower_cache = cache
+    if trainer.is_fsdp_enabled:  # the sharded head is not read outside its forward: the full logits, said so below
+        trainer.chunk_tokens = None
+    loss = (f"loss: chunked, {s.loss_chunk_tokens} labelled tokens at a time" if trainer.chunk_tokens
+            else "loss: full logits" + (" (FSDP)" if s.chunked_loss else ""))
+    towers = "tower features: cached" if cache is not None else "tower features: computed every step (the tower trains)"
+    note(f"train sft: precision {policy.precision.describe()}; {attention}; {loss}; {towers}")
     return trainer, policy, attention
 
 

@@ -149,7 +149,7 @@ class SftTrainer(Trainer):
             self.tokens += int((inputs["input_ids"] != self.pad_id).sum())
             if self.t_last is None:
                 self.t_last = time.perf_counter()
-        if (self.chunk_tokens and "labels" in inputs and not return_outputs and not self.is_fsdp_enabled
+        if (self.chunk_tokens and "labels" in inputs and not return_outputs
                 and self.label_smoother is None and self.compute_loss_func is None):
             return self._chunked_loss(model, inputs, num_items_in_batch)
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
