@@ -63,11 +63,17 @@ def test_the_same_line_year_and_scale_gives_a_question_naming_both_documents():
             assert "in millions" in o.question
             assert float(o.answer) == diffs[(ra if alpha_first else rb, ca)] * (1 if alpha_first else -1)
             seen.add("difference")
+        elif "divided by" in o.question:  # a line item of the two companies (`line_items.cross_item`), in dollars
+            ratios = {("Net sales", "2022"): 1200 / 900, ("Net sales", "2021"): 1100 / 950,
+                      ("Net income", "2022"): 300 / 120, ("Net income", "2021"): 250 / 80}
+            want = ratios[(ra if alpha_first else rb, ca)] ** (1 if alpha_first else -1)
+            assert abs(float(o.answer) - want) <= 0.006, (o.question, o.answer, want)
+            seen.add("ratio")
         else:
             assert o.answer == "Alpha Corp" and o.question.startswith("Which company")  # Alpha is higher in each
             seen.add("higher")
         assert [h.answer for h in o.hops] == list(o.visible)  # each hop reads one cell of one document
-    assert seen == {"difference", "higher"}
+    assert {"difference", "higher"} <= seen
 
 
 def test_thousands_and_millions_are_compared_in_dollars_and_never_subtracted():
@@ -79,6 +85,9 @@ def test_thousands_and_millions_are_compared_in_dollars_and_never_subtracted():
     for o in written:
         (_, ra, ca, _), _ = o.cells
         # 90,000 thousand = $90 million < $120 million; 1,250,000 thousand = $1,250 million > $900 million
+        if "divided by" in o.question:  # Alpha's line item over Beta's, in dollars
+            assert o.answer == {("Net income", "2022"): "0.750", ("Net sales", "2022"): "1.39"}[(ra, ca)]
+            continue
         want = {("Net income", "2022"): "Beta Inc.", ("Net sales", "2022"): "Alpha Corp"}.get((ra, ca))
         assert want is None or o.answer == want
         assert "thousands" in o.question and "millions" in o.question

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.qgen.test_qgen_tables import LABELS, REGIONS, SEGMENTS, STAFF, _region
+from tests.qgen.test_qgen_tables import LABELS, REGIONS, SEGMENTS, STAFF, _region, page_words
 from vrag_data.qgen.docname import document_label, label_terms, readable_title
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.qgen.oracle_writer import OracleWriter
@@ -132,9 +132,11 @@ def test_a_which_row_hop_needs_the_only_table_of_its_columns() -> None:
     seg, staff = _region(SEGMENTS, "report", 9), _region(STAFF, "report", 12)
     attempt = Attempt(0, Evidence("multi_page", (seg, staff)), "extraction")
     w = OracleWriter({}, LABELS).write_sync(attempt)
-    # another table of the same document with the columns 2022, 2023 (other rows): "which row has the highest
-    # 2023 value in the table with the columns 2022, 2023" no longer names one table
+    # another table of the same document printed under the same title (other rows): "which row has the highest
+    # 2023 value in the <title> table" no longer names one table
     other = "| Product | 2022 | 2023 |\n|---|---|---|\n| Widgets | 9,000 | 9,500 |\n| Gadgets | 10 | 12 |"
-    pages = [_page("report", 9, [SEGMENTS]), _page("report", 12, [STAFF]), _page("report", 40, [other])]
+    twin = _page("report", 40, [other])
+    twin.text = page_words(seg.page.text.splitlines()[0], other)
+    pages = [_page("report", 9, [SEGMENTS]), _page("report", 12, [STAFF]), twin]
     out = _verify(pages, attempt, w)
     assert isinstance(out, Rejected) and out.reason == "ambiguous" and "report_40" in out.detail

@@ -41,9 +41,21 @@ BROKEN_HEADER = """| | Three o | th Ended | Six Months |
 | Net earnings | 274 | 306 | 516 |"""
 
 
-def _region(text: str, stem: str = "report", page: int = 3) -> Region:
+# a printed title per page: the writer names a table by it (a table without one gives no question)
+TITLES = ("Operating Results", "Segment Results", "Regional Summary", "Quarterly Highlights", "Selected Data",
+          "Sales by Region", "Workforce Overview")
+
+
+def page_words(title: str, md: str) -> str:
+    """A page's text layer as ingest keeps it: the title, then the table's body one cell a line."""
+    cells = [c.strip() for line in md.splitlines()[2:] if line.strip().startswith("|") for c in line.strip().strip("|").split("|")]
+    return "\n".join([title, *[c for c in cells if c]])
+
+
+def _region(text: str, stem: str = "report", page: int = 3, title: str | None = None) -> Region:
+    title = TITLES[page % len(TITLES)] if title is None else title
     pg = Page(page_id=f"{stem}_{page}", doc_id=f"sha_{stem}", stem=stem, page=page, image=f"pages/{stem}_{page}.jpg",
-              width=1000, height=1400, dpi=144)
+              width=1000, height=1400, dpi=144, text=page_words(title, text) if title else "")
     block = LayoutBlock(block_id=f"{pg.page_id}#0", doc_id=pg.doc_id, page_id=pg.page_id, page=page, cls="table",
                         bbox=Box.from_raw((50, 50, 900, 600), 1000, 1400), text=text, source="pymupdf")
     return Region(block, pg, "table")
@@ -91,10 +103,13 @@ REGIONS = """| Segment | 2023 | 2024 |
 
 def test_table_questions_of_every_kind_the_writer_claims():
     w = OracleWriter({}, LABELS)
-    a = _region(GOOD, "pew", 9)
+    a = _region(GOOD, "pew", 9, title="Cell Phone Ownership")
     single = w.write_sync(Attempt(1, Evidence("single", (a,)), "extraction"))
-    assert single.question.startswith("In the table with the columns Cell phone, Smartphone in \u201cOlder Adults "
-                                      "Online\u201d (2014), what is the ")
+    assert single.question.startswith("In the Cell Phone Ownership table in \u201cOlder Adults Online\u201d (2014), "
+                                      "what is the ")
+    # the same table with no printed title names no table a reader could find: no question
+    untitled = w.write_sync(Attempt(1, Evidence("single", (_region(GOOD, "pew", 9, title=""),)), "extraction"))
+    assert isinstance(untitled, Rejected) and untitled.reason == "untitled_table"
     assert (single.answer, single.answer_format) in {("84", "Str"), ("21", "Str"), ("84%", "Str"), ("29%", "Str")}
     logic = w.write_sync(Attempt(2, Evidence("single", (a,)), "logic"))
     assert isinstance(logic, Rejected) or logic.answer in {"65-69", "70-74"}
@@ -150,17 +165,21 @@ def test_difference_and_ratio_use_a_column_both_tables_share():
 def test_compare_uses_one_unit_and_skips_totals():
     text = """| Item | 2023 |
 |---|---|
-| Net sales | $ 1,200 |
+| Advertising expense | $ 120 |
 | Gross margin | 31.0 % |
-| Operating income | $ 300 |
-| Total assets | $ 9,000 |"""
+| Rent expense | $ 300 |
+| Total expenses | $ 9,000 |"""
     w = OracleWriter({}, LABELS)
     for i in range(20):
         out = w.write_sync(Attempt(i, Evidence("single", (_region(text),)), "logic"))
         assert not isinstance(out, Rejected)
         # the margin (a share) is never compared with dollars, the total never with its parts
-        assert out.question.endswith(("Net sales or Operating income?", "Operating income or Net sales?"))
-        assert out.answer == "Net sales"
+        assert out.question.endswith(("Advertising expense or Rent expense?", "Rent expense or Advertising expense?"))
+        assert out.answer == "Rent expense"
+    # net sales against operating income: a result line against the line it is computed from answers itself
+    results = text.replace("Advertising expense", "Net sales").replace("Rent expense", "Operating income")
+    outs = [w.write_sync(Attempt(i, Evidence("single", (_region(results),)), "logic")) for i in range(8)]
+    assert all(isinstance(o, Rejected) and o.reason == "writer_declined" for o in outs)
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ Pick = tuple[str, str, float, str, str, str, float, str]  # (col A, row A, numbe
 # a count, a ratio or a row with its own unit: not an amount in the table's stated scale
 _NOT_AMOUNT = re.compile(r"\b(shares?|number|employees|headcount|ratio|days|units|stores|people|percent|rate)\b|%|"
                          r"\((in\s+)?(thousands|millions|billions)\)", re.I)
-_PART_OF_GROUP = re.compile(r"\b(parent company|registrant|guarant(ee|or|ors)|closed group|issuer|obligor|"
+PART_OF_GROUP = re.compile(r"\b(parent company|registrant|guarant(ee|or|ors)|closed group|issuer|obligor|"
                             r"non-?guarantor|condensed consolidating)\b", re.I)
 
 
@@ -44,7 +44,14 @@ def company(label: str) -> str:
     m = re.match(r"the Form \S+ of (.+?)(?: for the | dated |$)", label)
     if m:
         return m.group(1).strip()
-    m = re.match(r"\u201c([^\u201d]{3,80})\u201d", label)
+    # a release's headline names its company before the verb ("Amcor reports fiscal 2023 results ...", "Ulta Beauty
+    # Announces Fourth Quarter ..."); any other quoted title (a paper, a report) names no company
+    m = re.match(r"\u201c(?:[^\u201d]*?:\s*)?([A-Z][\w&.,' -]{1,60}?)\s+(?:announces|reports|reported|posts|"
+                 r"delivers|declares|releases)\b[^\u201d]*\u201d", label, re.I)
+    if m:
+        return m.group(1).strip(" ,")
+    m = re.match(r"\u201c([^\u201d]{2,80}?\b(?:Inc\.?|Corp\.?|Corporation|Company|Co\.|plc|PLC|Ltd\.?|Limited|N\.V\.|"
+                 r"S\.A\.|AG|SE|LLC|Group|Holdings))\u201d", label)  # a cover that names the company itself
     return m.group(1).strip() if m else ""
 
 
@@ -52,7 +59,7 @@ def is_amount(a: Table, b: Table, row: str, ua: str, ub: str) -> bool:
     """Both values are money in their table's stated scale (no unit of their own, both scales known), of the whole
     company: a parent-company-only, guarantor or closed-group statement is not what the company reported."""
     return (ua in ("$", "plain") and ub in ("$", "plain") and a.scale is not None and b.scale is not None
-            and not _NOT_AMOUNT.search(row) and not _PART_OF_GROUP.search(f"{a.above} {b.above}"))
+            and not _NOT_AMOUNT.search(row) and not PART_OF_GROUP.search(f"{a.above} {b.above}"))
 
 
 def money_question(rng: random.Random, a: Table, b: Table, options: list[Pick]) -> Written | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vrag_data.ingest.backends import block_source_ranks
+from vrag_data.qgen.statement_items import item_keys, ratio_pair
 from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, quantity, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
 from vrag_data.store import Workspace
@@ -141,26 +142,27 @@ class EvidencePool:
 
     def cross_links(self) -> list[tuple[Region, list[Region]]]:
         """Tables with a table of another document that shares a line (a non-generic row label with an amount, under
-        the same section) and a year in its column names (worked out once): where a cross-document linked question
-        can be."""
+        the same section) and a year in its column names, or a line item of one year (`line_items`: revenue, total
+        assets), worked out once: where a cross-document linked question can be."""
         if self._links is None:
-            tabs = [(r, lines(r.text), header_years(r.text)) for rs in self.by_doc.values() for r in rs
-                    if r.source == "table"]
-            self._links = [(r, [o for o, ro, yo in tabs if o.stem != r.stem and rows & ro and years & yo])
-                           for r, rows, years in tabs]
+            tabs = [(r, lines(r.text), header_years(r.text), item_keys(r.text)) for rs in self.by_doc.values()
+                    for r in rs if r.source == "table"]
+            self._links = [(r, [o for o, ro, yo, ko in tabs if o.stem != r.stem and (rows & ro and years & yo or keys & ko)])
+                           for r, rows, years, keys in tabs]
             self._links = [(r, ps) for r, ps in self._links if ps]
         return self._links
 
     def doc_links(self) -> list[tuple[Region, list[Region]]]:
         """Tables with a table on another page of the same document that shares an entity (a non-generic row label
-        holding an amount, the same section): where a bridge, a comparison or a difference over two pages can be.
+        holding an amount, the same section) or makes a named ratio with it (`line_items`: net income over total
+        assets): where a bridge, a ratio or a difference over two pages can be.
         Worked out once, over the whole document rather than a random pair of regions."""
         if self._doc_links is None:
             out: list[tuple[Region, list[Region]]] = []
             for rs in self.by_doc.values():
-                tabs = [(r, lines(r.text)) for r in rs if r.source == "table"]
-                for r, rows in tabs:
-                    partners = [o for o, ro in tabs if o.page_id != r.page_id and rows & ro]
+                tabs = [(r, lines(r.text), item_keys(r.text)) for r in rs if r.source == "table"]
+                for r, rows, keys in tabs:
+                    partners = [o for o, ro, ko in tabs if o.page_id != r.page_id and (rows & ro or ratio_pair(keys, ko))]
                     if partners:
                         out.append((r, partners))
             self._doc_links = out

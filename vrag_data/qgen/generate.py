@@ -1,7 +1,9 @@
 """`generate_tasks`: evidence -> question writer -> checks -> verification -> `tasks/generated.parquet`.
 
 Attempts are numbered; attempt i asks for kind `kinds[i % len(kinds)]` and reasoning type
-`types[(i // len(kinds)) % len(types)]`, so the kept tasks spread over both. Work runs in batches of
+`types[(i // len(kinds)) % len(types)]`, so the kept tasks spread over both; for the first two thirds of the
+attempt budget a kind that has its share of --n waits, so a hard kind (linked questions) gets the attempts an easy
+one would have used. Work runs in batches of
 `concurrency` attempts: writers in parallel, then the cheap checks (names, near-duplicates) in attempt
 order, then verification in parallel. Every rejected attempt becomes a row of
 `tasks/generate_rejections.parquet` (this run's rows are replaced on a re-run, others kept).
@@ -99,6 +101,13 @@ class GenerateSummary(BaseModel):
     def calls_per_task(self) -> float:
         done = self.kept + self.already
         return self.calls / done if done else float("nan")
+
+
+def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool) -> list[str]:
+    """The kinds attempts go to: for the first two thirds of the attempt budget only the kinds still under their
+    share of --n (a kind that is easy to write fills its share and then waits), then every kind."""
+    under = [k for k in kinds if tally.kept_by_kind.get(k, 0) < n / len(kinds)]
+    return under if share_first and under else kinds
 
 
 def _schedule(i: int, kinds: list[str], types: list[str]) -> tuple[str, str]:
@@ -318,8 +327,9 @@ async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, ki
         # near the target, fewer attempts per batch: each one may cost several teacher calls
         size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
         attempts = []
+        turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3)
         for i in range(summary.attempted, summary.attempted + size):
-            kind, qtype = _schedule(i, kinds, list(gcfg.types))
+            kind, qtype = _schedule(i, turn, list(gcfg.types))
             ev = pool_ev.pick(kind, random.Random(f"{rng_seed}:{i}"))
             assert ev is not None  # kinds were filtered by pool_ev.possible
             attempts.append(Attempt(i, ev, qtype))

@@ -21,7 +21,7 @@ _UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz
 _PER_SHARE = re.compile(r"\bper\s+(\w+\s+){0,2}share\b|\beps\b", re.I)
 _SHARE_COLUMN = re.compile(r"(\b(rate|rates|percent|percentage|yield|margin)\b|%)", re.I)  # a column of shares
 _EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
-MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED = 60, 80, 4
+MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED, MAX_HEAD_WORDS = 60, 80, 4, 8
 
 
 _YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
@@ -51,18 +51,34 @@ class Grid:
     dropped: list[tuple[str, str, str]] = field(default_factory=list)  # cells of rows not asked about
     units: dict[str, str] = field(default_factory=dict)  # row label -> its cell in a column of unit names
     sections: dict[str, str] = field(default_factory=dict)  # row label -> the label-only row above it (normalised)
+    heads: dict[str, str] = field(default_factory=dict)  # row label -> that label-only row as printed
 
     def unit(self, value: str, row: str, col: str = "") -> str:
         """What a cell counts: `unit` refined by its column's name (a "Rate" column holds shares printed without
-        "%") and by the row's own unit cell (45 ms and 90 \u00b5s are no pair)."""
-        base = "share" if _SHARE_COLUMN.search(col) else unit(value, row)
+        "%"), by its section ("Basic" under "Earnings per share" is a per-share figure) and by the row's own unit
+        cell (45 ms and 90 \u00b5s are no pair)."""
+        base = "share" if _SHARE_COLUMN.search(col) else unit(value, f"{self.heads.get(row, '')} {row}".strip())
         own = self.units.get(row, "")
         return f"{base}:{own.lower()}" if own else base
+
+    def row_phrase(self, row: str) -> str:
+        """A row as a question names it: its footnote mark dropped ("Interest payments(5)"), a short label with the
+        section it sits under ("Basic (under Earnings per share)", "Cash (under Current assets)"): "Basic" alone
+        names no line a reader can find."""
+        head = self.heads.get(row, "")
+        return f"{plain(row)} (under {plain(head)})" if head and len(row.split()) <= 2 else plain(row)
+
 
     def columns_phrase(self) -> str:
         named = [h for h in self.header[1:] if h]
         more = f" and {len(named) - MAX_COLUMNS_NAMED} more" if len(named) > MAX_COLUMNS_NAMED else ""
         return ", ".join(named[:MAX_COLUMNS_NAMED]) + more
+
+
+def plain(name: str) -> str:
+    """A label or column name without its bracketed footnote mark: "Interest payments(5)" -> "Interest payments",
+    "Earnings (a)" -> "Earnings"."""
+    return re.sub(r"\s*\((\d{1,2}|[a-z])\)$", "", name.strip()).strip() or name
 
 
 _SHORT_OK = frozenset("a i of in to at by on or vs no us uk eu fy q1 q2 q3 q4 h1 h2 % & $ # + - ( )".split())
@@ -171,17 +187,23 @@ def _wrapped(body: list[list[str]]) -> bool:
     return goes_on >= 2 and goes_on * 5 >= len(body)
 
 
-def _sections(body: list[list[str]]) -> dict[str, str]:
-    """Each row label's section: the nearest label-only row above it ("Provisions for credit losses" over "Card
-    Member receivables"), normalised; "" before any."""
+def _heads(body: list[list[str]]) -> dict[str, str]:
+    """Each row label's section as printed: the nearest label-only row above it ("Provisions for credit losses"
+    over "Card Member receivables", its trailing colon dropped); rows before any have none."""
     out: dict[str, str] = {}
     section = ""
     for r in body:
         if r[0] and not any(c and c.lower() not in _EMPTY for c in r[1:]):
-            section = " ".join(re.sub(r"[^a-z0-9]+", " ", r[0].lower()).split())
-        elif r[0]:
+            head = r[0].strip().rstrip(":").strip()
+            # a heading, not a long label whose values sit on the next line ("Preferred stock, $1.00 par value: ...")
+            section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) else ""
+        elif r[0] and section:
             out.setdefault(r[0], section)
     return out
+
+
+def section_key(head: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", head.lower()).split())
 
 
 def unit_column(header: list[str], body: list[list[str]]) -> int | None:
@@ -234,7 +256,8 @@ def table_grid(text: str) -> Grid:
                for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in _EMPTY]
     uj = unit_column(header, body)
     units = {r[0]: r[uj] for r in asked if r[uj]} if uj is not None else {}
-    return Grid(header, cells, "", dropped, units, _sections(whole))
+    heads = _heads(whole)
+    return Grid(header, cells, "", dropped, units, {r: section_key(h) for r, h in heads.items()}, heads)
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -269,7 +292,11 @@ def unit(value: str, label: str) -> str:
     """What a number counts, roughly: rows are compared only within one unit."""
     v, lab = value.lower(), label.lower()
     rate = lab.rstrip(" ()%").endswith("rate")  # "tax rate", not "effect of exchange rate changes"
-    if "%" in v or "percent" in v or "%" in lab or "percent" in lab or "margin" in lab or rate:
+    if "%" in v or "percent" in v:
+        return "share"
+    if "$" in v:  # the value's own sign wins: "Federal income tax at the statutory rate | $ 425" is an amount
+        return "per-share" if _PER_SHARE.search(lab) else "$"
+    if "%" in lab or "percent" in lab or "margin" in lab or rate:
         return "share"
     if _PER_SHARE.search(lab):  # "per share", "per common share", "Diluted EPS": not an amount in millions
         return "per-share"

@@ -1,48 +1,158 @@
-"""How a question names a table: by what it measures (the title printed above it and the scale its amounts are
-stated in: "the Consolidated Statements of Cash Flows table (in millions) in <document>"), and by its column names
-only when the page prints no title for it. A reader of the document finds a table by its title; a list of column
-headers ("MAY 31, 2021, MAY 31, 2020") names no table a person would ask about."""
+"""How a question names a table: by what it measures, as a reader of the document finds it.
+
+In order: a paper's numbered caption near the table ("Table 3: Accuracy on ..." -> "Table 3 (Accuracy on ...)"),
+the title printed right above it ("Consolidated Statements of Cash Flows", "Reconciliation of net debt"), or the
+lead-in sentence that introduces it ("Other information related to our leases was as follows:" -> "the table of
+other information related to our leases"); with the scale its amounts are stated in. A line that is one of the
+table's own cells (a column header printed above the rows: "Contract Type"), a running page header ("Notes to
+Condensed Consolidated Financial Statements") or a signature is no title. A table with none of these is named by
+its column names, and the question writer may refuse it (`named_by_columns`): a list of column headers ("MAY 31,
+2021, MAY 31, 2020") names no table a person would ask about.
+"""
 
 from __future__ import annotations
 
 import re
 
-from vrag_data.qgen.grid import Grid
+from vrag_data.qgen.grid import Grid, markdown_rows
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
 
+_TITLE_WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019&,\u2013\u2014-]*|[&\u2013\u2014-]")
+_ACRONYM = re.compile(r"\s*\(\s*[\"\u201c]?[A-Z][A-Za-z&]{1,7}[\"\u201d]?\s*\)")  # ("SG&A"), (EPS)
+_RUNNING = re.compile(r"^(notes? to (the )?(condensed )?(consolidated )?financial statements|table of contents|"
+                      r"index to financial statements|part [ivx]+\b.*|item \d+[a-z]?\b.*)$", re.I)
+_NOTE_AT_END = re.compile(r"\s*\([^()]*\)\s*(?=:?$)")  # "(in years):", "($ in millions):"
+_LEAD_IN = re.compile(
+    r"^(?:the\s+following\s+tables?\s+(?:presents?|summari[sz]es?|sets?\s+forth|shows?|provides?|reflects?|details?|"
+    r"lists?|includes?|reconciles?)\s+(?P<a>.+?)|(?P<b>.+?)\s+(?:(?:is|are|was|were)\s+)?(?:(?:summari[sz]ed|"
+    r"presented|shown|detailed|set\s+forth|included|reconciled)\s+)?(?:as\s+follows|below|in\s+the\s+following\s+table))"
+    r"\s*[:.]?$|^(?P<c>.+?)\s+(?:includes?|included|consists?\s+of|consisted\s+of|comprises?|comprised)\s+the\s+following"
+    r"(?:\s+\w+)?\s*[:.]?$", re.I)
+_CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(\S.*)$")
+MAX_TITLE_WORDS, MAX_LEAD_IN_WORDS, CAPTION_WORDS, CAPTION_REACH = 10, 14, 8, 60
+ZONE_LINES = 32  # page lines above a table searched for its title (a stacked header prints a date a line)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def _cells(table_md: str) -> set[str]:
+    """Every cell of the table, normalised, and each header cell's words in order (a stacked header prints
+    "Notional Amount" on a line above "January 28, 2023")."""
+    rows = markdown_rows(table_md)
+    return {_norm(c) for r in rows for c in r if c.strip()}
+
+
+def _own_cell(line: str, cells: set[str]) -> bool:
+    n = _norm(line)
+    return bool(n) and any(n == c or f" {n} " in f" {c} " for c in cells)
+
+
+def _title_line(line: str, alone: bool) -> str:
+    """`line` as a title, or "": 2-10 words, no digits or sentence punctuation; Title Case, or a sentence-case
+    line printed as a block of its own ("Reconciliation of net debt")."""
+    line = _ACRONYM.sub("", line).strip()
+    words = line.split()
+    if not 2 <= len(words) <= MAX_TITLE_WORDS or re.search(r"\d|[.:;(\"]", line):
+        return ""
+    if not all(_TITLE_WORDS.fullmatch(w) for w in words) or not words[0][0].isupper() or line.endswith(","):
+        return ""
+    if _RUNNING.match(line) or period_kinds(line) or re.search(r"\bended\b|^total\b", line, re.I):
+        return ""
+    title_case = all(w[0].isupper() for w in words if len(w) >= 4 and w[0].isalpha())
+    if not (title_case or alone):
+        return ""
+    return " ".join((w.capitalize() if len(w) > 3 else w.lower()) if line.isupper() else w for w in words)
+
+
+def _lead_in(zone: list[str], i: int) -> str:
+    """The subject of the sentence ending at zone line `i` with a colon ("X were as follows:" -> "X"), or ""."""
+    parts = [zone[i]]
+    for line in zone[i + 1: i + 4]:  # the lines above it, while the sentence goes on
+        if not line or line.rstrip().endswith((".", ":")):
+            break
+        parts.insert(0, line)
+    sentence = _NOTE_AT_END.sub("", " ".join(" ".join(parts).split())).strip()
+    m = _LEAD_IN.match(sentence.rstrip(":").strip())
+    if not m:
+        return ""
+    subject = re.sub(r"^(the|our|a)\s+", "", (m.group("a") or m.group("b") or m.group("c")).strip(" ,;"), flags=re.I)
+    if len(subject.split()) > MAX_LEAD_IN_WORDS:
+        subject = subject.split(",")[0]
+    if not 2 <= len(subject.split()) <= MAX_LEAD_IN_WORDS or re.search(r"\b(we|us|this)\b", subject, re.I):
+        return ""
+    return subject[0].lower() + subject[1:] if subject[:2].istitle() else subject
+
+
+def table_title(zone: list[str], cells: set[str] | None = None) -> str:
+    """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
+    lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped."""
+    cells = cells or set()
+    for i, raw in enumerate(zone):
+        line = raw.strip()
+        if not line or _own_cell(line, cells):
+            continue
+        if line.endswith(":"):
+            subject = _lead_in(zone, i)
+            if subject:
+                return f"table of {subject}"
+            continue
+        alone = (i == 0 or not zone[i - 1].strip()) and (i + 1 >= len(zone) or not zone[i + 1].strip())
+        title = _title_line(line, alone)
+        if title:
+            return title
+    return ""
+
+
+def caption_of(table_md: str, page_text: str) -> str:
+    """A numbered caption near the table ("Table 2: Results on ..."; papers print it above or below), nearest to
+    the table's first row label and unique at that distance: "Table 2 (Results on ...)", or ""."""
+    lines = page_text.splitlines()
+    labels = [r[0] for r in markdown_rows(table_md)[1:4] if r and r[0]]
+    at = next((i for lab in labels for i, ln in enumerate(lines) if " ".join(ln.split()) == " ".join(lab.split())), None)
+    caps = [(i, m) for i, ln in enumerate(lines) for m in [_CAPTION.match(ln)] if m]
+    if at is None or not caps:
+        return ""
+    best = min(abs(i - at) for i, _ in caps)
+    near = [m for i, m in caps if abs(i - at) == best]
+    if best > CAPTION_REACH or len(near) != 1:
+        return ""
+    words = near[0].group(2).split()
+    first = re.split(r"(?<=[a-z0-9)])\.\s", " ".join(words), maxsplit=1)[0].split()  # its first sentence
+    text = " ".join(first[:CAPTION_WORDS]).rstrip(".,;:") + ("..." if len(first) > CAPTION_WORDS else "")
+    return f"{' '.join(near[0].group(1).split())} ({text})"
+
+
+def table_name(table_md: str, page_text: str) -> str:
+    """What a table is called on its page: its numbered caption, else its title or lead-in, else ""."""
+    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _cells(table_md))
+
 
 def title_of(table_md: str, page_text: str) -> str:
-    """The title printed right above a table on its page, or ""."""
-    return table_title(zone_above(table_md, page_text))
+    """The name a question gives a table (see `table_name`)."""
+    return table_name(table_md, page_text)
 
 
 def describe(grid: Grid, label: str, title: str, scale: float | None) -> str:
-    """The phrase a question names a table by: its title and unit, else its columns; then its document."""
+    """The phrase a question names a table by: its caption, title or subject and unit, else its columns; then its
+    document."""
+    unit = f" (in {WORDS[scale]})" if scale in WORDS else ""
+    doc = f" in {label}" if label else ""
+    if title.startswith("Table "):
+        return f"{title}{unit}{doc}"
+    if title.startswith("table of "):
+        return f"the {title}{unit}{doc}"
     if title:
-        unit = f" (in {WORDS[scale]})" if scale in WORDS else ""
-        return f"the {title} table{unit} in {label}"
-    return f"the table with the columns {grid.columns_phrase()} in {label}"
+        return f"the {title} table{unit}{doc}"
+    return f"the table with the columns {grid.columns_phrase()}{doc}"
+
+
+def named_by_columns(where: str) -> bool:
+    return where.startswith("the table with the columns ")
 
 
 def region_where(table_md: str, page_text: str, grid: Grid, label: str) -> str:
     """`describe` for a table region read from its page."""
     return describe(grid, label, title_of(table_md, page_text), table_scale(table_md, page_text))
-
-
-_TITLE_WORDS = re.compile(r"[A-Za-z][A-Za-z'&,\u2013\u2014-]*|[&\u2013\u2014-]")
-
-
-def table_title(zone: list[str]) -> str:
-    """The title printed right above a table ("Consolidated Statements of Income", "PARENT COMPANY - CONDENSED
-    BALANCE SHEETS", "Other Earnings Items"), nearest first, or "": a line of 2-10 words without digits, every word
-    of four letters or more capitalised; no unit statement, period line or "Table of Contents"."""
-    for line in zone:
-        words = line.split()
-        if not 2 <= len(words) <= 10 or re.search(r"\d|[.:;(]", line) or not all(_TITLE_WORDS.fullmatch(w) for w in words):
-            continue
-        if re.fullmatch(r"table of contents", line.strip(), re.I) or period_kinds(line) or re.search(r"\bended\b", line, re.I):
-            continue
-        if words[0][0].isupper() and all(w[0].isupper() for w in words if len(w) >= 4 and w[0].isalpha()):
-            return " ".join((w.capitalize() if len(w) > 3 else w.lower()) if line.isupper() else w for w in words)
-    return ""

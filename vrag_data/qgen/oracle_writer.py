@@ -22,10 +22,10 @@ import random
 import re
 
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import quantity, table_grid
+from vrag_data.qgen.grid import plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
-from vrag_data.qgen.naming import region_where
-from vrag_data.qgen.table_hops import linked, unnamed
+from vrag_data.qgen.naming import named_by_columns, region_where, title_of
+from vrag_data.qgen.table_hops import linked, unnamed, untitled
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
 from vrag_data.sample.facts import fmt_int
@@ -113,18 +113,35 @@ def _cross_logic(a: Fact, b: Fact) -> Written | None:
     return None
 
 
-def _cell_question(where: str, row: str, col: str) -> str:
-    return f"In {where}, what is the {col} value of {row}?"
+def _cell_question(where: str, row: str, col: str, value: str) -> str:
+    sign = " (a negative amount is printed in parentheses or with a minus sign)" if _negative(value) else ""
+    return f"In {where}, what is the {plain(col)} value of {row}{sign}?"
+
+
+def _negative(value: str) -> bool:
+    return value.strip().startswith(("(", "-", "\u2212")) and quantity(value) is not None
 
 
 _BASIC_DILUTED = re.compile(r"\b(basic|diluted)\b", re.I)
+_PERIOD_WORDS = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)|\b(three|six|nine|twelve)\s+months\b|\bquarter\b|"
+                           r"\bfiscal\b|\byear ended\b", re.I)
+
+
+# a subtotal or result line: weighed against a line that feeds it, it answers itself (gross profit > operating income)
+_SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sales|revenues?)|gross (profit|margin)|"
+                       r"operating (income|profit|loss)|(income|earnings|loss|profit) (before|from)|ebitd?a\b|"
+                       r"adjusted ebitd?a|revenues?$|sales$)", re.I)
 
 
 def _pairable(ra: str, rb: str) -> bool:
     """Two rows a reader would compare: not a part against its total ("Net sales" / "Total net sales", a label
-    whose words all lie in the other's), not basic against diluted of one figure (they differ by dilution only)."""
+    whose words all lie in the other's), not basic against diluted of one figure (they differ by dilution only),
+    not two rows that name periods ("Net earnings, three months 2023" / "... six months 2022": two periods'
+    lines compared in one column say nothing)."""
     wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
     if not wa or not wb or wa <= wb or wb <= wa:
+        return False
+    if _PERIOD_WORDS.search(ra) or _PERIOD_WORDS.search(rb) or _SUBTOTAL.match(ra) or _SUBTOTAL.match(rb):
         return False
     return not (_BASIC_DILUTED.search(ra) and _BASIC_DILUTED.search(rb)
                 and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())
@@ -137,34 +154,46 @@ def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rej
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     if not label:
         return unnamed(region.stem)
-    row, col, value = rng.choice(grid.cells)
     where = region_where(region.text, region.page.text, grid, label)
-    return Written(_cell_question(where, row, col), value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
+    if named_by_columns(where):
+        return untitled(region.page_id)
+    row, col, value = rng.choice(grid.cells)
+    q = _cell_question(where, grid.row_phrase(row), col, value)
+    return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
 
 def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
-    """Which of two rows has the higher number in one column of an extracted table."""
+    """Which of two rows has the higher number in one column of an extracted table: two positive amounts of one
+    unit and one section (the lines of one statement a reader weighs against each other), not a part and its
+    total, not basic and diluted, not an outflow printed negative ("higher" of two outflows reads both ways)."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     if not label:
         return unnamed(region.stem)
+    where = region_where(region.text, region.page.text, grid, label)
+    if named_by_columns(where):
+        return untitled(region.page_id)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     for row, col, value in grid.cells:
         n = quantity(value)  # a year is a date, not an amount to compare
-        if n is not None and not row.lower().startswith("total"):  # a total beside its parts answers itself
-            by_col.setdefault(f"{col}\x00{grid.unit(value, row, col)}", []).append((row, n, value))
+        if n is not None and n > 0 and not row.lower().startswith("total"):  # a total beside its parts answers itself
+            key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}"
+            by_col.setdefault(key, []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
     if not usable:
-        return Rejected("writer", "writer_declined", "oracle: no column with two different numbers to compare")
+        return Rejected("writer", "writer_declined", "oracle: no column with two different positive amounts of one "
+                        "unit and section to compare")
     key = rng.choice(usable)
     col = key.split("\x00")[0]
     pairs = [(x, y) for i, x in enumerate(by_col[key]) for y in by_col[key][i + 1:] if x[1] != y[1] and _pairable(x[0], y[0])]
     if not pairs:
-        return Rejected("writer", "writer_declined", "oracle: only a part and its total, or basic and diluted, to compare")
+        return Rejected("writer", "writer_declined", "oracle: only a part and its total, basic and diluted, or two "
+                        "periods' lines to compare")
     (ra, na, va), (rb, nb, vb) = rng.choice(pairs)
-    q = f"In {region_where(region.text, region.page.text, grid, label)}, which has the higher {col} value: {ra} or {rb}?"
-    return Written(q, ra if na > nb else rb, "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
+    pa, pb = grid.row_phrase(ra), grid.row_phrase(rb)
+    q = f"In {where}, which has the higher {plain(col)} value: {pa} or {pb}?"
+    return Written(q, plain(ra) if na > nb else plain(rb), "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
 class OracleWriter:
@@ -180,7 +209,8 @@ class OracleWriter:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
-        return region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
+        return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
+                and bool(title_of(region.text, region.page.text)))  # a table no reader could find by name gives none
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         return self.write_sync(attempt)

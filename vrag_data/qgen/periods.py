@@ -8,7 +8,7 @@ _KINDS = (("3m", re.compile(r"\bthree[- ]months?\b|\bquarters?\b|\bq[1-4]\b|\b1[
           ("6m", re.compile(r"\bsix[- ]months?\b|\bhalf[- ]year\b|\b2[46] weeks\b", re.I)),
           ("9m", re.compile(r"\bnine[- ]months?\b|\b3[69] weeks\b", re.I)),
           ("12m", re.compile(r"\btwelve[- ]months?\b|\byears?\b|\bfiscal\b|\bfy\b|\bannual\b|\b5[23] weeks\b", re.I)))
-_ANNUAL_DOC = re.compile(r"\bForm (10-K|20-F|40-F)\b|\bfiscal year\b|\bannual report\b", re.I)
+ANNUAL_DOC = re.compile(r"\bForm (10-K|20-F|40-F)\b|\bfiscal year\b|\bannual report\b", re.I)
 
 
 def period_kinds(text: str) -> set[str]:
@@ -25,4 +25,4 @@ def period_kind(col: str, first_header: str, doc_label: str, above: str = "") ->
             return next(iter(found))
         if found:  # "fiscal quarter": two kinds named, none known
             return None
-    return "12m" if _ANNUAL_DOC.search(doc_label) and not period_kinds(doc_label) - {"12m"} else None
+    return "12m" if ANNUAL_DOC.search(doc_label) and not period_kinds(doc_label) - {"12m"} else None

@@ -21,6 +21,11 @@ class Table:
     def where(self) -> str:
         return describe(self.grid, self.label, self.title, self.scale)
 
+    @property
+    def named(self) -> str:
+        """`where` without the document (a question that names the document once)."""
+        return describe(self.grid, "", self.title, self.scale)
+
     def numbers(self, col: str) -> list[tuple[str, float, str]]:
         """(row, number, printed value) of a column, in row order."""
         out = []

@@ -3,6 +3,8 @@
 The second hop depends on the first, so neither table alone answers:
 - bridge (extraction): hop 1 finds a row of table A (the one with the highest value in a column), hop 2 reads that
   row's value in table B; the question never names the row;
+- a line item of each table (logic, `line_items`): a named ratio of two statements of one filing (return on
+  assets: net income over total assets), or one item (revenue, total assets) of two companies weighed;
 - difference / ratio (logic): the same row label in both tables (equal but for case, spacing and punctuation; not a
   generic one: "Total" of two tables is two lines), under a column both share (the same column name, or the same
   single year with no other words that disagree: "Six Months ... Worldwide" and "Three Months ... U.S." are two
@@ -20,12 +22,12 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import replace
 
 from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, same_columns, table_grid
-from vrag_data.qgen.naming import table_title
+from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
+from vrag_data.qgen.line_items import cross_item, statement_ratio
+from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
@@ -37,6 +39,11 @@ _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 def unnamed(stem: str) -> Rejected:
     return Rejected("writer", "unnamed_document", f"oracle: no readable name for document {stem!r} on its first page "
                     "(company, report, year); a question could not say which document it means")
+
+
+def untitled(page_id: str) -> Rejected:
+    return Rejected("writer", "untitled_table", f"oracle: the table on {page_id} has no caption, title or lead-in "
+                    "sentence; a question naming it by its column headers names no table a reader would look for")
 
 
 def _is_total(row: str) -> bool:
@@ -165,14 +172,19 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return unnamed(r.stem)
         zone = zone_above(r.text, r.page.text)
         tables.append(Table(grid, labels[r.stem], i, table_scale(r.text, r.page.text), " ".join(zone),
-                            table_title(zone)))
+                            table_name(r.text, r.page.text)))
     a, b = tables
-    if a.label == b.label and a.title.lower() == b.title.lower():  # one title twice: name both by their columns
-        a, b = replace(a, title=""), replace(b, title="")
-    if a.label == b.label and not a.title and same_columns(a.grid.header[1:], b.grid.header[1:]):
-        # two tables described alike (or but for a typo: "Unita" / "Units"): the question could not tell them apart
-        return Rejected("writer", "writer_declined", "oracle: the two tables have the same columns in one document")
+    for t in tables:
+        if not t.title:
+            return untitled(regions[t.region].page_id)
+    if a.label == b.label and a.title.lower() == b.title.lower():  # one name twice: no question tells them apart
+        return Rejected("writer", "writer_declined", f"oracle: two tables named {a.title!r} in one document")
     if qtype == "extraction":
         out = bridge(rng, a, b)
         return out if isinstance(out, Written) else bridge(rng, b, a)
-    return arithmetic(rng, a, b)
+    # a line item of each statement (a named ratio in one filing; one item of two companies), or the same line
+    item = statement_ratio(rng, a, b) if a.label == b.label else cross_item(rng, a, b)
+    if isinstance(item, Written) and rng.random() < 0.6:
+        return item
+    same_line = arithmetic(rng, a, b)
+    return same_line if isinstance(same_line, Written) or not isinstance(item, Written) else item

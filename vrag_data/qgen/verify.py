@@ -213,7 +213,7 @@ class Verifier:
             own = regions[idx]
             header = table_grid(own.text).header[1:]  # what the question names a table by: its title, else columns
             title = title_of(own.text, own.page.text)
-            by_title = bool(title) and f"the {title} table" in w.question
+            by_title = bool(title) and title in w.question
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
                     if md.strip() == own.text.strip():

@@ -1,0 +1,128 @@
+"""Issue 41, linked questions at a usable yield: two statements of one filing give a named ratio (return on assets:
+net income over total assets, one fiscal year), and the same line item of two companies is weighed in dollars
+even when the filings label it differently ("Net sales" / "Revenue"). Small synthetic statements; answers by hand."""
+
+from __future__ import annotations
+
+from vrag_data.qgen.cross_doc import company
+from vrag_data.qgen.evidence import Evidence, EvidencePool, Region
+from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.statement_items import concept
+from vrag_data.qgen.writer import Attempt, Rejected, Written
+from vrag_data.schema.records import Box, LayoutBlock, Page
+
+ALPHA = "the Form 10-K of Alpha Corp for the fiscal year ended December 31, 2022"
+BETA = "the Form 10-K of Beta Inc. for the fiscal year ended June 30, 2022"
+GAMMA_Q = "the Form 10-Q of Gamma Inc. for the quarterly period ended June 30, 2022"
+LABELS = {"alpha": ALPHA, "beta": BETA, "gamma": GAMMA_Q}
+
+INCOME = """| Years ended December 31, | 2022 | 2021 |
+|---|---|---|
+| Net sales | 1,200 | 1,100 |
+| Cost of sales | 700 | 650 |
+| Net income | 150 | 120 |"""
+BALANCE = """| | December 31, 2022 | December 31, 2021 |
+|---|---|---|
+| Inventories | 140 | 130 |
+| Total assets | 2,000 | 1,600 |"""
+CASH = """| Years ended December 31, | 2022 | 2021 |
+|---|---|---|
+| Net income | 150 | 120 |
+| Purchases of property and equipment | (90) | (80) |"""
+BETA_INCOME = """| For the years ended June 30, | 2022 | 2021 |
+|---|---|---|
+| Revenue | 900 | 950 |
+| Net income | 60 | 80 |"""
+
+
+def _region(md: str, stem: str, title: str, page: int, above: str = "(in millions)") -> Region:
+    cells = [c.strip() for line in md.splitlines()[2:] for c in line.strip("|").split("|")]
+    text = "\n".join([title, above, *[c for c in cells if c]])
+    pg = Page(page_id=f"{stem}_{page}", doc_id=f"sha_{stem}", stem=stem, page=page, image=f"pages/{stem}_{page}.jpg",
+              width=1000, height=1400, dpi=144, text=text, tables_md=[md])
+    block = LayoutBlock(block_id=f"{pg.page_id}#0", doc_id=pg.doc_id, page_id=pg.page_id, page=page, cls="table",
+                        bbox=Box.from_raw((50, 50, 900, 600), 1000, 1400), text=md, source="find_tables")
+    return Region(block, pg, "table")
+
+
+def _logic(kind: str, a: Region, b: Region, n: int = 30) -> list[Written | Rejected]:
+    w = OracleWriter({}, LABELS)
+    return [w.write_sync(Attempt(i, Evidence(kind, (a, b)), "logic")) for i in range(n)]
+
+
+def test_line_items_are_read_from_the_whole_row_label() -> None:
+    assert [concept(x) for x in ("Net earnings", "Total net sales", "Revenue", "Total assets", "Merchandise inventories",
+                                 "Purchases of property and equipment", "Net cash provided by operating activities",
+                                 "Total Best Buy Co., Inc. shareholders' equity", "Dividends paid(2)")] == [
+        "net_income", "revenue", "revenue", "total_assets", "inventories", "capex", "operating_cash_flow", "equity",
+        "dividends_paid"]
+    # a line that only starts like one names another thing
+    assert [concept(x) for x in ("Net sales by segment", "Total liabilities and equity", "Net income per share")] == [
+        None, None, None]
+
+
+def test_two_statements_of_one_filing_give_a_named_ratio_of_one_fiscal_year() -> None:
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    balance = _region(BALANCE, "alpha", "Consolidated Balance Sheets", 41)
+    outs = [o for o in _logic("multi_page", income, balance) if isinstance(o, Written) and "divided by" in o.question]
+    assert outs
+    # by hand: return on assets 150 / 2,000 = 0.075 (2022), 120 / 1,600 = 0.075 (2021); asset turnover
+    # 1,200 / 2,000 = 0.600, 1,100 / 1,600 = 0.6875 -> 0.688; inventory turnover 700 / 140 = 5.00, 650 / 130 = 5.00
+    want = {("return on assets", "2022"): "0.075", ("return on assets", "2021"): "0.075",
+            ("asset turnover", "2022"): "0.600", ("asset turnover", "2021"): "0.688",
+            ("inventory turnover", "2022"): "5.00", ("inventory turnover", "2021"): "5.00"}
+    seen = set()
+    for o in outs:
+        key = next(k for k in want if f"the {k[0]} for the fiscal year ending in {k[1]}" in o.question)
+        assert o.answer == want[key], (o.question, o.answer)
+        assert o.question.count(ALPHA) == 1  # the document named once, each table by its title and unit
+        assert "Consolidated Statements of Income table (in millions)" in o.question
+        assert "Consolidated Balance Sheets table (in millions)" in o.question
+        assert len(o.hops) == 2 and {h.region for h in o.hops} == {0, 1}
+        seen.add(key[0])
+    assert seen == {"return on assets", "asset turnover", "inventory turnover"}
+
+
+def test_an_outflow_is_used_as_its_size_and_the_question_says_so() -> None:
+    cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
+    income = _region(INCOME.replace("| Net income | 150 | 120 |\n", ""), "alpha", "Consolidated Statements of Income", 40)
+    outs = [o for o in _logic("multi_page", cash, income) if isinstance(o, Written) and "capital expenditures" in o.question]
+    assert outs
+    for o in outs:  # 90 / 1,200 = 0.075; 80 / 1,100 = 0.0727 -> 0.073
+        assert o.answer in {"0.075", "0.073"} and "an outflow printed negative: use its size" in o.question
+
+
+def test_a_quarterly_filings_balance_or_a_guarantor_statement_gives_no_ratio() -> None:
+    income = _region(INCOME, "gamma", "Condensed Consolidated Statements of Income", 4)
+    balance = _region(BALANCE, "gamma", "Condensed Consolidated Balance Sheets", 5)
+    assert not any(isinstance(o, Written) and "divided by" in o.question for o in _logic("multi_page", income, balance))
+    parent = _region(BALANCE, "alpha", "Parent Company Balance Sheets", 41)
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    assert not any(isinstance(o, Written) and "divided by" in o.question for o in _logic("multi_page", income, parent))
+
+
+def test_one_line_item_of_two_companies_is_weighed_in_dollars() -> None:
+    alpha = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    beta = _region(BETA_INCOME, "beta", "Consolidated Statements of Operations", 30, "(in thousands)")
+    outs = [o for o in _logic("cross_doc", alpha, beta) if isinstance(o, Written)]
+    assert outs
+    # by hand, in dollars: Alpha's net sales 1,200 million vs Beta's revenue 900 thousand; net income 150 million
+    # vs 60 thousand (2022); a ratio only between 0.01 and 100, so every question here asks which is higher
+    for o in outs:
+        assert o.question.startswith("Which company reported the higher") and o.answer == "Alpha Corp"
+        assert ALPHA in o.question and BETA in o.question and "thousands" in o.question
+    assert any("revenue" in o.question and "Net sales" in o.question and "Revenue" in o.question for o in outs)
+    assert company("\u201cUlta Beauty Announces Fourth Quarter Fiscal 2022 Results\u201d (2023)") == "Ulta Beauty"
+    assert company("\u201cTake A Step Back: Evoking Reasoning\u201d (2023)") == ""  # a paper names no company
+
+
+def test_the_evidence_pool_pairs_statements_that_make_a_ratio() -> None:
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    balance = _region(BALANCE, "alpha", "Consolidated Balance Sheets", 41)
+    beta = _region(BETA_INCOME, "beta", "Consolidated Statements of Operations", 30)
+    pool = EvidencePool({"alpha": [income, balance], "beta": [beta]})
+    # no row label is shared by the income statement and the balance sheet, yet they are linked (a named ratio)
+    assert {(r.page_id, tuple(o.page_id for o in ps)) for r, ps in pool.doc_links()} == {
+        ("alpha_40", ("alpha_41",)), ("alpha_41", ("alpha_40",))}
+    # across documents: the same line item of one year ("Net sales" / "Revenue", 2022)
+    assert {r.page_id: [o.page_id for o in ps] for r, ps in pool.cross_links()}["beta_30"] == ["alpha_40"]

@@ -1,0 +1,102 @@
+"""Issue 41, tables named by what they measure and comparisons a reader would make: a table is named by its
+numbered caption, its title (never one of its own header cells or a running page header) or the lead-in sentence
+that introduces it; a comparison weighs two positive amounts of one section (no outflow printed negative, no two
+periods' lines, no result line against a line it is computed from), and a short row is named with its section."""
+
+from __future__ import annotations
+
+from vrag_data.qgen.evidence import Evidence, Region
+from vrag_data.qgen.grid import table_grid
+from vrag_data.qgen.naming import table_name
+from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.writer import Attempt, Rejected, Written
+from vrag_data.schema.records import Box, LayoutBlock, Page
+
+LABELS = {"acme": "the Form 10-K of Acme Corp for fiscal year 2022"}
+DERIV = """| Contract Type | Notional Amount 2023 | Notional Amount 2022 |
+|---|---|---|
+| Foreign exchange forwards | 250 | 310 |
+| Interest rate swaps | 600 | 600 |"""
+
+
+def test_a_header_cell_printed_above_the_rows_is_no_title_but_the_lead_in_sentence_names_the_table() -> None:
+    page = ("The notional amounts of our derivative instruments were as follows ($ in millions):\n\n"
+            "Contract Type\nNotional Amount\n2023\n2022\nForeign exchange forwards\n250\n310\nInterest rate swaps\n600\n600")
+    assert table_name(DERIV, page) == "table of notional amounts of our derivative instruments"
+    # without the sentence: "Contract Type" (a header cell) is not taken for a title
+    assert table_name(DERIV, page.split("\n\n", 1)[1]) == ""
+
+
+def test_a_running_header_is_no_title_and_a_sentence_case_title_printed_alone_is() -> None:
+    md = "| ($ million) | 2023 | 2022 |\n|---|---|---|\n| Cash | 10 | 12 |\n| Total debt | 50 | 40 |"
+    body = "($ million)\n2023\n2022\nCash\n10\n12\nTotal debt\n50\n40"
+    assert table_name(md, f"Notes to Consolidated Financial Statements\n\n{body}") == ""
+    assert table_name(md, f"Some text that ends a paragraph.\n\nReconciliation of net debt\n\n{body}") == \
+        "Reconciliation of net debt"
+    # a sentence-case line inside running text is no title
+    assert table_name(md, f"growth in the year was driven by\nstronger volumes in all regions\n{body}") == ""
+
+
+def test_a_papers_numbered_caption_names_its_table_above_or_below() -> None:
+    md = "| Method | GSM8K | MATH |\n|---|---|---|\n| CoT | 57.1 | 20.3 |\n| Ours | 63.4 | 24.8 |"
+    body = "Method\nGSM8K\nMATH\nCoT\n57.1\n20.3\nOurs\n63.4\n24.8"
+    below = f"{body}\nTable 3: Accuracy of prompting methods on two math benchmarks. Best results in bold.\n"
+    assert table_name(md, below) == "Table 3 (Accuracy of prompting methods on two math benchmarks)"
+
+
+def _region(md: str, text: str) -> Region:
+    pg = Page(page_id="acme_7", doc_id="sha_acme", stem="acme", page=7, image="pages/acme_7.jpg", width=1000,
+              height=1400, dpi=144, text=text, tables_md=[md])
+    block = LayoutBlock(block_id="acme_7#0", doc_id=pg.doc_id, page_id=pg.page_id, page=7, cls="table",
+                        bbox=Box.from_raw((50, 50, 900, 600), 1000, 1400), text=md, source="find_tables")
+    return Region(block, pg, "table")
+
+
+def _page(title: str, md: str) -> str:
+    cells = [c.strip() for line in md.splitlines()[2:] for c in line.strip("|").split("|")]
+    return "\n".join([title, "(in millions)", *[c for c in cells if c]])
+
+
+def _compare(md: str, n: int = 16) -> list[Written | Rejected]:
+    region = _region(md, _page("Consolidated Statements of Cash Flows", md))
+    w = OracleWriter({}, LABELS)
+    return [w.write_sync(Attempt(i, Evidence("single", (region,)), "logic")) for i in range(n)]
+
+
+def test_outflows_printed_negative_are_never_weighed_as_higher() -> None:
+    md = """| Item | 2022 |
+|---|---|
+| Dividends paid | (402) |
+| Restructuring charges | (16) |
+| Depreciation | 120 |
+| Share-based compensation | 45 |"""
+    outs = [o for o in _compare(md) if isinstance(o, Written)]
+    assert outs and all("Dividends" not in o.question and "Restructuring" not in o.question for o in outs)
+    assert all(o.answer == "Depreciation" for o in outs)
+
+
+def test_two_periods_lines_and_result_lines_are_no_pair() -> None:
+    md = """| Item | Total |
+|---|---|
+| Net earnings, three months 2023 | 1,200 |
+| Net earnings, six months 2022 | 2,100 |
+| Gross profit | 900 |
+| Operating income | 400 |"""
+    assert all(isinstance(o, Rejected) and o.reason == "writer_declined" for o in _compare(md))
+
+
+def test_a_short_row_is_named_with_its_section_and_is_a_per_share_figure_there() -> None:
+    md = """| Item | 2022 | 2021 |
+|---|---|---|
+| Net earnings | 1,500 | 1,400 |
+| Earnings per share: | | |
+| Basic | 4.10 | 3.20 |
+| Diluted | 4.05 | 3.18 |"""
+    grid = table_grid(md)
+    assert grid.row_phrase("Basic") == "Basic (under Earnings per share)"
+    assert grid.unit("4.10", "Basic") == "per-share" and grid.unit("1,500", "Net earnings") == "plain"
+    region = _region(md, _page("Consolidated Statements of Earnings", md))
+    w = OracleWriter({}, LABELS)
+    outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "extraction")) for i in range(12)]
+    asked_basic = [o for o in outs if isinstance(o, Written) and o.cells[0][1] == "Basic"]
+    assert asked_basic and all("value of Basic (under Earnings per share)?" in o.question for o in asked_basic)

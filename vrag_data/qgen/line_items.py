@@ -1,0 +1,133 @@
+"""Financial statement line items a reader asks about across tables: revenue, net income, total assets, ...
+
+Two tables of one filing rarely print the same line, but a reader links them all the time: net income from the
+income statement over total assets from the balance sheet is the return on assets. A line item is recognised by
+its row label (the whole label, after case, footnote marks and punctuation: "Net earnings", "Total net sales",
+"Cash and cash equivalents"), so a linked question can
+- within one document, divide a line of one statement by a line of another (`RATIOS`), both of one fiscal year,
+  the flow over twelve months (the income or cash-flow statement), the balance at that year's end (an annual
+  filing's or a fourth-quarter release's; a quarterly filing's balance is no fiscal year's); never a parent-only
+  or guarantor statement;
+- across documents, weigh the same line item of two companies for one fiscal year (`cross_item`), in dollars
+  (each filing's stated scale applied).
+An outflow printed negative (capital expenditures, dividends paid) is used as its size, and the question says so.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from vrag_data.qgen.cross_doc import PART_OF_GROUP, company
+from vrag_data.qgen.grid import plain, quantity
+from vrag_data.qgen.periods import ANNUAL_DOC, period_kind
+from vrag_data.qgen.scale import WORDS
+from vrag_data.qgen.statement_items import ITEMS, OUTFLOWS, RATIOS, YEAR, concept
+from vrag_data.qgen.table import Table
+from vrag_data.qgen.writer import ORACLE as NAME
+from vrag_data.qgen.writer import Hop, Rejected, Written
+
+
+YEAR_END_RELEASE = re.compile(r"\bfourth[- ]quarter\b|\bfull[- ]year\b|\bq4\b|\bfiscal (year )?(19|20)\d\d results\b", re.I)
+
+
+@dataclass(frozen=True)
+class Item:
+    concept: str
+    row: str
+    col: str
+    number: float  # its size: an outflow printed negative counts positive
+    printed: str
+    year: str
+
+
+def items(t: Table) -> list[Item]:
+    """The line items of a table with a positive size under a column of one fiscal year (a flow: over twelve
+    months, read from the column, the table's first header cell, the lines above it or the document's name)."""
+    if PART_OF_GROUP.search(f"{t.title} {t.above}"):  # a parent-only or guarantor statement: not the company's
+        return []
+    year_end = bool(ANNUAL_DOC.search(t.label) or YEAR_END_RELEASE.search(t.label))
+    out = []
+    for row, col, value in t.grid.cells:
+        c = concept(row)
+        n = quantity(value)
+        years = set(YEAR.findall(col))
+        if c is None or n is None or len(years) != 1 or t.grid.unit(value, row, col) not in ("$", "plain"):
+            continue
+        n = abs(n) if c in OUTFLOWS else n
+        flow = ITEMS[c][2]
+        if n <= 0 or PART_OF_GROUP.search(row) or (flow and period_kind(col, t.grid.header[0], t.label, t.above) != "12m"):
+            continue
+        if not flow and not year_end:  # a quarterly filing's balance is no fiscal year's
+            continue
+        out.append(Item(c, row, col, n, value, years.pop()))
+    return out
+
+
+def _cell(t: Table, it: Item, with_doc: bool = True) -> str:
+    sign = ", an outflow printed negative: use its size" if it.concept in OUTFLOWS and it.printed.strip()[:1] in "(-\u2212" else ""
+    return f"{plain(it.row)} (the {plain(it.col)} column of {t.where if with_doc else t.named}{sign})"
+
+
+def _hops(a: Table, x: Item, b: Table, y: Item) -> tuple[tuple, tuple[Hop, Hop]]:
+    cells = ((a.region, x.row, x.col, x.printed), (b.region, y.row, y.col, y.printed))
+    hops = (Hop(f"In {a.where}, what is the {plain(x.col)} value of {plain(x.row)}?", x.printed, a.region),
+            Hop(f"In {b.where}, what is the {plain(y.col)} value of {plain(y.row)}?", y.printed, b.region))
+    return cells, hops
+
+
+def _rounded(x: float) -> tuple[str, str]:
+    places = 3 if abs(x) < 1 else 2
+    return f"{x:.{places}f}", f"rounded to {'three' if places == 3 else 'two'} decimal places"
+
+
+def statement_ratio(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """A named ratio of a line of one table over a line of another table of the same filing, one fiscal year."""
+    if a.scale is None or b.scale is None:
+        return Rejected("writer", "writer_declined", "oracle: a statement ratio needs both tables' stated scale")
+    options = []
+    for name, num, den in RATIOS:
+        for (t, u) in ((a, b), (b, a)):
+            for x in items(t):
+                for y in items(u):
+                    if x.concept == num and y.concept == den and x.year == y.year:
+                        options.append((name, t, x, u, y))
+    if not options:
+        return Rejected("writer", "writer_declined", "oracle: no line item of one table and one of the other that "
+                        "make a named ratio for one fiscal year")
+    name, t, x, u, y = rng.choice(options)
+    value, rounding = _rounded(x.number * (t.scale or 1.0) / (y.number * (u.scale or 1.0)))
+    q = (f"In {t.label}, what is the {name} for the fiscal year ending in {x.year}: {_cell(t, x, False)} divided by {_cell(u, y, False)}, "
+         f"{rounding}?")
+    cells, hops = _hops(t, x, u, y)
+    return Written(q, value, "Float", "logic", (x.printed, y.printed), NAME, cells, hops)
+
+
+def cross_item(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """The same line item of two companies for one fiscal year: which is higher, or their ratio, in dollars."""
+    names = company(a.label), company(b.label)
+    if not all(names) or names[0].lower() == names[1].lower() or a.scale is None or b.scale is None:
+        return Rejected("writer", "writer_declined", "oracle: across documents a line item needs two named companies "
+                        "and both tables' stated scale")
+    options = [(x, y) for x in items(a) for y in items(b)
+               if x.concept == y.concept and x.year == y.year and x.number * (a.scale or 1) != y.number * (b.scale or 1)]
+    if not options:
+        return Rejected("writer", "writer_declined", "oracle: no line item both companies report for one fiscal year")
+    x, y = rng.choice(options)
+    da, db = x.number * (a.scale or 1.0), y.number * (b.scale or 1.0)
+    what = ITEMS[x.concept][0]
+    cells, hops = _hops(a, x, b, y)
+    first, second = f"{names[0]}: {_cell(a, x)}", f"{names[1]}: {_cell(b, y)}"
+    if 0.01 <= da / db <= 100 and rng.random() < 0.4:
+        value, rounding = _rounded(da / db)
+        q = (f"For the fiscal year ending in {x.year}, what is {names[0]}'s {what} divided by {names[1]}'s {what}, in dollars "
+             f"({first}; {second}), {rounding}?")
+        return Written(q, value, "Float", "logic", (x.printed, y.printed), NAME, cells, hops)
+    scales = "" if a.scale == b.scale else f" (the first states amounts in {WORDS.get(a.scale or 0, 'units')}, " \
+                                           f"the second in {WORDS.get(b.scale or 0, 'units')})"
+    q = (f"Which company reported the higher {what} for the fiscal year ending in {x.year}, {first}, or {second}{scales}? "
+         "Answer with the company's name.")
+    return Written(q, names[0] if da > db else names[1], "Str", "logic", (x.printed, y.printed), NAME, cells, hops)
+
+

@@ -1,0 +1,65 @@
+"""Financial statement line items recognised by their row label (revenue, net income, total assets, ...) and the
+ratios a reader of a filing computes from two of them. Pure: the questions over them are in `line_items`."""
+
+from __future__ import annotations
+
+import re
+
+from vrag_data.qgen.grid import plain, quantity, table_grid
+
+YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
+
+# concept -> (what a question calls it, row-label pattern, a flow over a period (True) or a balance at a date)
+ITEMS: dict[str, tuple[str, re.Pattern[str], bool]] = {
+    k: (name, re.compile(pattern), flow) for k, (name, pattern, flow) in {
+        "revenue": ("revenue", r"(total )?(net )?(sales|revenues?)( net)?|revenues? net|total net (sales|revenues?)", True),
+        "net_income": ("net income", r"net (income|earnings)( attributable to [a-z .,&']+)?", True),
+        "operating_income": ("operating income", r"operating income|income from operations", True),
+        "cost_of_sales": ("cost of sales", r"cost of (sales|goods sold|revenues?|products sold)", True),
+        "operating_cash_flow": ("cash provided by operating activities",
+                                r"(net |total )?cash (provided by|from|generated from|provided by used in|provided by "
+                                r"\(used in\)) operating activities", True),
+        "capex": ("capital expenditures", r"capital expenditures|(purchases? of|additions to|payments for) property,? "
+                  r"(plant,? )?and equipment( net)?", True),
+        "dividends_paid": ("dividends paid", r"(cash )?dividends paid( to [a-z ]+)?", True),
+        "total_assets": ("total assets", r"total assets", False),
+        "total_liabilities": ("total liabilities", r"total liabilities", False),
+        "equity": ("total equity", r"total ([a-z .&]+ )?(shareholders|stockholders|shareowners|share owners)( s)? equity|total equity",
+                   False),
+        "inventories": ("inventories", r"(merchandise )?inventor(y|ies)( net)?", False),
+        "cash": ("cash and cash equivalents", r"cash and cash equivalents", False),
+    }.items()
+}
+OUTFLOWS = frozenset({"capex", "dividends_paid"})
+
+# (name, numerator, denominator): ratios a reader of a filing computes from two statements
+RATIOS: tuple[tuple[str, str, str], ...] = (
+    ("return on assets", "net_income", "total_assets"),
+    ("asset turnover", "revenue", "total_assets"),
+    ("inventory turnover", "cost_of_sales", "inventories"),
+    ("ratio of capital expenditures to revenue", "capex", "revenue"),
+    ("ratio of cash provided by operating activities to net income", "operating_cash_flow", "net_income"),
+    ("dividend payout ratio (dividends paid over net income)", "dividends_paid", "net_income"),
+    ("return on equity", "net_income", "equity"),
+)
+
+
+def concept(label: str) -> str | None:
+    """The line item a row label names, or None."""
+    key = " ".join(re.sub(r"[^a-z0-9'&]+", " ", plain(label).lower().replace("\u2019", "'")).split()).replace("'", "")
+    return next((k for k, (_, rx, _) in ITEMS.items() if rx.fullmatch(key)), None)
+
+
+def item_keys(text: str) -> frozenset[tuple[str, str]]:
+    """(line item, fiscal year) of a markdown table's cells: where a line-item question can be (no period check)."""
+    out = set()
+    for row, col, value in table_grid(text).cells:
+        c, years = concept(row), set(YEAR.findall(col))
+        if c is not None and quantity(value) is not None and len(years) == 1:
+            out.add((c, years.pop()))
+    return frozenset(out)
+
+
+def ratio_pair(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
+    """Two tables' `item_keys` that make a named ratio for one year (either way round)."""
+    return any(((n, y) in a and (d, y) in b) or ((n, y) in b and (d, y) in a) for _, n, d in RATIOS for _, y in a | b)
