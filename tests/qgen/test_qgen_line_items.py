@@ -126,3 +126,34 @@ def test_the_evidence_pool_pairs_statements_that_make_a_ratio() -> None:
         ("alpha_40", ("alpha_41",)), ("alpha_41", ("alpha_40",))}
     # across documents: the same line item of one year ("Net sales" / "Revenue", 2022)
     assert {r.page_id: [o.page_id for o in ps] for r, ps in pool.cross_links()}["beta_30"] == ["alpha_40"]
+
+
+def test_total_liabilities_and_equity_is_not_equity() -> None:
+    assert concept("Total liabilities and stockholders\u2019 equity") is None
+    assert concept("Total stockholders\u2019 equity") == "equity"
+
+
+def test_the_same_label_in_two_companies_tables_is_one_line_only_in_the_same_statement() -> None:
+    # "Marketing" of a stock-based compensation note is not the marketing expense of an income statement
+    note = """| Years ended December 31, | 2022 | 2021 |
+|---|---|---|
+| Marketing | 300 | 250 |
+| Technology and content | 900 | 800 |"""
+    alpha = _region(note, "alpha", "Stock-Based Compensation Expense", 60)
+    beta = _region(note.replace("300", "500"), "beta", "Consolidated Statements of Operations", 30)
+    assert not any(isinstance(o, Written) for o in _logic("cross_doc", alpha, beta))
+    same = _region(note, "alpha", "Consolidated Statements of Operations", 60)
+    assert any(isinstance(o, Written) and "Marketing" in o.question for o in _logic("cross_doc", same, beta))
+
+
+def test_within_one_filing_the_same_row_is_one_measure_only_under_one_column_measure() -> None:
+    staff = """| | Number of Employees 2020 | Number of Employees 2021 |
+|---|---|---|
+| Canada | 48,000 | 50,000 |
+| Mexico | 30,000 | 31,000 |"""
+    stock = """| | 2020 | 2021 |
+|---|---|---|
+| Canada | 1,310 | 1,456 |
+| Mexico | 700 | 730 |"""
+    outs = _logic("multi_page", _region(staff, "alpha", "Human Capital", 6), _region(stock, "alpha", "Merchandise Inventories", 43))
+    assert all(isinstance(o, Rejected) for o in outs)

@@ -100,3 +100,10 @@ def test_a_short_row_is_named_with_its_section_and_is_a_per_share_figure_there()
     outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "extraction")) for i in range(12)]
     asked_basic = [o for o in outs if isinstance(o, Written) and o.cells[0][1] == "Basic"]
     assert asked_basic and all("value of Basic (under Earnings per share)?" in o.question for o in asked_basic)
+
+
+def test_a_caption_wrapped_over_lines_is_read_whole() -> None:
+    md = "| Error Type | 2-hop |\n|---|---|\n| Syntax error | 0% |\n| Semantic error | 29% |"
+    page = ("Error Type\n2-hop\nSyntax error\n0%\nSemantic error\n29%\nTable 2: Reasoning program evaluation for "
+            "incorrectly-\npredicted examples from each hop length.\n")
+    assert table_name(md, page) == "Table 2 (Reasoning program evaluation for incorrectly-predicted examples from each...)"

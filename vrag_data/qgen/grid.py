@@ -156,7 +156,7 @@ def _unlabelled(body: list[list[str]]) -> bool:
 
 # labels that name a kind of line, not one line: the "Total" of two tables are two different totals
 _GENERIC = frozenset({"total", "totals", "subtotal", "grand total", "total amount", "other", "others", "net", "all",
-                      "sum", "overall", "balance", "amount", "average", "mean"})
+                      "sum", "overall", "balance", "amount", "average", "mean", "consolidated", "combined"})
 
 
 def generic_label(label: str) -> bool:

@@ -119,7 +119,13 @@ def caption_of(table_md: str, page_text: str) -> str:
     near = [m for i, m in caps if abs(i - at) == best]
     if best > CAPTION_REACH or len(near) != 1:
         return ""
-    words = near[0].group(2).split()
+    at_cap = next(i for i, m in caps if m is near[0])
+    text = near[0].group(2)
+    for nxt in lines[at_cap + 1: at_cap + 3]:  # a caption wrapped over lines ("... incorrectly-" / "predicted ...")
+        if re.search(r"[.:]\s*$", text) or len(text.split()) >= CAPTION_WORDS or not nxt.strip():
+            break
+        text = text + nxt.strip() if re.search(r"[a-z]-$", text) else f"{text} {nxt.strip()}"
+    words = text.split()
     first = re.split(r"(?<=[a-z0-9)])\.\s", " ".join(words), maxsplit=1)[0].split()  # its first sentence
     text = " ".join(first[:CAPTION_WORDS]).rstrip(".,;:") + ("..." if len(first) > CAPTION_WORDS else "")
     return f"{' '.join(near[0].group(1).split())} ({text})"

@@ -24,7 +24,8 @@ ITEMS: dict[str, tuple[str, re.Pattern[str], bool]] = {
         "dividends_paid": ("dividends paid", r"(cash )?dividends paid( to [a-z ]+)?", True),
         "total_assets": ("total assets", r"total assets", False),
         "total_liabilities": ("total liabilities", r"total liabilities", False),
-        "equity": ("total equity", r"total ([a-z .&]+ )?(shareholders|stockholders|shareowners|share owners)( s)? equity|total equity",
+        "equity": ("total equity", r"total ((?!.*liabilities)[a-z .&]+ )?(shareholders|stockholders|shareowners|share owners)( s)? equity|"
+                   r"total equity",
                    False),
         "inventories": ("inventories", r"(merchandise )?inventor(y|ies)( net)?", False),
         "cash": ("cash and cash equivalents", r"cash and cash equivalents", False),
@@ -63,3 +64,19 @@ def item_keys(text: str) -> frozenset[tuple[str, str]]:
 def ratio_pair(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
     """Two tables' `item_keys` that make a named ratio for one year (either way round)."""
     return any(((n, y) in a and (d, y) in b) or ((n, y) in b and (d, y) in a) for _, n, d in RATIOS for _, y in a | b)
+
+
+_STATEMENTS = (("comprehensive", re.compile(r"comprehensive (income|loss)", re.I)),
+               ("income", re.compile(r"statements? of (consolidated )?(income|operations|earnings)|income statements?",
+                                     re.I)),
+               ("balance", re.compile(r"balance sheets?|statements? of financial (position|condition)", re.I)),
+               ("cash_flows", re.compile(r"cash flows?\b", re.I)),
+               ("equity", re.compile(r"(stockholders|shareholders|shareowners)['\u2019]? equity|changes in equity", re.I)),
+               ("selected", re.compile(r"selected (consolidated )?financial data", re.I)))
+
+
+def statement_kind(title: str) -> str | None:
+    """Which statement a table's title names (income, balance, cash_flows, equity, comprehensive, selected), or None:
+    the same row label in two companies' tables is one line only in the same statement ("Marketing" in a stock-based
+    compensation note is not the marketing expense of an income statement)."""
+    return next((k for k, rx in _STATEMENTS if rx.search(title)), None)

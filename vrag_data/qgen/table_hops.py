@@ -5,7 +5,8 @@ The second hop depends on the first, so neither table alone answers:
   row's value in table B; the question never names the row;
 - a line item of each table (logic, `line_items`): a named ratio of two statements of one filing (return on
   assets: net income over total assets), or one item (revenue, total assets) of two companies weighed;
-- difference / ratio (logic): the same row label in both tables (equal but for case, spacing and punctuation; not a
+- difference / ratio (logic): the same row label (within one filing under the same column name; across filings in
+  the same statement: income, balance sheet, cash flows) in both tables (equal but for case, spacing and punctuation; not a
   generic one: "Total" of two tables is two lines), under a column both share (the same column name, or the same
   single year with no other words that disagree: "Six Months ... Worldwide" and "Three Months ... U.S." are two
   periods), same unit; the answer is computed and is printed in neither table. Across documents the two columns
@@ -27,6 +28,7 @@ from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
 from vrag_data.qgen.line_items import cross_item, statement_ratio
+from vrag_data.qgen.statement_items import statement_kind
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.table import Table
@@ -62,6 +64,19 @@ def _same_period(ca: str, cb: str) -> bool:
         return False
     wa, wb = (set(re.sub(r"[^\w%]+", " ", _YEAR.sub(" ", c.lower())).split()) for c in (ca, cb))
     return wa <= wb or wb <= wa
+
+
+_PLAIN_WORDS = frozenset({"amount", "amounts", "total", "value", "in", "millions", "thousands", "$"})
+
+
+def _one_measure(ca: str, cb: str) -> bool:
+    """Two column names of one filing that measure one thing: equal, or one year and no other word than an
+    "Amount" ("2021" / "2021 Amount"); "Year Ended December 31, 2015" (a flow) and "December 31, 2015" (a balance)
+    are two."""
+    if ca.lower() == cb.lower():
+        return True
+    wa, wb = (set(re.sub(r"[^\w%$]+", " ", _YEAR.sub(" ", c.lower())).split()) for c in (ca, cb))
+    return _same_period(ca, cb) and (wa ^ wb) <= _PLAIN_WORDS
 
 
 def _fmt(x: float, like: list[str]) -> str:
@@ -119,8 +134,13 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     cross = a.label != b.label
     # the same line (row label) in both tables, under a column they share: a difference between two unrelated lines
     # is well defined but no question a person would ask
+    one_statement = statement_kind(a.title) is not None and statement_kind(a.title) == statement_kind(b.title)
     for ca, cb in _shared_columns(a, b):
-        if cross and not same_kind(a, ca, b, cb):  # "Three Months Ended ... 2023" is no year 2023
+        if cross and not (same_kind(a, ca, b, cb) and one_statement):  # "Three Months Ended ... 2023" is no year 2023
+            continue
+        # within one filing the same line of two tables is one measure only under one column measure ("Comparable
+        # sales 2022" of two segments); "Canada" under "Number of Employees 2020" and under "2020" is not
+        if not cross and not _one_measure(ca, cb):
             continue
         for ra, na, va in a.numbers(ca):
             for rb, nb, vb in b.numbers(cb):
