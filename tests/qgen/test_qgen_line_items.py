@@ -157,3 +157,17 @@ def test_within_one_filing_the_same_row_is_one_measure_only_under_one_column_mea
 | Mexico | 700 | 730 |"""
     outs = _logic("multi_page", _region(staff, "alpha", "Human Capital", 6), _region(stock, "alpha", "Merchandise Inventories", 43))
     assert all(isinstance(o, Rejected) for o in outs)
+
+
+def test_a_place_under_the_same_year_of_two_unrelated_tables_is_no_line() -> None:
+    staff = """| | 2020 | 2021 |
+|---|---|---|
+| Canada | 48,000 | 50,000 |
+| Mexico | 30,000 | 31,000 |"""
+    stock = staff.replace("48,000", "1,310").replace("50,000", "1,456").replace("30,000", "700").replace("31,000", "730")
+    outs = _logic("multi_page", _region(staff, "alpha", "Human Capital", 6), _region(stock, "alpha", "Merchandise Inventories", 43))
+    assert all(isinstance(o, Rejected) for o in outs)
+    # two tables of one measure (sales by region, the same year) do give the same place's difference or ratio
+    sales = _logic("multi_page", _region(staff, "alpha", "Net Sales by Region", 6),
+                   _region(stock, "alpha", "Online Net Sales", 43))
+    assert any(isinstance(o, Written) and "Canada" in o.question for o in sales)

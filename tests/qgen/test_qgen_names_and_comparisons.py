@@ -107,3 +107,25 @@ def test_a_caption_wrapped_over_lines_is_read_whole() -> None:
     page = ("Error Type\n2-hop\nSyntax error\n0%\nSemantic error\n29%\nTable 2: Reasoning program evaluation for "
             "incorrectly-\npredicted examples from each hop length.\n")
     assert table_name(md, page) == "Table 2 (Reasoning program evaluation for incorrectly-predicted examples from each...)"
+
+
+def test_a_lead_in_clause_or_a_sentence_begun_above_names_no_table() -> None:
+    md = "| | 2015 | 2014 |\n|---|---|---|\n| Numerator | 122 | 266 |\n| Shares | 425 | 420 |"
+    body = "2015\n2014\nNumerator\n122\n266\nShares\n425\n420"
+    page = ("Basic earnings per share is computed using the weighted-average number of outstanding shares of common\n"
+            "stock and the computation is as follows (in thousands):\n" + body)
+    assert table_name(md, page) == ""
+
+
+def test_share_counts_a_cash_balance_and_a_flow_are_no_pair() -> None:
+    md = """| Item | 2017 |
+|---|---|
+| Net service sales | 45,000 |
+| Proceeds from issuance of common stock | 300 |
+| Cash and cash equivalents, beginning of year | 1,900 |
+| Weighted-average shares used in computation of earnings per share: | |
+| Basic | 480 |"""
+    grid = table_grid(md)
+    assert grid.unit("480", "Basic") == "shares"
+    outs = [o for o in _compare(md, 24) if isinstance(o, Written)]
+    assert outs and all("Basic" not in o.question and "beginning of year" not in o.question for o in outs)

@@ -136,7 +136,8 @@ def test_bridge_question_finds_the_row_in_one_table_and_reads_it_in_the_other():
 
 def test_difference_and_ratio_use_a_column_both_tables_share():
     w = OracleWriter({}, LABELS)
-    seg, regions = _region(SEGMENTS, "report", 9), _region(REGIONS, "report", 4)
+    # two tables of what one filing measures (revenue by segment, revenue by region): the same row is one line
+    seg, regions = _region(SEGMENTS, "report", 9, "Segment Revenue"), _region(REGIONS, "report", 4, "Regional Revenue")
     # the shared column is 2023, the shared rows North America and Cloud (International and Europe are in one table)
     a_2023 = {"North America": 1500, "Cloud": 700}
     b_2023 = {"North America": 300, "Cloud": 200}

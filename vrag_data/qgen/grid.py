@@ -18,10 +18,11 @@ _NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(
 # text that a line wrap cut: it ends in a comma or a word that needs more after it ("Executive Team,", "format and")
 _CUT = re.compile(r"([,;:&/\u2013-]|\b(and|or|of|the|to|for|with|in|on|by|a|an|from|at|as|than|per))$", re.I)
 _UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz", "ms", "\u00b5s", "%"
+_SHARE_COUNT = re.compile(r"\b(weighted[- ]average (number of )?(common )?shares|shares outstanding|number of shares)\b", re.I)
 _PER_SHARE = re.compile(r"\bper\s+(\w+\s+){0,2}share\b|\beps\b", re.I)
 _SHARE_COLUMN = re.compile(r"(\b(rate|rates|percent|percentage|yield|margin)\b|%)", re.I)  # a column of shares
 _EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
-MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED, MAX_HEAD_WORDS = 60, 80, 4, 8
+MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED, MAX_HEAD_WORDS = 60, 80, 4, 12
 
 
 _YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
@@ -294,6 +295,8 @@ def unit(value: str, label: str) -> str:
     rate = lab.rstrip(" ()%").endswith("rate")  # "tax rate", not "effect of exchange rate changes"
     if "%" in v or "percent" in v:
         return "share"
+    if _SHARE_COUNT.search(lab) and not _PER_SHARE.search(lab.split(" used in ")[0]):
+        return "shares"  # "Basic" under "Weighted-average shares used in computation of earnings per share"
     if "$" in v:  # the value's own sign wins: "Federal income tax at the statutory rate | $ 425" is an amount
         return "per-share" if _PER_SHARE.search(lab) else "$"
     if "%" in lab or "percent" in lab or "margin" in lab or rate:

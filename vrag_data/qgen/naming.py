@@ -78,7 +78,12 @@ def _lead_in(zone: list[str], i: int) -> str:
     m = _LEAD_IN.match(sentence.rstrip(":").strip())
     if not m:
         return ""
+    if not sentence[:1].isupper():  # the sentence began on a line further up: its subject is not all here
+        return ""
     subject = re.sub(r"^(the|our|a)\s+", "", (m.group("a") or m.group("b") or m.group("c")).strip(" ,;"), flags=re.I)
+    if re.search(r"\b(is|are|was|were|has|have|had|will|would|computed|using)\b", subject, re.I) or \
+            re.search(r"\b(and|or|of|the|to|for|with|by)$", subject, re.I):  # a clause, or a subject cut off
+        return ""
     if len(subject.split()) > MAX_LEAD_IN_WORDS:
         subject = subject.split(",")[0]
     if not 2 <= len(subject.split()) <= MAX_LEAD_IN_WORDS or re.search(r"\b(we|us|this)\b", subject, re.I):

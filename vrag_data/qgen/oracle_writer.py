@@ -130,7 +130,8 @@ _PERIOD_WORDS = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)|\b(three|six|nine|twelve
 # a subtotal or result line: weighed against a line that feeds it, it answers itself (gross profit > operating income)
 _SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sales|revenues?)|gross (profit|margin)|"
                        r"operating (income|profit|loss)|(income|earnings|loss|profit) (before|from)|ebitd?a\b|"
-                       r"adjusted ebitd?a|revenues?$|sales$)", re.I)
+                       r"adjusted ebitd?a|revenues?$|sales$|cash and cash equivalents)|(beginning|end) of (the )?(year|period)",
+                       re.I)  # and a balance (cash at the start of the year) against a flow of the year
 
 
 def _pairable(ra: str, rb: str) -> bool:
@@ -141,7 +142,7 @@ def _pairable(ra: str, rb: str) -> bool:
     wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
     if not wa or not wb or wa <= wb or wb <= wa:
         return False
-    if _PERIOD_WORDS.search(ra) or _PERIOD_WORDS.search(rb) or _SUBTOTAL.match(ra) or _SUBTOTAL.match(rb):
+    if _PERIOD_WORDS.search(ra) or _PERIOD_WORDS.search(rb) or _SUBTOTAL.search(ra) or _SUBTOTAL.search(rb):
         return False
     return not (_BASIC_DILUTED.search(ra) and _BASIC_DILUTED.search(rb)
                 and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())

@@ -28,7 +28,7 @@ from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
 from vrag_data.qgen.line_items import cross_item, statement_ratio
-from vrag_data.qgen.statement_items import statement_kind
+from vrag_data.qgen.statement_items import concept, statement_kind
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.table import Table
@@ -77,6 +77,18 @@ def _one_measure(ca: str, cb: str) -> bool:
         return True
     wa, wb = (set(re.sub(r"[^\w%$]+", " ", _YEAR.sub(" ", c.lower())).split()) for c in (ca, cb))
     return _same_period(ca, cb) and (wa ^ wb) <= _PLAIN_WORDS
+
+
+_TITLE_STOP = frozenset("table tables of the and in for by on to our a an its consolidated condensed statement statements "
+                        "data summary selected information reconciliation reconciliations".split())
+
+
+def _one_subject(a: Table, b: Table) -> bool:
+    """Two tables of one filing whose same row can be one line: their names share a word of what they measure
+    ("domestic / international segment revenue mix ..."); "Canada" of "Human Capital" and of "merchandise
+    inventories" are two measures of one place."""
+    wa, wb = (set(re.findall(r"[a-z]{3,}", t.title.lower())) - _TITLE_STOP for t in (a, b))
+    return bool(wa & wb)
 
 
 def _fmt(x: float, like: list[str]) -> str:
@@ -150,6 +162,8 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
                 same_line = label_key(ra) == label_key(rb) \
                     and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
                 if not same_line or generic_label(ra) or na == nb or 0 in (na, nb):
+                    continue
+                if not cross and concept(ra) is None and not _one_subject(a, b):  # a place or segment of two measures
                     continue
                 # two filings state money in their own scale (thousands, millions): shares need none, amounts both
                 if (not cross or ua.split(":")[0] in ("share", "per-share")) and ua == ub:
