@@ -4,6 +4,8 @@ even when the filings label it differently ("Net sales" / "Revenue"). Small synt
 
 from __future__ import annotations
 
+import json
+
 from vrag_data.qgen.cross_doc import company
 from vrag_data.qgen.evidence import Evidence, EvidencePool, Region
 from vrag_data.qgen.oracle_writer import OracleWriter
@@ -171,3 +173,33 @@ def test_a_place_under_the_same_year_of_two_unrelated_tables_is_no_line() -> Non
     sales = _logic("multi_page", _region(staff, "alpha", "Net Sales by Region", 6),
                    _region(stock, "alpha", "Online Net Sales", 43))
     assert any(isinstance(o, Written) and "Canada" in o.question for o in sales)
+
+
+def test_a_segments_revenue_and_a_cash_flow_change_are_no_company_line_items() -> None:
+    segment = _region(INCOME, "alpha", "Selected Financial Data for the International Segment", 27)
+    balance = _region(BALANCE, "alpha", "Consolidated Balance Sheets", 41)
+    assert not any(isinstance(o, Written) and "divided by" in o.question for o in _logic("multi_page", segment, balance))
+    # "Inventories" in a cash-flow statement is the year's change, not the balance inventory turnover divides by
+    flows = BALANCE.replace("| Total assets | 2,000 | 1,600 |\n", "")
+    cash = _region(flows, "alpha", "Consolidated Statements of Cash Flows", 42)
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    assert not any(isinstance(o, Written) and "inventory turnover" in o.question for o in _logic("multi_page", income, cash))
+
+
+def test_the_two_line_items_of_a_ratio_are_also_asked_for_as_printed() -> None:
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    balance = _region(BALANCE, "alpha", "Consolidated Balance Sheets", 41)
+    w = OracleWriter({}, LABELS)
+    outs = [w.write_sync(Attempt(i, Evidence("multi_page", (income, balance)), "extraction")) for i in range(16)]
+    lists = [o for o in outs if isinstance(o, Written) and o.answer_format == "List"]
+    assert lists
+    for o in lists:  # by hand: each value as the statement prints it, in the order the question names them
+        (_, ra, ca, va), (_, rb, cb, vb) = o.cells
+        assert json.loads(o.answer) == [va, vb] and o.question.index(ra) < o.question.index(rb)
+        assert {(ra, ca, va), (rb, cb, vb)} <= {("Net sales", "2022", "1,200"), ("Net sales", "2021", "1,100"),
+                                               ("Cost of sales", "2022", "700"), ("Cost of sales", "2021", "650"),
+                                               ("Net income", "2022", "150"), ("Net income", "2021", "120"),
+                                               ("Inventories", "December 31, 2022", "140"),
+                                               ("Inventories", "December 31, 2021", "130"),
+                                               ("Total assets", "December 31, 2022", "2,000"),
+                                               ("Total assets", "December 31, 2021", "1,600")}

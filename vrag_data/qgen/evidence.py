@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vrag_data.ingest.backends import block_source_ranks
+from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.statement_items import item_keys, ratio_pair
 from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, quantity, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
@@ -145,8 +146,8 @@ class EvidencePool:
         the same section) and a year in its column names, or a line item of one year (`line_items`: revenue, total
         assets), worked out once: where a cross-document linked question can be."""
         if self._links is None:
-            tabs = [(r, lines(r.text), header_years(r.text), item_keys(r.text)) for rs in self.by_doc.values()
-                    for r in rs if r.source == "table"]
+            tabs = [(r, lines(r.text), header_years(r.text), item_keys(r.text, table_name(r.text, r.page.text)))
+                    for rs in self.by_doc.values() for r in rs if r.source == "table"]
             self._links = [(r, [o for o, ro, yo, ko in tabs if o.stem != r.stem and (rows & ro and years & yo or keys & ko)])
                            for r, rows, years, keys in tabs]
             self._links = [(r, ps) for r, ps in self._links if ps]
@@ -160,7 +161,8 @@ class EvidencePool:
         if self._doc_links is None:
             out: list[tuple[Region, list[Region]]] = []
             for rs in self.by_doc.values():
-                tabs = [(r, lines(r.text), item_keys(r.text)) for r in rs if r.source == "table"]
+                tabs = [(r, lines(r.text), item_keys(r.text, table_name(r.text, r.page.text))) for r in rs
+                        if r.source == "table"]
                 for r, rows, keys in tabs:
                     partners = [o for o, ro, ko in tabs if o.page_id != r.page_id and (rows & ro or ratio_pair(keys, ko))]
                     if partners:

@@ -7,7 +7,8 @@ its row label (the whole label, after case, footnote marks and punctuation: "Net
 - within one document, divide a line of one statement by a line of another (`RATIOS`), both of one fiscal year,
   the flow over twelve months (the income or cash-flow statement), the balance at that year's end (an annual
   filing's or a fourth-quarter release's; a quarterly filing's balance is no fiscal year's); never a parent-only
-  or guarantor statement;
+  or guarantor statement, and only from the company's statements (a title naming the income statement, balance sheet,
+  cash flows, equity or selected financial data; not a segment's or a region's table);
 - across documents, weigh the same line item of two companies for one fiscal year (`cross_item`), in dollars
   (each filing's stated scale applied).
 An outflow printed negative (capital expenditures, dividends paid) is used as its size, and the question says so.
@@ -15,6 +16,7 @@ An outflow printed negative (capital expenditures, dividends paid) is used as it
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -23,7 +25,17 @@ from vrag_data.qgen.cross_doc import PART_OF_GROUP, company
 from vrag_data.qgen.grid import plain, quantity
 from vrag_data.qgen.periods import ANNUAL_DOC, period_kind
 from vrag_data.qgen.scale import WORDS
-from vrag_data.qgen.statement_items import ITEMS, OUTFLOWS, RATIOS, YEAR, concept
+from vrag_data.qgen.statement_items import (
+    BALANCE_STATEMENTS,
+    FLOW_STATEMENTS,
+    ITEMS,
+    OUTFLOWS,
+    PART_OF_COMPANY,
+    RATIOS,
+    YEAR,
+    concept,
+    statement_kind,
+)
 from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
@@ -47,6 +59,9 @@ def items(t: Table) -> list[Item]:
     months, read from the column, the table's first header cell, the lines above it or the document's name)."""
     if PART_OF_GROUP.search(f"{t.title} {t.above}"):  # a parent-only or guarantor statement: not the company's
         return []
+    kind = statement_kind(t.title)
+    if kind is None or PART_OF_COMPANY.search(t.title):  # a segment's revenue is not the company's
+        return []
     year_end = bool(ANNUAL_DOC.search(t.label) or YEAR_END_RELEASE.search(t.label))
     out = []
     for row, col, value in t.grid.cells:
@@ -59,7 +74,9 @@ def items(t: Table) -> list[Item]:
         flow = ITEMS[c][2]
         if n <= 0 or PART_OF_GROUP.search(row) or (flow and period_kind(col, t.grid.header[0], t.label, t.above) != "12m"):
             continue
-        if not flow and not year_end:  # a quarterly filing's balance is no fiscal year's
+        # a balance from the balance sheet (inventories in a cash-flow statement are their change), at a fiscal
+        # year's end (a quarterly filing's balance is no fiscal year's); a flow from a statement of the year
+        if flow and kind not in FLOW_STATEMENTS or not flow and (kind not in BALANCE_STATEMENTS or not year_end):
             continue
         out.append(Item(c, row, col, n, value, years.pop()))
     return out
@@ -82,22 +99,31 @@ def _rounded(x: float) -> tuple[str, str]:
     return f"{x:.{places}f}", f"rounded to {'three' if places == 3 else 'two'} decimal places"
 
 
-def statement_ratio(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
-    """A named ratio of a line of one table over a line of another table of the same filing, one fiscal year."""
-    if a.scale is None or b.scale is None:
-        return Rejected("writer", "writer_declined", "oracle: a statement ratio needs both tables' stated scale")
-    options = []
+def _ratio_options(a: Table, b: Table) -> list[tuple[str, Table, Item, Table, Item]]:
+    out = []
     for name, num, den in RATIOS:
         for (t, u) in ((a, b), (b, a)):
             for x in items(t):
                 for y in items(u):
                     if x.concept == num and y.concept == den and x.year == y.year:
-                        options.append((name, t, x, u, y))
+                        out.append((name, t, x, u, y))
+    return out
+
+
+def _no_ratio() -> Rejected:
+    return Rejected("writer", "writer_declined", "oracle: no line item of one table and one of the other that make a "
+                    "named ratio for one fiscal year (both tables' scale stated)")
+
+
+def statement_ratio(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """A named ratio of a line of one table over a line of another table of the same filing, one fiscal year."""
+    options = _ratio_options(a, b)
     if not options:
-        return Rejected("writer", "writer_declined", "oracle: no line item of one table and one of the other that "
-                        "make a named ratio for one fiscal year")
+        return _no_ratio()
     name, t, x, u, y = rng.choice(options)
-    value, rounding = _rounded(x.number * (t.scale or 1.0) / (y.number * (u.scale or 1.0)))
+    # one filing states its primary statements in one scale: a table whose statement was not read takes the other's
+    st, su = t.scale or u.scale or 1.0, u.scale or t.scale or 1.0
+    value, rounding = _rounded(x.number * st / (y.number * su))
     q = (f"In {t.label}, what is the {name} for the fiscal year ending in {x.year}: {_cell(t, x, False)} divided by {_cell(u, y, False)}, "
          f"{rounding}?")
     cells, hops = _hops(t, x, u, y)
@@ -131,3 +157,25 @@ def cross_item(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     return Written(q, names[0] if da > db else names[1], "Str", "logic", (x.printed, y.printed), NAME, cells, hops)
 
 
+
+
+def item_pair(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
+    """Extraction over two tables: the two line items a named ratio is made of (one filing), or one line item of
+    two companies (two filings), for one fiscal year; both values as printed."""
+    if a.label == b.label:
+        options = [(t, x, u, y, f"the {ITEMS[x.concept][0]} and the {ITEMS[y.concept][0]}")
+                   for _, t, x, u, y in _ratio_options(a, b)]
+    else:
+        names = company(a.label), company(b.label)
+        options = [(a, x, b, y, f"{names[0]}'s and {names[1]}'s {ITEMS[x.concept][0]}") for x in items(a)
+                   for y in items(b) if all(names) and x.concept == y.concept and x.year == y.year]
+    if not options:
+        return _no_ratio()
+    t, x, u, y, what = rng.choice(options)
+    one_doc = t.label == u.label
+    where = f"In {t.label}, what" if one_doc else "What"
+    q = (f"{where} were {what} for the fiscal year ending in {x.year}: {_cell(t, x, not one_doc)} and "
+         f"{_cell(u, y, not one_doc)}? Give both values as printed, in that order.")
+    cells, hops = _hops(t, x, u, y)
+    return Written(q, json.dumps([x.printed, y.printed], ensure_ascii=False), "List", "extraction",
+                   (x.printed, y.printed), NAME, cells, hops)

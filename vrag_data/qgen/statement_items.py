@@ -31,6 +31,10 @@ ITEMS: dict[str, tuple[str, re.Pattern[str], bool]] = {
         "cash": ("cash and cash equivalents", r"cash and cash equivalents", False),
     }.items()
 }
+FLOW_STATEMENTS = frozenset({"income", "comprehensive", "cash_flows", "selected"})
+BALANCE_STATEMENTS = frozenset({"balance", "selected"})
+# a part of the company: a segment's or a region's revenue is not the company's
+PART_OF_COMPANY = re.compile(r"\b(segments?|geographic|regions?|regional|international|domestic|product lines?)\b", re.I)
 OUTFLOWS = frozenset({"capex", "dividends_paid"})
 
 # (name, numerator, denominator): ratios a reader of a filing computes from two statements
@@ -42,6 +46,8 @@ RATIOS: tuple[tuple[str, str, str], ...] = (
     ("ratio of cash provided by operating activities to net income", "operating_cash_flow", "net_income"),
     ("dividend payout ratio (dividends paid over net income)", "dividends_paid", "net_income"),
     ("return on equity", "net_income", "equity"),
+    ("net margin (net income over revenue)", "net_income", "revenue"),
+    ("operating margin (operating income over revenue)", "operating_income", "revenue"),
 )
 
 
@@ -51,12 +57,19 @@ def concept(label: str) -> str | None:
     return next((k for k, (_, rx, _) in ITEMS.items() if rx.fullmatch(key)), None)
 
 
-def item_keys(text: str) -> frozenset[tuple[str, str]]:
-    """(line item, fiscal year) of a markdown table's cells: where a line-item question can be (no period check)."""
+def item_keys(text: str, title: str) -> frozenset[tuple[str, str]]:
+    """(line item, fiscal year) of a markdown table's cells that its statement can give (`statement_kind` of its
+    title: a flow from the income or cash-flow statement, a balance from the balance sheet; no segment's table):
+    where a line-item question can be (no period check)."""
+    kind = statement_kind(title)
+    if kind is None or PART_OF_COMPANY.search(title):
+        return frozenset()
     out = set()
     for row, col, value in table_grid(text).cells:
         c, years = concept(row), set(YEAR.findall(col))
-        if c is not None and quantity(value) is not None and len(years) == 1:
+        if c is None or quantity(value) is None or len(years) != 1:
+            continue
+        if kind in (FLOW_STATEMENTS if ITEMS[c][2] else BALANCE_STATEMENTS):
             out.add((c, years.pop()))
     return frozenset(out)
 

@@ -27,7 +27,7 @@ import re
 from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
-from vrag_data.qgen.line_items import cross_item, statement_ratio
+from vrag_data.qgen.line_items import cross_item, item_pair, statement_ratio
 from vrag_data.qgen.statement_items import concept, statement_kind
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.scale import table_scale, zone_above
@@ -213,9 +213,10 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return untitled(regions[t.region].page_id)
     if a.label == b.label and a.title.lower() == b.title.lower():  # one name twice: no question tells them apart
         return Rejected("writer", "writer_declined", f"oracle: two tables named {a.title!r} in one document")
-    if qtype == "extraction":
+    if qtype == "extraction":  # a bridge row, else the two line items of a named ratio or of two companies
         out = bridge(rng, a, b)
-        return out if isinstance(out, Written) else bridge(rng, b, a)
+        out = out if isinstance(out, Written) else bridge(rng, b, a)
+        return out if isinstance(out, Written) else item_pair(rng, a, b)
     # a line item of each statement (a named ratio in one filing; one item of two companies), or the same line
     item = statement_ratio(rng, a, b) if a.label == b.label else cross_item(rng, a, b)
     if isinstance(item, Written) and rng.random() < 0.6:
