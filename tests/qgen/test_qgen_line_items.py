@@ -87,7 +87,7 @@ def test_two_statements_of_one_filing_give_a_named_ratio_of_one_fiscal_year() ->
 
 def test_an_outflow_is_used_as_its_size_and_the_question_says_so() -> None:
     cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
-    income = _region(INCOME.replace("| Net income | 150 | 120 |\n", ""), "alpha", "Consolidated Statements of Income", 40)
+    income = _region(INCOME.replace("\n| Net income | 150 | 120 |", ""), "alpha", "Consolidated Statements of Income", 40)
     outs = [o for o in _logic("multi_page", cash, income) if isinstance(o, Written) and "capital expenditures" in o.question]
     assert outs
     for o in outs:  # 90 / 1,200 = 0.075; 80 / 1,100 = 0.0727 -> 0.073
@@ -203,3 +203,25 @@ def test_the_two_line_items_of_a_ratio_are_also_asked_for_as_printed() -> None:
                                                ("Inventories", "December 31, 2021", "130"),
                                                ("Total assets", "December 31, 2022", "2,000"),
                                                ("Total assets", "December 31, 2021", "1,600")}
+
+
+def test_a_pair_of_filings_gives_one_question_whichever_is_drawn_first() -> None:
+    alpha = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    beta = _region(BETA_INCOME, "beta", "Consolidated Statements of Operations", 30)
+    w = OracleWriter({}, LABELS)
+    for i in range(12):
+        for qtype in ("logic", "extraction"):
+            one = w.write_sync(Attempt(i, Evidence("cross_doc", (alpha, beta)), qtype))
+            other = w.write_sync(Attempt(i, Evidence("cross_doc", (beta, alpha)), qtype))
+            line_item = isinstance(one, Written) and ("divided by" in one.question or one.answer_format == "List")
+            if line_item:  # a ratio of two companies' items, or both items as printed
+                assert isinstance(other, Written) and other.question.index(ALPHA) < other.question.index(BETA)
+
+
+def test_an_outflow_asked_for_as_printed_is_not_also_asked_for_as_its_size() -> None:
+    cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
+    income = _region(INCOME.replace("\n| Net income | 150 | 120 |", ""), "alpha", "Consolidated Statements of Income", 40)
+    w = OracleWriter({}, LABELS)
+    lists = [o for i in range(16) for o in [w.write_sync(Attempt(i, Evidence("multi_page", (cash, income)), "extraction"))]
+             if isinstance(o, Written) and o.answer_format == "List" and "capital" in o.question]
+    assert lists and all("use its size" not in o.question and ("(90)" in o.answer or "(80)" in o.answer) for o in lists)

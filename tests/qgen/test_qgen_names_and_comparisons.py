@@ -129,3 +129,11 @@ def test_share_counts_a_cash_balance_and_a_flow_are_no_pair() -> None:
     assert grid.unit("480", "Basic") == "shares"
     outs = [o for o in _compare(md, 24) if isinstance(o, Written)]
     assert outs and all("Basic" not in o.question and "beginning of year" not in o.question for o in outs)
+
+
+def test_a_title_wrapped_before_its_period_keeps_its_words_only() -> None:
+    md = "| Director | Salary | Total |\n|---|---|---|\n| A. Singh | 94.50 | 190.63 |\n| B. Sen | 10.00 | 12.00 |"
+    page = ("REPORT ON CORPORATE GOVERNANCE\n\nDetails of Remuneration of the Directors for the\n"
+            "financial year ended 31st March, 2007\n\n(Rs. in Lakhs)\n\nDirector\nSalary\nTotal\n\nA. Singh\n94.50\n190.63\n"
+            "B. Sen\n10.00\n12.00")
+    assert table_name(md, page) == "Details of Remuneration of the Directors"

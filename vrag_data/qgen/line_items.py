@@ -82,8 +82,9 @@ def items(t: Table) -> list[Item]:
     return out
 
 
-def _cell(t: Table, it: Item, with_doc: bool = True) -> str:
-    sign = ", an outflow printed negative: use its size" if it.concept in OUTFLOWS and it.printed.strip()[:1] in "(-\u2212" else ""
+def _cell(t: Table, it: Item, with_doc: bool = True, as_printed: bool = False) -> str:
+    negative = it.concept in OUTFLOWS and it.printed.strip()[:1] in "(-\u2212"
+    sign = "" if not negative else ", an outflow printed negative" + ("" if as_printed else ": use its size")
     return f"{plain(it.row)} (the {plain(it.col)} column of {t.where if with_doc else t.named}{sign})"
 
 
@@ -132,6 +133,7 @@ def statement_ratio(rng: random.Random, a: Table, b: Table) -> Written | Rejecte
 
 def cross_item(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     """The same line item of two companies for one fiscal year: which is higher, or their ratio, in dollars."""
+    a, b = sorted((a, b), key=lambda t: t.label)  # one order for a pair of filings: drawn either way, one question
     names = company(a.label), company(b.label)
     if not all(names) or names[0].lower() == names[1].lower() or a.scale is None or b.scale is None:
         return Rejected("writer", "writer_declined", "oracle: across documents a line item needs two named companies "
@@ -166,6 +168,7 @@ def item_pair(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         options = [(t, x, u, y, f"the {ITEMS[x.concept][0]} and the {ITEMS[y.concept][0]}")
                    for _, t, x, u, y in _ratio_options(a, b)]
     else:
+        a, b = sorted((a, b), key=lambda t: t.label)
         names = company(a.label), company(b.label)
         options = [(a, x, b, y, f"{names[0]}'s and {names[1]}'s {ITEMS[x.concept][0]}") for x in items(a)
                    for y in items(b) if all(names) and x.concept == y.concept and x.year == y.year]
@@ -174,8 +177,8 @@ def item_pair(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     t, x, u, y, what = rng.choice(options)
     one_doc = t.label == u.label
     where = f"In {t.label}, what" if one_doc else "What"
-    q = (f"{where} were {what} for the fiscal year ending in {x.year}: {_cell(t, x, not one_doc)} and "
-         f"{_cell(u, y, not one_doc)}? Give both values as printed, in that order.")
+    q = (f"{where} were {what} for the fiscal year ending in {x.year}: {_cell(t, x, not one_doc, True)} and "
+         f"{_cell(u, y, not one_doc, True)}? Give both values as printed, in that order.")
     cells, hops = _hops(t, x, u, y)
     return Written(q, json.dumps([x.printed, y.printed], ensure_ascii=False), "List", "extraction",
                    (x.printed, y.printed), NAME, cells, hops)

@@ -54,6 +54,9 @@ def _title_line(line: str, alone: bool) -> str:
     """`line` as a title, or "": 2-10 words, no digits or sentence punctuation; Title Case, or a sentence-case
     line printed as a block of its own ("Reconciliation of net debt")."""
     line = _ACRONYM.sub("", line).strip()
+    # a title wrapped before its period ("Details of Remuneration of the Directors for the" / "financial year ended
+    # ..."): the words that lead into the next line are dropped
+    line = re.sub(r"(\s+(for|of|and|the|in|to|by|from|at|on|with|during))+$", "", line, flags=re.I)
     words = line.split()
     if not 2 <= len(words) <= MAX_TITLE_WORDS or re.search(r"\d|[.:;(\"]", line):
         return ""
