@@ -137,3 +137,26 @@ def test_a_title_wrapped_before_its_period_keeps_its_words_only() -> None:
             "financial year ended 31st March, 2007\n\n(Rs. in Lakhs)\n\nDirector\nSalary\nTotal\n\nA. Singh\n94.50\n190.63\n"
             "B. Sen\n10.00\n12.00")
     assert table_name(md, page) == "Details of Remuneration of the Directors"
+
+
+def test_a_section_ends_at_its_total() -> None:
+    md = """| | 2023 | 2022 |
+|---|---|---|
+| Current assets: | | |
+| Cash | 10 | 12 |
+| Total current assets | 40 | 42 |
+| Goodwill | 50 | 50 |"""
+    grid = table_grid(md)
+    assert grid.row_phrase("Cash") == "Cash (under Current assets)" and grid.row_phrase("Goodwill") == "Goodwill"
+
+
+def test_signed_changes_of_balances_are_not_weighed() -> None:
+    md = """| Item | 2022 |
+|---|---|
+| Depreciation | 120 |
+| Share-based compensation | 45 |
+| Changes in operating assets and liabilities: | |
+| Accounts payable | 322 |
+| Other operating assets and liabilities, net | 623 |"""
+    outs = [o for o in _compare(md) if isinstance(o, Written)]
+    assert outs and all("Accounts payable" not in o.question and "Other operating" not in o.question for o in outs)

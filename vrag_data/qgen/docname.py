@@ -46,6 +46,11 @@ def strip_boilerplate(text: str) -> str:
     return rest if len(re.findall(r"[A-Za-z]{2,}", rest)) >= 1 else ""
 
 
+def _tidy(title: str) -> str:
+    """A title without a bracketed code a typesetter left in it ("\uff0801,en\uff09", "[v2]")."""
+    return " ".join(re.sub(r"\s*[\uff08\[]\s*[\w ,.\-]{0,12}[\uff09\]]\s*", " ", title).split())
+
+
 def _case(name: str) -> str:
     """An all-capitals name as a reader writes it ("AMAZON.COM, INC." -> "Amazon.com, Inc.")."""
     if not name.isupper():
@@ -97,7 +102,7 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
         title = strip_boilerplate(meta_title)
     else:
         return ""
-    title = _case(title)
+    title = _case(_tidy(title))
     # the year of publication: on a line that dates the document (a stamp, a copyright, a citation), else the first
     dated = re.search(r"(arXiv|\u00a9|copyright|proceedings|published|citation)[^\n]{0,120}", first_page_text, re.I)
     year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(first_page_text)

@@ -190,7 +190,8 @@ def _wrapped(body: list[list[str]]) -> bool:
 
 def _heads(body: list[list[str]]) -> dict[str, str]:
     """Each row label's section as printed: the nearest label-only row above it ("Provisions for credit losses"
-    over "Card Member receivables", its trailing colon dropped); rows before any have none."""
+    over "Card Member receivables", its trailing colon dropped) up to the total that closes it ("Total current
+    assets"); rows before any, or after that total, have none."""
     out: dict[str, str] = {}
     section = ""
     for r in body:
@@ -200,6 +201,8 @@ def _heads(body: list[list[str]]) -> dict[str, str]:
             section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) else ""
         elif r[0] and section:
             out.setdefault(r[0], section)
+            if r[0].lower().startswith("total"):  # "Total current assets" closes "Current assets"
+                section = ""
     return out
 
 

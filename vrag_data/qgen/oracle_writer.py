@@ -122,6 +122,7 @@ def _negative(value: str) -> bool:
     return value.strip().startswith(("(", "-", "\u2212")) and quantity(value) is not None
 
 
+_CHANGES = re.compile(r"\bchanges? in\b", re.I)
 _BASIC_DILUTED = re.compile(r"\b(basic|diluted)\b", re.I)
 _PERIOD_WORDS = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)|\b(three|six|nine|twelve)\s+months\b|\bquarter\b|"
                            r"\bfiscal\b|\byear ended\b", re.I)
@@ -178,7 +179,10 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     for row, col, value in grid.cells:
         n = quantity(value)  # a year is a date, not an amount to compare
-        if n is not None and n > 0 and not row.lower().startswith("total"):  # a total beside its parts answers itself
+        # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
+        # signed changes of balances, not amounts one weighs against another
+        if n is not None and n > 0 and not row.lower().startswith("total") \
+                and not _CHANGES.search(grid.heads.get(row, "")):
             key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}"
             by_col.setdefault(key, []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
