@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # thousands groups of three only: "3,5,7" is a list of numbers, not 357
 _NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d*)?\s*(%|pp|bps|x)?\)?", re.I)
@@ -51,8 +52,12 @@ class Grid:
     problem: str = ""  # why the table gives no question (empty when it does)
     dropped: list[tuple[str, str, str]] = field(default_factory=list)  # cells of rows not asked about
     units: dict[str, str] = field(default_factory=dict)  # row label -> its cell in a column of unit names
-    sections: dict[str, str] = field(default_factory=dict)  # row label -> the label-only row above it (normalised)
-    heads: dict[str, str] = field(default_factory=dict)  # row label -> that label-only row as printed
+    heads: dict[str, str] = field(default_factory=dict)  # row label -> the label-only row above it, as printed
+
+    @cached_property
+    def sections(self) -> dict[str, str]:
+        """`heads` normalised: two tables' rows are one line only under the same section."""
+        return {r: section_key(h) for r, h in self.heads.items()}
 
     def unit(self, value: str, row: str, col: str = "") -> str:
         """What a cell counts: `unit` refined by its column's name (a "Rate" column holds shares printed without
@@ -260,8 +265,7 @@ def table_grid(text: str) -> Grid:
                for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in _EMPTY]
     uj = unit_column(header, body)
     units = {r[0]: r[uj] for r in asked if r[uj]} if uj is not None else {}
-    heads = _heads(whole)
-    return Grid(header, cells, "", dropped, units, {r: section_key(h) for r, h in heads.items()}, heads)
+    return Grid(header, cells, "", dropped, units, _heads(whole))
 
 
 def _one_edit(a: str, b: str) -> bool:

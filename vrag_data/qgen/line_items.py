@@ -25,17 +25,7 @@ from vrag_data.qgen.cross_doc import PART_OF_GROUP, company
 from vrag_data.qgen.grid import plain, quantity
 from vrag_data.qgen.periods import ANNUAL_DOC, period_kind
 from vrag_data.qgen.scale import WORDS
-from vrag_data.qgen.statement_items import (
-    BALANCE_STATEMENTS,
-    FLOW_STATEMENTS,
-    ITEMS,
-    OUTFLOWS,
-    PART_OF_COMPANY,
-    RATIOS,
-    YEAR,
-    concept,
-    statement_kind,
-)
+from vrag_data.qgen.statement_items import ITEMS, OUTFLOWS, RATIOS, candidates
 from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
@@ -55,30 +45,22 @@ class Item:
 
 
 def items(t: Table) -> list[Item]:
-    """The line items of a table with a positive size under a column of one fiscal year (a flow: over twelve
-    months, read from the column, the table's first header cell, the lines above it or the document's name)."""
+    """The line items of a table (`statement_items.candidates`) with a positive size in dollars, of the whole company,
+    over twelve months for a flow (read from the column, the table's first header cell, the lines above it or the
+    document's name), at a fiscal year's end for a balance (a quarterly filing's balance is no fiscal year's)."""
     if PART_OF_GROUP.search(f"{t.title} {t.above}"):  # a parent-only or guarantor statement: not the company's
-        return []
-    kind = statement_kind(t.title)
-    if kind is None or PART_OF_COMPANY.search(t.title):  # a segment's revenue is not the company's
         return []
     year_end = bool(ANNUAL_DOC.search(t.label) or YEAR_END_RELEASE.search(t.label))
     out = []
-    for row, col, value in t.grid.cells:
-        c = concept(row)
-        n = quantity(value)
-        years = set(YEAR.findall(col))
-        if c is None or n is None or len(years) != 1 or t.grid.unit(value, row, col) not in ("$", "plain"):
-            continue
+    for c, row, col, value, year in candidates(t.grid, t.title):
+        n = quantity(value) or 0.0
         n = abs(n) if c in OUTFLOWS else n
+        if n <= 0 or t.grid.unit(value, row, col) not in ("$", "plain") or PART_OF_GROUP.search(row):
+            continue
         flow = ITEMS[c][2]
-        if n <= 0 or PART_OF_GROUP.search(row) or (flow and period_kind(col, t.grid.header[0], t.label, t.above) != "12m"):
+        if (flow and period_kind(col, t.grid.header[0], t.label, t.above) != "12m") or (not flow and not year_end):
             continue
-        # a balance from the balance sheet (inventories in a cash-flow statement are their change), at a fiscal
-        # year's end (a quarterly filing's balance is no fiscal year's); a flow from a statement of the year
-        if flow and kind not in FLOW_STATEMENTS or not flow and (kind not in BALANCE_STATEMENTS or not year_end):
-            continue
-        out.append(Item(c, row, col, n, value, years.pop()))
+        out.append(Item(c, row, col, n, value, year))
     return out
 
 

@@ -144,11 +144,6 @@ def table_name(table_md: str, page_text: str) -> str:
     return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _cells(table_md))
 
 
-def title_of(table_md: str, page_text: str) -> str:
-    """The name a question gives a table (see `table_name`)."""
-    return table_name(table_md, page_text)
-
-
 def describe(grid: Grid, label: str, title: str, scale: float | None) -> str:
     """The phrase a question names a table by: its caption, title or subject and unit, else its columns; then its
     document."""
@@ -169,4 +164,4 @@ def named_by_columns(where: str) -> bool:
 
 def region_where(table_md: str, page_text: str, grid: Grid, label: str) -> str:
     """`describe` for a table region read from its page."""
-    return describe(grid, label, title_of(table_md, page_text), table_scale(table_md, page_text))
+    return describe(grid, label, table_name(table_md, page_text), table_scale(table_md, page_text))

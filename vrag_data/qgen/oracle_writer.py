@@ -24,7 +24,8 @@ import re
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
-from vrag_data.qgen.naming import named_by_columns, region_where, title_of
+from vrag_data.qgen.periods import period_kinds
+from vrag_data.qgen.naming import named_by_columns, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
@@ -124,8 +125,7 @@ def _negative(value: str) -> bool:
 
 _CHANGES = re.compile(r"\bchanges? in\b", re.I)
 _BASIC_DILUTED = re.compile(r"\b(basic|diluted)\b", re.I)
-_PERIOD_WORDS = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)|\b(three|six|nine|twelve)\s+months\b|\bquarter\b|"
-                           r"\bfiscal\b|\byear ended\b", re.I)
+_YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
 
 # a subtotal or result line: weighed against a line that feeds it, it answers itself (gross profit > operating income)
@@ -143,7 +143,7 @@ def _pairable(ra: str, rb: str) -> bool:
     wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
     if not wa or not wb or wa <= wb or wb <= wa:
         return False
-    if _PERIOD_WORDS.search(ra) or _PERIOD_WORDS.search(rb) or _SUBTOTAL.search(ra) or _SUBTOTAL.search(rb):
+    if any(_YEAR.search(r) or period_kinds(r) or _SUBTOTAL.search(r) for r in (ra, rb)):
         return False
     return not (_BASIC_DILUTED.search(ra) and _BASIC_DILUTED.search(rb)
                 and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())
@@ -215,7 +215,7 @@ class OracleWriter:
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
-                and bool(title_of(region.text, region.page.text)))  # a table no reader could find by name gives none
+                and bool(table_name(region.text, region.page.text)))  # a table no reader could find by name gives none
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         return self.write_sync(attempt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from vrag_data.qgen.grid import plain, quantity, table_grid
+from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 
 YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
@@ -57,21 +57,25 @@ def concept(label: str) -> str | None:
     return next((k for k, (_, rx, _) in ITEMS.items() if rx.fullmatch(key)), None)
 
 
-def item_keys(text: str, title: str) -> frozenset[tuple[str, str]]:
-    """(line item, fiscal year) of a markdown table's cells that its statement can give (`statement_kind` of its
-    title: a flow from the income or cash-flow statement, a balance from the balance sheet; no segment's table):
-    where a line-item question can be (no period check)."""
+def candidates(grid: Grid, title: str) -> list[tuple[str, str, str, str, str]]:
+    """(line item, row, column, value, fiscal year) of a table that its statement can give (`statement_kind` of its
+    title: a flow from the income or cash-flow statement, a balance from the balance sheet; no segment's table), a
+    number under a column of one year. No period or unit check: `line_items.items` adds those for a question."""
     kind = statement_kind(title)
     if kind is None or PART_OF_COMPANY.search(title):
-        return frozenset()
-    out = set()
-    for row, col, value in table_grid(text).cells:
+        return []
+    out = []
+    for row, col, value in grid.cells:
         c, years = concept(row), set(YEAR.findall(col))
-        if c is None or quantity(value) is None or len(years) != 1:
-            continue
-        if kind in (FLOW_STATEMENTS if ITEMS[c][2] else BALANCE_STATEMENTS):
-            out.add((c, years.pop()))
-    return frozenset(out)
+        if c is not None and quantity(value) is not None and len(years) == 1 and \
+                kind in (FLOW_STATEMENTS if ITEMS[c][2] else BALANCE_STATEMENTS):
+            out.append((c, row, col, value, years.pop()))
+    return out
+
+
+def item_keys(text: str, title: str) -> frozenset[tuple[str, str]]:
+    """(line item, fiscal year) of a markdown table's `candidates`: where a line-item question can be."""
+    return frozenset((c, year) for c, _, _, _, year in candidates(table_grid(text), title))
 
 
 def ratio_pair(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:

@@ -30,7 +30,7 @@ from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import cell_at, same_columns, table_grid
 from vrag_data.qgen.oracle_writer import visible
-from vrag_data.qgen.naming import title_of
+from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.page_cells import reread_on_page
 from vrag_data.qgen.writer import Attempt, Rejected, Written
 from vrag_data.retrieve.base import Searcher
@@ -212,13 +212,13 @@ class Verifier:
         for idx, row, col, value in w.cells:
             own = regions[idx]
             header = table_grid(own.text).header[1:]  # what the question names a table by: its title, else columns
-            title = title_of(own.text, own.page.text)
+            title = table_name(own.text, own.page.text)
             by_title = bool(title) and title in w.question
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
                     if md.strip() == own.text.strip():
                         continue
-                    if by_title and title_of(md, p.text).lower() != title.lower():
+                    if by_title and table_name(md, p.text).lower() != title.lower():
                         continue
                     if not by_title and not same_columns(table_grid(md).header[1:], header):
                         continue
