@@ -35,6 +35,12 @@ class Registry(Generic[T]):
         self.items: dict[str, T] = {}
         self.loaded = False
 
+    @classmethod
+    def of_class(cls, kind: str, group: str, base: type, **kw: Any) -> "Registry[Any]":
+        """A registry of `base`'s instances: an instance or a subclass is accepted (a subclass is instantiated)."""
+        return cls(kind, group, lambda obj: isinstance(obj, base) or (isinstance(obj, type) and issubclass(obj, base)),
+                   expected=base.__name__, make=lambda obj: obj() if isinstance(obj, type) else obj, **kw)
+
     def register(self, obj: Any, name: str | None = None) -> T:
         """Register `obj` under `name` (default: its own); a name taken by a plugin of another type is refused."""
         if not self.accepts(obj):

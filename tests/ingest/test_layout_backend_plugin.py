@@ -48,7 +48,7 @@ class RuledTables(LayoutBackend):
 def ruled_tables():
     register_backend(RuledTables)
     yield RuledTables
-    backend_registry._BACKENDS.pop("ruled_tables", None)
+    backend_registry.BACKENDS.unregister("ruled_tables")
 
 
 def _pdf(path: Path) -> Path:

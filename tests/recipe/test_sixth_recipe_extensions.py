@@ -134,8 +134,8 @@ def extended():
     yield recipe
     unregister(recipe.name)
     FILTERS.pop("checker_agreed", None)
-    reward_registry._REWARDS.pop("checked_answer", None)
-    backend_registry._BACKENDS.pop("boxed_facts", None)
+    reward_registry.REWARDS.unregister("checked_answer")
+    backend_registry.BACKENDS.unregister("boxed_facts")
 
 
 def cli(*args: Any) -> str:

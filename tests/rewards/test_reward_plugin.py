@@ -50,7 +50,7 @@ def plugin_site(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "my_rewards", raising=False)
     monkeypatch.setattr(reward_registry.REWARDS, "loaded", False)
     yield site
-    reward_registry._REWARDS.pop("short_answer", None)
+    reward_registry.REWARDS.unregister("short_answer")
 
 
 def test_a_reward_announced_by_an_entry_point_scores_a_trajectory_and_a_trainer_row(plugin_site):

@@ -99,11 +99,8 @@ def _shipped() -> None:
         importlib.import_module(mod)
 
 
-BACKENDS: Registry[LayoutBackend] = Registry(
-    "layout backend", ENTRY_POINT_GROUP,
-    lambda obj: isinstance(obj, LayoutBackend) or (isinstance(obj, type) and issubclass(obj, LayoutBackend)),
-    expected="LayoutBackend", make=lambda obj: obj() if isinstance(obj, type) else obj, check=_check, shipped=_shipped)
-_BACKENDS = BACKENDS.items
+BACKENDS: Registry[LayoutBackend] = Registry.of_class("layout backend", ENTRY_POINT_GROUP, LayoutBackend, check=_check,
+                                                      shipped=_shipped)
 
 
 def register_backend(backend: LayoutBackend | type[LayoutBackend]) -> LayoutBackend:
@@ -129,6 +126,6 @@ def block_source_ranks() -> dict[str, int]:
     """Every block source an ingest can write -> its rank (lower = more structured)."""
     BACKENDS.load()
     ranks = dict(BASE_SOURCES)
-    for b in _BACKENDS.values():
+    for b in BACKENDS.items.values():
         ranks.update(b.block_sources)
     return ranks

@@ -99,10 +99,7 @@ def _shipped() -> None:
         importlib.import_module(f"{__package__}.kinds.{mod}")
 
 
-REWARDS: Registry[Reward] = Registry(
-    "reward", ENTRY_POINT_GROUP, lambda obj: isinstance(obj, Reward) or (isinstance(obj, type) and issubclass(obj, Reward)),
-    expected="Reward", make=lambda obj: obj() if isinstance(obj, type) else obj, check=_check, shipped=_shipped)
-_REWARDS = REWARDS.items
+REWARDS: Registry[Reward] = Registry.of_class("reward", ENTRY_POINT_GROUP, Reward, check=_check, shipped=_shipped)
 
 
 def register_reward(reward: Reward | type[Reward]) -> Reward:
