@@ -8,7 +8,7 @@ and the file name is an artefact of whoever saved it. So the name is read from t
   ended December 31, 2017";
 - anything else: a title quoted in a citation line ("RECOMMENDED CITATION: ..., “Title”"), else page 1's
   largest-font text (a paper's title), else the layout model's first title block on page 1, else a readable
-  metadata title; with the first year printed on page 1.
+  metadata title; with the year of a dated line on page 1, else its first year that is no citation of another work.
 The result is document text: callers treat it as untrusted (it is cut, and stripped of control characters, here).
 """
 
@@ -30,6 +30,8 @@ _BOILERPLATE = re.compile(
     r"\bform\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b|table\s+of\s+contents|\barxiv:?\s*[\d.v]*(\s*\[[^\]]*\])?|"
     r"\bpage\s+\d+(\s+of\s+\d+)?", re.I)
 _YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20[0-4]\d)(?!\d)")
+# a year a paper cites another work by ("(Riloff, 1996; Yangarber et al., 2000)", "Brown et al. (2020)"): not its own
+_CITED_YEAR = re.compile(r"(?:[A-Z][\w'\u2019-]+,|et\s+al\.?,?)\s+\(?(?:19|20)\d\d[a-z]?\)?(?=\s*[);,\]])")
 _ACCESSION = re.compile(r"[\d\-_.\s]+")
 
 
@@ -105,7 +107,7 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
     title = _case(_tidy(title))
     # the year of publication: on a line that dates the document (a stamp, a copyright, a citation), else the first
     dated = re.search(r"(arXiv|\u00a9|copyright|proceedings|published|citation)[^\n]{0,120}", first_page_text, re.I)
-    year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(first_page_text)
+    year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(_CITED_YEAR.sub(" ", first_page_text))
     return f"\u201c{title}\u201d ({year.group(1)})" if year and year.group(1) not in title else f"\u201c{title}\u201d"
 
 

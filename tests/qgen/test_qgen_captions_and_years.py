@@ -1,0 +1,75 @@
+"""Issue 41, round 4 (found on PDFs from outside the shared corpus, as found): a caption printed below one table is
+not the caption of the next table printed under it; a caption's text may start on the line after its number and
+never runs on into the table's header; a paper's year is not the year of a work it cites; a row's leading mark
+("* Rita") is no part of its name."""
+
+from __future__ import annotations
+
+from vrag_data.qgen.docname import document_label
+from vrag_data.qgen.grid import plain
+from vrag_data.qgen.naming import table_name
+
+DUMPS = """|  |  |  |
+|---|---|---|
+| Article | 1:dump | 2:coast |
+| 2005-09-21 (1) | Rita | Texas |
+| 2005-09-23 | Rita | New Orleans |
+| 2005-10-28 | Beta | Nicaragua |"""
+STORMS = """| Hurricane | Date (Affected Place) | Articles |
+|---|---|---|
+| Philippe | Sep 17-20 | 6 |
+| * Rita | Sep 17-26 | 566 |
+| * Beta | Oct 26-31 | 55 |"""
+NOMINEES = """|  |  |  |
+|---|---|---|
+| Article | 1:confirm | 2:be-confirmed |
+| 2005-09-21 | Senate | Roberts |
+| 2005-11-17 | Fed | Bernanke |"""
+# one page of a paper that prints captions below its tables: three tables, the second caption long and wrapped,
+# the third caption's text on the line after its number; the first and third tables share the header "Article"
+PAGE = "\n".join([
+    "Article", "1:dump", "2:coast", "2005-09-21 (1)", "Rita", "Texas", "2005-09-23", "Rita", "New Orleans",
+    "2005-10-28", "Beta", "Nicaragua",
+    "1. More than 2,000 troops were put on alert as Rita slammed into the islands ...",
+    "Table 5: Hurricane table and the actual expressions we", "used for extraction.",
+    "Hurricane", "Date (Affected Place)", "Articles", "Philippe", "Sep 17-20", "6", "* Rita", "Sep 17-26", "566",
+    "* Beta", "Oct 26-31", "55",
+    "Table 6: Hurricanes in North America between mid-", "Sep.", "and Nov.", "(from Wikipedia).", "Rows with a",
+    "star (*) were actually extracted. The number of the", "source articles that contained a mention of the",
+    "hurricane is shown in the right column.", "",
+    "Article", "1:conﬁrm", "2:be-conﬁrmed", "2005-09-21", "Senate", "Roberts", "2005-11-17", "Fed", "Bernanke", "",
+    "Table 7:", "", "Nomination table (nominee confirmed by organisation)", "",
+    "Acknowledgements", "This research was supported by a grant."])
+
+
+def test_each_table_takes_the_caption_next_to_its_own_edge_not_the_one_below_the_table_above() -> None:
+    assert table_name(DUMPS, PAGE) == "Table 5 (Hurricane table and the actual expressions we used...)"
+    assert table_name(STORMS, PAGE) == "Table 6 (Hurricanes in North America between mid-Sep. and Nov)"
+    assert table_name(NOMINEES, PAGE) == "Table 7 (Nomination table (nominee confirmed by organisation))"
+
+
+def test_a_caption_above_its_table_does_not_run_on_into_the_header() -> None:
+    md = "|  | Year | Number of Farms |\n|---|---|---|\n|  | 1880 | 1,597 |\n|  | 1890 | 2,039 |"
+    page = "County Historic Building Survey\n\nTable 2. Number of Farms, 1850-1950\nYear\nNumber of Farms\n" \
+           "1880\n1,597\n1890\n2,039\nSource: census.\n"
+    assert table_name(md, page) == "Table 2 (Number of Farms, 1850-1950)"
+
+
+def test_a_papers_year_is_not_the_year_of_a_work_it_cites() -> None:
+    page1 = ("Preemptive Information Extraction using Unrestricted Relation Discovery\nYusuke Shinyama\n"
+             "Abstract\nWe extend IE systems.\nExisting work learns patterns for relations (Riloff, 1996; Yangar-\n"
+             "ber et al., 2000; Agichtein and Gravano, 2000; Sudo\net al., 2003). Brown et al. (2020) scale it.\n")
+    title = "Preemptive Information Extraction using Unrestricted Relation Discovery"
+    assert document_label(page1, largest=title) == f"\u201c{title}\u201d"
+    # a year of the document itself still names it: a dated line first, else a year no citation gives
+    assert document_label(page1 + "Proceedings of the Human Language Technology Conference 2006\n",
+                          largest=title) == f"\u201c{title}\u201d (2006)"
+    report = "Annual Survey of Farms\nIn 2019, farm numbers fell (Smith, 2001).\n"
+    assert document_label(report, largest="Annual Survey of Farms") == "\u201cAnnual Survey of Farms\u201d (2019)"
+
+
+def test_a_leading_mark_is_no_part_of_a_rows_name() -> None:
+    assert plain("* Rita") == "Rita"
+    assert plain("\u2020 Beta") == "Beta"
+    assert plain("Net sales(2)") == "Net sales"
+    assert plain("*") == "*"  # a cell that is only a mark stays what it is
