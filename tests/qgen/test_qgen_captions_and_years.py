@@ -6,7 +6,7 @@ never runs on into the table's header; a paper's year is not the year of a work 
 from __future__ import annotations
 
 from vrag_data.qgen.docname import document_label
-from vrag_data.qgen.grid import plain
+from vrag_data.qgen.grid import plain, table_grid
 from vrag_data.qgen.naming import table_name
 
 DUMPS = """|  |  |  |
@@ -73,3 +73,40 @@ def test_a_leading_mark_is_no_part_of_a_rows_name() -> None:
     assert plain("\u2020 Beta") == "Beta"
     assert plain("Net sales(2)") == "Net sales"
     assert plain("*") == "*"  # a cell that is only a mark stays what it is
+
+
+# found on unseen 10-Qs (outside the shared corpus), as found: a company's running header, a note heading and values
+# glued into a column name
+NOTIONAL = "|  | October 30, 2022 | January 30, 2022 |\n|---|---|---|\n| Designated as cash flow hedges | $ 1,023 | $ 432 |\n" \
+           "| Not designated for hedge accounting | $ 330 | $ 408 |"
+NOTIONAL_BODY = "October 30,\n2022\nJanuary 30,\n2022\nDesignated as cash flow hedges\n$\n1,023\n$\n432\n" \
+                "Not designated for hedge accounting\n$\n330\n$\n408"
+
+
+def test_a_companys_running_header_is_no_title_and_the_table_below_presents_is_a_lead_in() -> None:
+    header = "NVIDIA CORPORATION AND SUBSIDIARIES\nNOTES TO CONDENSED CONSOLIDATED FINANCIAL STATEMENTS\n(Unaudited)\n"
+    assert table_name(NOTIONAL, header + "Note 11 - Derivative Financial Instruments\nWe enter into contracts.\n"
+                      + NOTIONAL_BODY) == ""
+    lead = ("These contracts were not designated for hedge accounting treatment.\nThe table below presents the notional "
+            "value of our foreign currency forward contracts outstanding as of October 30, 2022 and January 30, 2022:\n")
+    assert table_name(NOTIONAL, header + lead + NOTIONAL_BODY) == \
+        "table of notional value of our foreign currency forward contracts outstanding"
+
+
+def test_a_long_lead_in_loses_its_period_not_its_subject() -> None:
+    md = "|  | Three Months Ended December 31, 2022 | Three Months Ended December 25, 2021 |\n|---|---|---|\n" \
+         "| Net income | $ 29,998 | $ 34,630 |\n| Weighted-average basic shares outstanding | 15,892,723 | 16,391,724 |"
+    page = ("Basis of Presentation and Preparation\nThe financial statements include the accounts of the Company.\n"
+            "\nEarnings Per Share\n\nThe following table shows the computation of basic and diluted earnings per share for the "
+            "three months ended December 31, 2022 and December 25, 2021 (net\nincome in millions and shares in thousands):\n\n"
+            "Three Months Ended\nDecember 31,\n2022\nDecember 25,\n2021\nNet income\n$\n29,998\n$\n34,630\n")
+    assert table_name(md, page) == "table of computation of basic and diluted earnings per share"
+
+
+def test_values_glued_into_a_column_name_leave_the_table_without_questions() -> None:
+    md = ("| Weighted-average remaining lease term – operating leases | December 31, 2022 11.6 years 10.3 years | "
+          "June 30, 2023 11.5 years 11.3 years |\n|---|---|---|\n"
+          "| Weighted-average discount rate – operating leases | 2.8 % | 3.1 % |\n"
+          "| Weighted-average discount rate – finance leases | 2.3 % | 2.5 % |")
+    assert table_grid(md).problem == "column names repeated or broken by text extraction"
+    assert not table_grid(md.replace(" 11.6 years 10.3 years", "").replace(" 11.5 years 11.3 years", "")).problem

@@ -99,6 +99,8 @@ def clean_name(cell: str) -> bool:
         return False
     if cell.count("(") != cell.count(")"):  # "EPS (Diluted Net EBITDA": two header cells run together
         return False
+    if len(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", cell)) >= 2:  # "June 30, 2023 11.5 years 11.3 years": values glued on
+        return False
     if not re.search(r"[A-Za-z]{2,}|\d", cell):  # "/S/" (a signature mark), "—"
         return False
     if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):

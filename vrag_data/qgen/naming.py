@@ -22,14 +22,17 @@ from vrag_data.qgen.scale import WORDS, table_scale, zone_above
 _TITLE_WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019&,\u2013\u2014-]*|[&\u2013\u2014-]")
 _ACRONYM = re.compile(r"\s*\(\s*[\"\u201c]?[A-Z][A-Za-z&]{1,7}[\"\u201d]?\s*\)")  # ("SG&A"), (EPS)
 _RUNNING = re.compile(r"^(notes? to (the )?(condensed )?(consolidated )?financial statements|table of contents|"
-                      r"index to financial statements|part [ivx]+\b.*|item \d+[a-z]?\b.*)$", re.I)
+                      r"index to financial statements|part [ivx]+\b.*|item \d+[a-z]?\b.*|"
+                      r".+\band\s+(its\s+)?(consolidated\s+)?subsidiaries)$", re.I)  # "Acme Corp and Subsidiaries"
 _NOTE_AT_END = re.compile(r"\s*\([^()]*\)\s*(?=:?$)")  # "(in years):", "($ in millions):"
 _LEAD_IN = re.compile(
-    r"^(?:the\s+following\s+tables?\s+(?:presents?|summari[sz]es?|sets?\s+forth|shows?|provides?|reflects?|details?|"
+    r"^(?:the\s+(?:following\s+tables?|tables?\s+below)\s+(?:presents?|summari[sz]es?|sets?\s+forth|shows?|provides?|reflects?|details?|"
     r"lists?|includes?|reconciles?)\s+(?P<a>.+?)|(?P<b>.+?)\s+(?:(?:is|are|was|were)\s+)?(?:(?:summari[sz]ed|"
     r"presented|shown|detailed|set\s+forth|included|reconciled)\s+)?(?:as\s+follows|below|in\s+the\s+following\s+table))"
     r"\s*[:.]?$|^(?P<c>.+?)\s+(?:includes?|included|consists?\s+of|consisted\s+of|comprises?|comprised)\s+the\s+following"
     r"(?:\s+\w+)?\s*[:.]?$", re.I)
+_PERIOD_TAIL = re.compile(r"\s+(?:for|during|in|over)\s+(?:the\s+|each\s+of\s+the\s+)?(?:(?:three|six|nine|twelve)\s+months|"
+                          r"(?:fiscal\s+)?(?:years?|quarters?|periods?))\b.*$|\s+as\s+of\s+.*$", re.I)
 _CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
 # the end of a caption's first sentence; "mid-Sep. and Nov." or "et al." ends none
 _STOP = re.compile(r"(?<=[a-z0-9)])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")
@@ -95,6 +98,8 @@ def _lead_in(zone: list[str], i: int) -> str:
     if re.search(r"\b(is|are|was|were|has|have|had|will|would|computed|using)\b", subject, re.I) or \
             re.search(r"\b(and|or|of|the|to|for|with|by)$", subject, re.I):  # a clause, or a subject cut off
         return ""
+    if len(subject.split()) > MAX_LEAD_IN_WORDS:  # the columns say the period: "... for the three months ended ..."
+        subject = _PERIOD_TAIL.sub("", subject)
     if len(subject.split()) > MAX_LEAD_IN_WORDS:
         subject = subject.split(",")[0]
     if not 2 <= len(subject.split()) <= MAX_LEAD_IN_WORDS or re.search(r"\b(we|us|this)\b", subject, re.I):
