@@ -225,3 +225,53 @@ def test_an_outflow_asked_for_as_printed_is_not_also_asked_for_as_its_size() -> 
     lists = [o for i in range(16) for o in [w.write_sync(Attempt(i, Evidence("multi_page", (cash, income)), "extraction"))]
              if isinstance(o, Written) and o.answer_format == "List" and "capital" in o.question]
     assert lists and all("use its size" not in o.question and ("(90)" in o.answer or "(80)" in o.answer) for o in lists)
+
+
+# found on unseen 10-Qs (outside the shared corpus): a quarterly filing's statements print three- and six-month flows
+Q_OPS = """| | Three Months Ended June 30, 2023 | Three Months Ended June 30, 2022 | Six Months Ended June 30, 2023 | Six Months Ended June 30, 2022 |
+|---|---|---|---|---|
+| Total net sales | 134,383 | 121,234 | 261,741 | 237,678 |
+| Net income (loss) | 6,750 | (2,028) | 9,922 | (5,872) |"""
+Q_CASH = """| | Six Months Ended June 30, 2023 | Six Months Ended June 30, 2022 |
+|---|---|---|
+| Purchases of property and equipment | (25,662) | (30,675) |"""
+Q_BALANCE = """| | June 30, 2023 | December 31, 2022 |
+|---|---|---|
+| Total assets | 477,607 | 462,675 |"""
+DELTA_Q = "the Form 10-Q of Delta Corp for the quarterly period ended June 30, 2023"
+EPSILON_Q = "the Form 10-Q of Epsilon Inc. for the quarterly period ended July 1, 2023"
+
+
+def test_a_quarterly_filings_flows_of_one_period_make_a_ratio_and_a_quarters_flow_over_a_balance_none() -> None:
+    LABELS["gamma"] = DELTA_Q.replace("Delta Corp", "Gamma Inc.")
+    ops = _region(Q_OPS, "gamma", "Consolidated Statements of Operations", 4)
+    cash = _region(Q_CASH, "gamma", "Consolidated Statements of Cash Flows", 3)
+    outs = [o for o in _logic("multi_page", ops, cash) if isinstance(o, Written) and "divided by" in o.question]
+    # by hand: capital expenditures over revenue, six months: 25,662 / 261,741 = 0.0980 (2023), 30,675 / 237,678 =
+    # 0.1291 (2022); the cash-flow statement prints no three-month column, so no three-month ratio
+    want = {"2023": "0.098", "2022": "0.129"}
+    assert outs and {o.answer for o in outs} == {"0.098", "0.129"}
+    for o in outs:
+        year = "2023" if "2023: " in o.question else "2022"
+        assert f"the ratio of capital expenditures to revenue for the six months ending on June 30, {year}:" in o.question
+        assert o.answer == want[year] and "use its size" in o.question
+    balance = _region(Q_BALANCE, "gamma", "Consolidated Balance Sheets", 5)
+    assert not any(isinstance(o, Written) and "divided by" in o.question for o in _logic("multi_page", ops, balance))
+
+
+def test_two_companies_interim_periods_are_weighed_only_when_they_end_on_one_date() -> None:
+    LABELS.update(delta=DELTA_Q, epsilon=EPSILON_Q, zeta=DELTA_Q.replace("Delta Corp", "Zeta Corp"))
+    delta = _region(Q_OPS, "delta", "Consolidated Statements of Operations", 4)
+    zeta = _region(Q_OPS.replace("134,383", "99,000").replace("261,741", "190,500"), "zeta",
+                   "Consolidated Statements of Operations", 6)
+    outs = [o for o in _logic("cross_doc", delta, zeta, 60) if isinstance(o, Written) and "months ending" in o.question]
+    assert outs
+    # by hand: Delta 134,383 vs Zeta 99,000 (three months), 261,741 vs 190,500 (six months): Delta is higher;
+    # the ratio 134,383 / 99,000 = 1.357, 261,741 / 190,500 = 1.374
+    for o in outs:
+        assert "ending on June 30, 2023" in o.question or "ending on June 30, 2022" in o.question
+        if "divided by" in o.question and "revenue" in o.question and "June 30, 2023" in o.question:
+            assert o.answer in ("1.36", "1.37")
+    july = Q_OPS.replace("June 30", "July 1")
+    epsilon = _region(july, "epsilon", "Consolidated Statements of Operations", 6)
+    assert not any(isinstance(o, Written) for o in _logic("cross_doc", delta, epsilon))

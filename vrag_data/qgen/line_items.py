@@ -4,13 +4,15 @@ Two tables of one filing rarely print the same line, but a reader links them all
 income statement over total assets from the balance sheet is the return on assets. A line item is recognised by
 its row label (the whole label, after case, footnote marks and punctuation: "Net earnings", "Total net sales",
 "Cash and cash equivalents"), so a linked question can
-- within one document, divide a line of one statement by a line of another (`RATIOS`), both of one fiscal year,
-  the flow over twelve months (the income or cash-flow statement), the balance at that year's end (an annual
-  filing's or a fourth-quarter release's; a quarterly filing's balance is no fiscal year's); never a parent-only
+- within one document, divide a line of one statement by a line of another (`RATIOS`): two flows over one period
+  (twelve months, or a quarterly filing's three, six or nine months: capital expenditures over revenue for the six
+  months ending in 2023), or a flow over twelve months (the income or cash-flow statement) by the balance at that
+  fiscal year's end (an annual filing's or a fourth-quarter release's; a quarterly filing's balance is no fiscal
+  year's, and a quarter's flow over a balance is no ratio a reader quotes); never a parent-only
   or guarantor statement, and only from the company's statements (a title naming the income statement, balance sheet,
   cash flows, equity or selected financial data; not a segment's or a region's table);
-- across documents, weigh the same line item of two companies for one fiscal year (`cross_item`), in dollars
-  (each filing's stated scale applied).
+- across documents, weigh the same line item of two companies for one fiscal year, or for one interim period that
+  ends on the same date in both (`cross_item`), in dollars (each filing's stated scale applied).
 An outflow printed negative (capital expenditures, dividends paid) is used as its size, and the question says so.
 """
 
@@ -31,6 +33,7 @@ from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
 
+_MONTH_DAY = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}\b")
 YEAR_END_RELEASE = re.compile(r"\bfourth[- ]quarter\b|\bfull[- ]year\b|\bq4\b|\bfiscal (year )?(19|20)\d\d results\b", re.I)
 
 
@@ -42,12 +45,29 @@ class Item:
     number: float  # its size: an outflow printed negative counts positive
     printed: str
     year: str
+    period: str = "12m"  # a flow's period kind ("3m", "6m", "9m", "12m"); a balance's is "end"
+    end: str = ""  # the month and day its column names ("June 30"), "" when it names none
+
+    def same_time(self, other: "Item", across: bool = False) -> bool:
+        """Both of one fiscal year and period kind; across two companies an interim period must end on one date."""
+        if self.year != other.year or self.period != other.period:
+            return False
+        return not across or self.period in ("12m", "end") or bool(self.end) and self.end == other.end
+
+    @property
+    def when(self) -> str:
+        """The period a question names: "the fiscal year ending in 2023", "the six months ending in 2023"."""
+        if self.period in ("12m", "end"):
+            return f"the fiscal year ending in {self.year}"
+        months = {"3m": "three", "6m": "six", "9m": "nine"}[self.period]
+        return f"the {months} months ending {'on ' + self.end + ', ' if self.end else 'in '}{self.year}"
 
 
 def items(t: Table) -> list[Item]:
     """The line items of a table (`statement_items.candidates`) with a positive size in dollars, of the whole company,
-    over twelve months for a flow (read from the column, the table's first header cell, the lines above it or the
-    document's name), at a fiscal year's end for a balance (a quarterly filing's balance is no fiscal year's)."""
+    over a known period for a flow (three, six, nine or twelve months, read from the column, the table's first
+    header cell, the lines above it or the document's name), at a fiscal year's end for a balance (a quarterly
+    filing's balance is no fiscal year's)."""
     if PART_OF_GROUP.search(f"{t.title} {t.above}"):  # a parent-only or guarantor statement: not the company's
         return []
     year_end = bool(ANNUAL_DOC.search(t.label) or YEAR_END_RELEASE.search(t.label))
@@ -58,9 +78,11 @@ def items(t: Table) -> list[Item]:
         if n <= 0 or t.grid.unit(value, row, col) not in ("$", "plain") or PART_OF_GROUP.search(row):
             continue
         flow = ITEMS[c][2]
-        if (flow and period_kind(col, t.grid.header[0], t.label, t.above) != "12m") or (not flow and not year_end):
+        period = period_kind(col, t.grid.header[0], t.label, t.above) if flow else "end"
+        if period is None or (not flow and not year_end):
             continue
-        out.append(Item(c, row, col, n, value, year))
+        end = _MONTH_DAY.search(col)
+        out.append(Item(c, row, col, n, value, year, period, " ".join(end.group(0).split()) if end else ""))
     return out
 
 
@@ -88,7 +110,9 @@ def _ratio_options(a: Table, b: Table) -> list[tuple[str, Table, Item, Table, It
         for (t, u) in ((a, b), (b, a)):
             for x in items(t):
                 for y in items(u):
-                    if x.concept == num and y.concept == den and x.year == y.year:
+                    # two flows of one period; a flow over a balance only over a whole fiscal year
+                    if x.concept == num and y.concept == den and x.year == y.year and (
+                            x.same_time(y) or {x.period, y.period} == {"12m", "end"}):
                         out.append((name, t, x, u, y))
     return out
 
@@ -107,8 +131,8 @@ def statement_ratio(rng: random.Random, a: Table, b: Table) -> Written | Rejecte
     # one filing states its primary statements in one scale: a table whose statement was not read takes the other's
     st, su = t.scale or u.scale or 1.0, u.scale or t.scale or 1.0
     value, rounding = _rounded(x.number * st / (y.number * su))
-    q = (f"In {t.label}, what is the {name} for the fiscal year ending in {x.year}: {_cell(t, x, False)} divided by {_cell(u, y, False)}, "
-         f"{rounding}?")
+    when = x.when if x.period != "end" else y.when
+    q = f"In {t.label}, what is the {name} for {when}: {_cell(t, x, False)} divided by {_cell(u, y, False)}, {rounding}?"
     cells, hops = _hops(t, x, u, y)
     return Written(q, value, "Float", "logic", (x.printed, y.printed), NAME, cells, hops)
 
@@ -121,7 +145,8 @@ def cross_item(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         return Rejected("writer", "writer_declined", "oracle: across documents a line item needs two named companies "
                         "and both tables' stated scale")
     options = [(x, y) for x in items(a) for y in items(b)
-               if x.concept == y.concept and x.year == y.year and x.number * (a.scale or 1) != y.number * (b.scale or 1)]
+               if x.concept == y.concept and x.same_time(y, across=True)
+               and x.number * (a.scale or 1) != y.number * (b.scale or 1)]
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no line item both companies report for one fiscal year")
     x, y = rng.choice(options)
@@ -131,12 +156,12 @@ def cross_item(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
     first, second = f"{names[0]}: {_cell(a, x)}", f"{names[1]}: {_cell(b, y)}"
     if 0.01 <= da / db <= 100 and rng.random() < 0.4:
         value, rounding = _rounded(da / db)
-        q = (f"For the fiscal year ending in {x.year}, what is {names[0]}'s {what} divided by {names[1]}'s {what}, in dollars "
+        q = (f"For {x.when}, what is {names[0]}'s {what} divided by {names[1]}'s {what}, in dollars "
              f"({first}; {second}), {rounding}?")
         return Written(q, value, "Float", "logic", (x.printed, y.printed), NAME, cells, hops)
     scales = "" if a.scale == b.scale else f" (the first states amounts in {WORDS.get(a.scale or 0, 'units')}, " \
                                            f"the second in {WORDS.get(b.scale or 0, 'units')})"
-    q = (f"Which company reported the higher {what} for the fiscal year ending in {x.year}, {first}, or {second}{scales}? "
+    q = (f"Which company reported the higher {what} for {x.when}, {first}, or {second}{scales}? "
          "Answer with the company's name.")
     return Written(q, names[0] if da > db else names[1], "Str", "logic", (x.printed, y.printed), NAME, cells, hops)
 
@@ -153,13 +178,14 @@ def item_pair(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         a, b = sorted((a, b), key=lambda t: t.label)
         names = company(a.label), company(b.label)
         options = [(a, x, b, y, f"{names[0]}'s and {names[1]}'s {ITEMS[x.concept][0]}") for x in items(a)
-                   for y in items(b) if all(names) and x.concept == y.concept and x.year == y.year]
+                   for y in items(b) if all(names) and x.concept == y.concept and x.same_time(y, across=True)]
     if not options:
         return _no_ratio()
     t, x, u, y, what = rng.choice(options)
     one_doc = t.label == u.label
     where = f"In {t.label}, what" if one_doc else "What"
-    q = (f"{where} were {what} for the fiscal year ending in {x.year}: {_cell(t, x, not one_doc, True)} and "
+    when = x.when if x.period != "end" else y.when
+    q = (f"{where} were {what} for {when}: {_cell(t, x, not one_doc, True)} and "
          f"{_cell(u, y, not one_doc, True)}? Give both values as printed, in that order.")
     cells, hops = _hops(t, x, u, y)
     return Written(q, json.dumps([x.printed, y.printed], ensure_ascii=False), "List", "extraction",
