@@ -110,3 +110,22 @@ def test_values_glued_into_a_column_name_leave_the_table_without_questions() -> 
           "| Weighted-average discount rate – finance leases | 2.3 % | 2.5 % |")
     assert table_grid(md).problem == "column names repeated or broken by text extraction"
     assert not table_grid(md.replace(" 11.6 years 10.3 years", "").replace(" 11.5 years 11.3 years", "")).problem
+
+
+def test_a_title_is_never_taken_from_above_a_notes_or_items_heading() -> None:
+    md = "|  | Three Months Ended Sep 30, 2023 | Three Months Ended Oct 1, 2022 |\n|---|---|---|\n" \
+         "| Net income (loss) attributable to Intel | 297 | (1,018) |\n" \
+         "| Earnings (loss) per share attributable to Intel—diluted | 0.07 | (0.25) |"
+    body = "Three Months Ended\nSep 30, 2023\nOct 1, 2022\nNet income (loss) attributable to Intel\n297\n(1,018)\n" \
+           "Earnings (loss) per share attributable to Intel—diluted\n0.07\n(0.25)\n"
+    page = ("IMS Nanofabrication\n\nIn August 2023, we closed an agreement to sell a minority stake.\n\nNote 4 :\n"
+            "Earnings (Loss) Per Share\nWe computed basic earnings per share on the weighted average shares.\n" + body)
+    # "Earnings (Loss) Per Share" begins a row label, so it is read as the table's own cell; above "Note 4" is
+    # another section's heading: no name rather than a wrong one
+    assert table_name(md, page) == ""
+    officers = "| Name | Age | Position with the Company |\n|---|---|---|\n| Corie S. Barry | 47 | Chief Executive Officer |\n" \
+               "| Matt Bilunas | 50 | Chief Financial Officer |"
+    page = ("Other Properties\n\nItem 4. Mine Safety Disclosures.\n\nNot applicable.\n\n"
+            "Information about our Executive Officers\n(As of March 15, 2023)\n\nName\nAge\nPosition with the Company\n"
+            "Corie S. Barry\n47\nChief Executive Officer\nMatt Bilunas\n50\nChief Financial Officer\n")
+    assert table_name(officers, page) == "Information about our Executive Officers"

@@ -33,6 +33,10 @@ _LEAD_IN = re.compile(
     r"(?:\s+\w+)?\s*[:.]?$", re.I)
 _PERIOD_TAIL = re.compile(r"\s+(?:for|during|in|over)\s+(?:the\s+|each\s+of\s+the\s+)?(?:(?:three|six|nine|twelve)\s+months|"
                           r"(?:fiscal\s+)?(?:years?|quarters?|periods?))\b.*$|\s+as\s+of\s+.*$", re.I)
+# words a Title Case heading prints in lower case ("Information about our Executive Officers")
+_SMALL_WORDS = frozenset("about above after among before between during from into over through under upon with within "
+                         "without their your".split())
+_SECTION = re.compile(r"^(note|item)\s+\d+[a-z]?\b", re.I)  # a note's or an item's heading starts another section
 _CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
 # the end of a caption's first sentence; "mid-Sep. and Nov." or "et al." ends none
 _STOP = re.compile(r"(?<=[a-z0-9)])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")
@@ -61,7 +65,7 @@ def _own_cell(line: str, cells: set[str]) -> bool:
     return bool(n) and any(n == c or f" {n} " in f" {c} " for c in cells)
 
 
-def _title_line(line: str, alone: bool) -> str:
+def _title_line(line: str, alone: bool, starts_block: bool = False) -> str:
     """`line` as a title, or "": 2-10 words, no digits or sentence punctuation; Title Case, or a sentence-case
     line printed as a block of its own ("Reconciliation of net debt")."""
     line = _ACRONYM.sub("", line).strip()
@@ -75,7 +79,9 @@ def _title_line(line: str, alone: bool) -> str:
         return ""
     if _RUNNING.match(line) or period_kinds(line) or re.search(r"\bended\b|^total\b", line, re.I):
         return ""
-    title_case = all(w[0].isupper() for w in words if len(w) >= 4 and w[0].isalpha())
+    # a heading that starts its block may print its small words in lower case
+    small = _SMALL_WORDS if starts_block else frozenset()
+    title_case = all(w[0].isupper() for w in words if len(w) >= 4 and w[0].isalpha() and w not in small)
     if not (title_case or alone):
         return ""
     return " ".join((w.capitalize() if len(w) > 3 else w.lower()) if line.isupper() else w for w in words)
@@ -109,10 +115,13 @@ def _lead_in(zone: list[str], i: int) -> str:
 
 def table_title(zone: list[str], cells: set[str] | None = None) -> str:
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
-    lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped."""
+    lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
+    note's heading ("Note 4 :") ends the search (a title above it is another section's)."""
     cells = cells or set()
     for i, raw in enumerate(zone):
         line = raw.strip()
+        if _SECTION.match(line):
+            break
         if not line or _own_cell(line, cells):
             continue
         if line.endswith(":"):
@@ -120,8 +129,9 @@ def table_title(zone: list[str], cells: set[str] | None = None) -> str:
             if subject:
                 return f"table of {subject}"
             continue
-        alone = (i == 0 or not zone[i - 1].strip()) and (i + 1 >= len(zone) or not zone[i + 1].strip())
-        title = _title_line(line, alone)
+        starts_block = i + 1 >= len(zone) or not zone[i + 1].strip()
+        alone = (i == 0 or not zone[i - 1].strip()) and starts_block
+        title = _title_line(line, alone, starts_block)
         if title:
             return title
     return ""
