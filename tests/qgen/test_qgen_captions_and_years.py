@@ -129,3 +129,16 @@ def test_a_title_is_never_taken_from_above_a_notes_or_items_heading() -> None:
             "Information about our Executive Officers\n(As of March 15, 2023)\n\nName\nAge\nPosition with the Company\n"
             "Corie S. Barry\n47\nChief Executive Officer\nMatt Bilunas\n50\nChief Financial Officer\n")
     assert table_name(officers, page) == "Information about our Executive Officers"
+
+
+def test_the_unit_line_above_a_six_column_stacked_header_still_gives_the_scale() -> None:
+    from vrag_data.qgen.scale import table_scale
+    cols = [f"{n} Months Ended June 30, {y}" for n in ("Three", "Six", "Twelve") for y in (2022, 2023)]
+    md = "|  | " + " | ".join(cols) + " |\n|" + "---|" * 7 + "\n| Net income (loss) | (2,028) | 6,750 | (5,872) | " \
+         "9,922 | 1,063 | 15,023 |"
+    header = []
+    for n in ("Three", "Six", "Twelve"):
+        header += [f"{n} Months Ended", "", "June 30,", ""]
+    page = "\n".join(["AMAZON.COM, INC.", "CONSOLIDATED STATEMENTS OF CASH FLOWS", "(in millions)", "(unaudited)", "",
+                      *header, "2022", "2023", "2022", "2023", "2022", "2023", "", "Net income (loss)", "$", "(2,028)"])
+    assert table_scale(md, page) == 1e6

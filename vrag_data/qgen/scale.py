@@ -24,6 +24,7 @@ _STATEMENT = re.compile(
 _OTHER_CURRENCY = re.compile(r"[\u20ac\u00a3\u00a5\u20b9]|\b(euros?|pounds?|yen|rupees?|rs\.?|inr|rmb|yuan|chf|gbp|"
                              r"eur|jpy|aud|cad|a\$|c\$)\b", re.I)
 MAX_LINE = 160
+ZONE_LINES = 32  # a stacked header of six period columns prints some twenty lines between the unit line and the rows
 
 
 def statements(line: str) -> set[float] | None:
@@ -89,4 +90,4 @@ def table_scale(table_md: str, page_text: str) -> float | None:
         return None
     if own is not None:
         return float(own)
-    return _above(zone_above(table_md, page_text))
+    return _above(zone_above(table_md, page_text, ZONE_LINES))
