@@ -275,3 +275,11 @@ def test_two_companies_interim_periods_are_weighed_only_when_they_end_on_one_dat
     july = Q_OPS.replace("June 30", "July 1")
     epsilon = _region(july, "epsilon", "Consolidated Statements of Operations", 6)
     assert not any(isinstance(o, Written) for o in _logic("cross_doc", delta, epsilon))
+
+
+def test_a_line_printed_with_its_loss_or_as_payments_for_acquisition_is_the_same_item() -> None:
+    assert [concept(x) for x in ("Net income (loss)", "Operating income (loss)", "Income (loss) from operations",
+                                 "Payments for acquisition of property, plant and equipment",
+                                 "Net income (loss) attributable to Intel")] == [
+        "net_income", "operating_income", "operating_income", "capex", "net_income"]
+    assert concept("Net income (loss) per share") is None

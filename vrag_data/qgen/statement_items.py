@@ -13,13 +13,13 @@ YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 ITEMS: dict[str, tuple[str, re.Pattern[str], bool]] = {
     k: (name, re.compile(pattern), flow) for k, (name, pattern, flow) in {
         "revenue": ("revenue", r"(total )?(net )?(sales|revenues?)( net)?|revenues? net|total net (sales|revenues?)", True),
-        "net_income": ("net income", r"net (income|earnings)( attributable to [a-z .,&']+)?", True),
-        "operating_income": ("operating income", r"operating income|income from operations", True),
+        "net_income": ("net income", r"net (income|earnings)( loss)?( attributable to [a-z .,&']+)?", True),
+        "operating_income": ("operating income", r"operating income( loss)?|income( loss)? from operations", True),
         "cost_of_sales": ("cost of sales", r"cost of (sales|goods sold|revenues?|products sold)", True),
         "operating_cash_flow": ("cash provided by operating activities",
                                 r"(net |total )?cash (provided by|from|generated from|provided by used in|provided by "
                                 r"\(used in\)) operating activities", True),
-        "capex": ("capital expenditures", r"capital expenditures|(purchases? of|additions to|payments for) property,? "
+        "capex": ("capital expenditures", r"capital expenditures|(purchases? of|additions to|payments for( the)? (acquisitions? of|purchases? of)?) ?property,? "
                   r"(plant,? )?and equipment( net)?", True),
         "dividends_paid": ("dividends paid", r"(cash )?dividends paid( to [a-z ]+)?", True),
         "total_assets": ("total assets", r"total assets", False),
