@@ -283,3 +283,17 @@ def test_a_line_printed_with_its_loss_or_as_payments_for_acquisition_is_the_same
                                  "Net income (loss) attributable to Intel")] == [
         "net_income", "operating_income", "operating_income", "capex", "net_income"]
     assert concept("Net income (loss) per share") is None
+
+
+def test_a_ratio_one_statement_prints_whole_is_no_two_table_question() -> None:
+    # the income statement prints net income and net sales, the cash-flow statement net income and capital
+    # expenditures: net margin needs one table only; capital expenditures over revenue needs both
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
+    outs = [o for o in _logic("multi_page", income, cash, 40) if isinstance(o, Written) and "divided by" in o.question]
+    assert outs and all("ratio of capital expenditures to revenue" in o.question for o in outs)
+    # by hand: 90 / 1,200 = 0.075 (2022), 80 / 1,100 = 0.0727 -> 0.073 (2021)
+    assert {o.answer for o in outs} <= {"0.075", "0.073"}
+    w = OracleWriter({}, LABELS)
+    pairs = [w.write_sync(Attempt(i, Evidence("multi_page", (income, cash)), "extraction")) for i in range(40)]
+    assert not any(isinstance(o, Written) and "net income and the revenue" in o.question for o in pairs)

@@ -104,12 +104,21 @@ def _rounded(x: float) -> tuple[str, str]:
     return f"{x:.{places}f}", f"rounded to {'three' if places == 3 else 'two'} decimal places"
 
 
+def _has(its: list[Item], concept: str, like: Item) -> bool:
+    return any(it.concept == concept and it.year == like.year and it.period == like.period for it in its)
+
+
 def _ratio_options(a: Table, b: Table) -> list[tuple[str, Table, Item, Table, Item]]:
+    """Named ratios with the numerator in one table and the denominator in the other, neither table printing
+    both for that period (net income over revenue, both on the income statement, needs no second table)."""
     out = []
     for name, num, den in RATIOS:
         for (t, u) in ((a, b), (b, a)):
-            for x in items(t):
-                for y in items(u):
+            it_t, it_u = items(t), items(u)
+            for x in it_t:
+                for y in it_u:
+                    if any(_has(its, num, x) and _has(its, den, y) for its in (it_t, it_u)):
+                        continue
                     # two flows of one period; a flow over a balance only over a whole fiscal year
                     if x.concept == num and y.concept == den and x.year == y.year and (
                             x.same_time(y) or {x.period, y.period} == {"12m", "end"}):
