@@ -142,3 +142,20 @@ def test_the_unit_line_above_a_six_column_stacked_header_still_gives_the_scale()
     page = "\n".join(["AMAZON.COM, INC.", "CONSOLIDATED STATEMENTS OF CASH FLOWS", "(in millions)", "(unaudited)", "",
                       *header, "2022", "2023", "2022", "2023", "2022", "2023", "", "Net income (loss)", "$", "(2,028)"])
     assert table_scale(md, page) == 1e6
+
+
+def test_the_rows_of_another_table_above_are_no_title() -> None:
+    first = "|  |  |\n|---|---|\n| Acronym | Definition |\n| APG | Agency Priority Goal |\n| HI | Healthcare & Insurance |"
+    second = "|  |  |\n|---|---|\n| Acronym | Definition |\n| HR | Human Resources |\n| HRS | Human Resources Solutions |"
+    page = ("Annual Performance Report\nAcronyms\n\nAcronym\nDefinition\nAPG\nAgency Priority Goal\nHI\n"
+            "Healthcare & Insurance\n\nAcronym\nDefinition\n\nHR\nHuman Resources\nHRS\nHuman Resources Solutions\n")
+    # walking up from the second part, "Healthcare & Insurance" (above it "HI") is a row of the first part
+    assert table_name(second, page, [first, second]) == ""
+    # a page header read as a one-row table does not hide the statement's own title
+    header = "|  |  |\n|---|---|\n| Financial Statements | Consolidated Condensed Statements of Cash Flows |"
+    cash = "|  | Nine Months Ended Sep 30, 2023 | Oct 1, 2022 |\n|---|---|---|\n| Net income | 1,000 | 900 |\n" \
+           "| Depreciation | 300 | 250 |"
+    page = ("Financial Statements\nConsolidated Condensed Statements of Cash Flows\n\n"
+            "Consolidated Condensed Statements of Cash Flows\n\nNine Months Ended\n\nSep 30, 2023\nOct 1, 2022\n"
+            "Net income\n1,000\n900\nDepreciation\n300\n250\n")
+    assert table_name(cash, page, [header, cash]) == "Consolidated Condensed Statements of Cash Flows"

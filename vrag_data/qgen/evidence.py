@@ -146,7 +146,7 @@ class EvidencePool:
         the same section) and a year in its column names, or a line item of one year (`line_items`: revenue, total
         assets), worked out once: where a cross-document linked question can be."""
         if self._links is None:
-            tabs = [(r, lines(r.text), header_years(r.text), item_keys(r.text, table_name(r.text, r.page.text)))
+            tabs = [(r, lines(r.text), header_years(r.text), item_keys(r.text, table_name(r.text, r.page.text, r.page.tables_md)))
                     for rs in self.by_doc.values() for r in rs if r.source == "table"]
             self._links = [(r, [o for o, ro, yo, ko in tabs if o.stem != r.stem and (rows & ro and years & yo or keys & ko)])
                            for r, rows, years, keys in tabs]
@@ -161,7 +161,7 @@ class EvidencePool:
         if self._doc_links is None:
             out: list[tuple[Region, list[Region]]] = []
             for rs in self.by_doc.values():
-                tabs = [(r, lines(r.text), item_keys(r.text, table_name(r.text, r.page.text))) for r in rs
+                tabs = [(r, lines(r.text), item_keys(r.text, table_name(r.text, r.page.text, r.page.tables_md))) for r in rs
                         if r.source == "table"]
                 for r, rows, keys in tabs:
                     partners = [o for o, ro, ko in tabs if o.page_id != r.page_id and (rows & ro or ratio_pair(keys, ko))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from vrag_data.qgen.grid import Grid, markdown_rows
 from vrag_data.qgen.periods import period_kinds
@@ -113,17 +114,20 @@ def _lead_in(zone: list[str], i: int) -> str:
     return subject[0].lower() + subject[1:] if subject[:2].istitle() else subject
 
 
-def table_title(zone: list[str], cells: set[str] | None = None) -> str:
+def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence[set[str]] = ()) -> str:
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
     lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
     note's heading ("Note 4 :") ends the search (a title above it is another section's)."""
     cells = cells or set()
     for i, raw in enumerate(zone):
         line = raw.strip()
-        if _SECTION.match(line):
+        if _SECTION.match(line):  # another section's heading
             break
         if not line or _own_cell(line, cells):
             continue
+        above = _norm(zone[i + 1]) if i + 1 < len(zone) else ""
+        if any(_norm(line) in o and above in o for o in others):  # two rows of another table: a title above is its
+            break
         if line.endswith(":"):
             subject = _lead_in(zone, i)
             if subject:
@@ -197,9 +201,13 @@ def caption_of(table_md: str, page_text: str) -> str:
     return f"{' '.join(cap.group(1).split())} ({text})"
 
 
-def table_name(table_md: str, page_text: str) -> str:
-    """What a table is called on its page: its numbered caption, else its title or lead-in, else ""."""
-    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _cells(table_md))
+def table_name(table_md: str, page_text: str, page_tables: Sequence[str] = ()) -> str:
+    """What a table is called on its page: its numbered caption, else its title or lead-in, else "". The search for
+    a title stops at two lines that are cells of another table of the page (`page_tables`, markdown): the rows of
+    the table printed above this one."""
+    others = [_cells(md) - {""} for md in page_tables if md.strip() != table_md.strip()]
+    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _cells(table_md),
+                                                          others)
 
 
 def describe(grid: Grid, label: str, title: str, scale: float | None) -> str:
@@ -220,6 +228,6 @@ def named_by_columns(where: str) -> bool:
     return where.startswith("the table with the columns ")
 
 
-def region_where(table_md: str, page_text: str, grid: Grid, label: str) -> str:
+def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tables: Sequence[str] = ()) -> str:
     """`describe` for a table region read from its page."""
-    return describe(grid, label, table_name(table_md, page_text), table_scale(table_md, page_text))
+    return describe(grid, label, table_name(table_md, page_text, page_tables), table_scale(table_md, page_text))

@@ -156,7 +156,7 @@ def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rej
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     if not label:
         return unnamed(region.stem)
-    where = region_where(region.text, region.page.text, grid, label)
+    where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
     if named_by_columns(where):
         return untitled(region.page_id)
     row, col, value = rng.choice(grid.cells)
@@ -173,7 +173,7 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     if not label:
         return unnamed(region.stem)
-    where = region_where(region.text, region.page.text, grid, label)
+    where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
     if named_by_columns(where):
         return untitled(region.page_id)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
@@ -215,7 +215,7 @@ class OracleWriter:
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
-                and bool(table_name(region.text, region.page.text)))  # a table no reader could find by name gives none
+                and bool(table_name(region.text, region.page.text, region.page.tables_md)))  # a table no reader could find by name gives none
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         return self.write_sync(attempt)

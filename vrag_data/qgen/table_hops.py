@@ -206,7 +206,7 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return unnamed(r.stem)
         zone = zone_above(r.text, r.page.text)
         tables.append(Table(grid, labels[r.stem], i, table_scale(r.text, r.page.text), " ".join(zone),
-                            table_name(r.text, r.page.text)))
+                            table_name(r.text, r.page.text, r.page.tables_md)))
     a, b = tables
     for t in tables:
         if not t.title:

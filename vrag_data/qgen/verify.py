@@ -212,13 +212,13 @@ class Verifier:
         for idx, row, col, value in w.cells:
             own = regions[idx]
             header = table_grid(own.text).header[1:]  # what the question names a table by: its title, else columns
-            title = table_name(own.text, own.page.text)
+            title = table_name(own.text, own.page.text, own.page.tables_md)
             by_title = bool(title) and title in w.question
             for p in self.by_stem.get(own.stem, []):
                 for md in p.tables_md:
                     if md.strip() == own.text.strip():
                         continue
-                    if by_title and table_name(md, p.text).lower() != title.lower():
+                    if by_title and table_name(md, p.text, p.tables_md).lower() != title.lower():
                         continue
                     if not by_title and not same_columns(table_grid(md).header[1:], header):
                         continue
