@@ -159,3 +159,14 @@ def test_the_rows_of_another_table_above_are_no_title() -> None:
             "Consolidated Condensed Statements of Cash Flows\n\nNine Months Ended\n\nSep 30, 2023\nOct 1, 2022\n"
             "Net income\n1,000\n900\nDepreciation\n300\n250\n")
     assert table_name(cash, page, [header, cash]) == "Consolidated Condensed Statements of Cash Flows"
+
+
+def test_a_zero_line_is_no_section_heading_and_a_label_cut_after_its_dollar_sign_is_dropped() -> None:
+    md = ("| | July 30, 2023 | January 29, 2023 |\n|---|---|---|\n| Total liabilities | 22,054 | 19,081 |\n"
+          "| Shareholders\u2019 equity: |  |  |\n| Preferred stock | \u2014 | \u2014 |\n| Common stock | 2 | 2 |\n"
+          "| Retained earnings | 14,921 | 10,171 |\n"
+          "| Unrealized gains (losses), net of tax of $3, $(4), $31, and $ | (5) | (195) |")
+    g = table_grid(md)
+    assert g.heads["Common stock"] == "Shareholders\u2019 equity"
+    assert g.row_phrase("Common stock") == "Common stock (under Shareholders\u2019 equity)"
+    assert not any(r.startswith("Unrealized") for r, _, _ in g.cells)

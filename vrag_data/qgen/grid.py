@@ -111,6 +111,8 @@ def clean_name(cell: str) -> bool:
         return False
     if len(toks) > 1 and _CUT.search(cell.strip()):  # "Net sales by" or "Shares in": the rest is on the next line
         return False
+    if len(toks) > 1 and re.search(r"[$(\[]$", cell.strip()):  # "..., net of tax of $3, $(4), $31, and $": cut
+        return False
     return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
 
 
@@ -196,6 +198,9 @@ def _wrapped(body: list[list[str]]) -> bool:
     return goes_on >= 2 and goes_on * 5 >= len(body)
 
 
+_DASH = re.compile(r"\$?\s*[\u2014\u2013-]+")
+
+
 def _heads(body: list[list[str]]) -> dict[str, str]:
     """Each row label's section as printed: the nearest label-only row above it ("Provisions for credit losses"
     over "Card Member receivables", its trailing colon dropped) up to the total that closes it ("Total current
@@ -203,7 +208,8 @@ def _heads(body: list[list[str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     section = ""
     for r in body:
-        if r[0] and not any(c and c.lower() not in _EMPTY for c in r[1:]):
+        # a label with no values under it; a dash is a value (a zero line: "Preferred stock | — | —")
+        if r[0] and not any(c and (c.lower() not in _EMPTY or _DASH.fullmatch(c.strip())) for c in r[1:]):
             head = r[0].strip().rstrip(":").strip()
             # a heading, not a long label whose values sit on the next line ("Preferred stock, $1.00 par value: ...")
             section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) else ""
