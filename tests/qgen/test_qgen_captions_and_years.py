@@ -170,3 +170,12 @@ def test_a_zero_line_is_no_section_heading_and_a_label_cut_after_its_dollar_sign
     assert g.heads["Common stock"] == "Shareholders\u2019 equity"
     assert g.row_phrase("Common stock") == "Common stock (under Shareholders\u2019 equity)"
     assert not any(r.startswith("Unrealized") for r, _, _ in g.cells)
+
+
+def test_a_period_column_that_lost_its_day_beside_one_that_kept_it_is_broken() -> None:
+    md = ("|  | Three Months Ended 2022 | Three Months Ended December 31, 2021 |\n|---|---|---|\n"
+          "| Net realized gains (losses) on investments sold | $ (8) | $ 31 |\n| Impairments of investments | (9) | 0 |")
+    assert table_grid(md).problem.startswith("a group header smeared over its columns, or a column name cut")
+    fine = md.replace("Ended 2022", "Ended December 31, 2022")
+    assert not table_grid(fine).problem
+    assert not table_grid(fine.replace("December 31, ", "")).problem  # years alone in both: one convention

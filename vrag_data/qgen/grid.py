@@ -153,9 +153,20 @@ def _header_problem(header: list[str]) -> str:
     words = [frozenset(h.lower().split()) for h in cols]
     if any(i != j and a <= b for i, a in enumerate(words) for j, b in enumerate(words)):  # "Six Months" / "Six Months Ended"
         return "one column name is part of another (a header split by text extraction)"
-    if _smeared(cols):
+    if _smeared(cols) or _date_cut(cols):
         return "a group header smeared over its columns, or a column name cut by text extraction"
     return ""
+
+
+_MONTH_DAY_YEAR = re.compile(r"\b[A-Z][a-z]{2,8}\.?\s+\d{1,2},?\s+(19|20)\d\d\b")
+
+
+def _date_cut(cols: list[str]) -> bool:
+    """A period column that lost its month and day ("Three Months Ended 2022") beside one that kept them ("Three
+    Months Ended December 31, 2021"): which day the first period ends is not known."""
+    dated = [c for c in cols if _MONTH_DAY_YEAR.search(c)]
+    return bool(dated) and any(re.search(r"\bended\b", c, re.I) and re.search(r"\b(19|20)\d\d\b", c)
+                               and not _MONTH_DAY_YEAR.search(c) for c in cols)
 
 
 def _unlabelled(body: list[list[str]]) -> bool:
