@@ -179,3 +179,13 @@ def test_a_period_column_that_lost_its_day_beside_one_that_kept_it_is_broken() -
     fine = md.replace("Ended 2022", "Ended December 31, 2022")
     assert not table_grid(fine).problem
     assert not table_grid(fine.replace("December 31, ", "")).problem  # years alone in both: one convention
+
+
+def test_a_filing_cover_without_the_registrant_caption_is_named_by_the_line_after_its_file_number() -> None:
+    cover = ("UNITED STATES\nSECURITIES AND EXCHANGE COMMISSION\nWashington, D.C. 20549\n \nFORM 10-Q\n \n\u2612\n"
+             "QUARTERLY REPORT PURSUANT TO SECTION 13 OR 15(d) OF THE SECURITIES EXCHANGE ACT OF 1934\n \n"
+             "For the Quarterly Period Ended December 31, 2022\n \nOR\n"
+             "For the Transition Period From                  to\nCommission File Number 001-37845\n \n"
+             "MICROSOFT CORPORATION\n \n \nWASHINGTON\n \n91-1144442\n(STATE OF INCORPORATION)\n")
+    assert document_label(cover, largest="FORM 10-Q") == \
+        "the Form 10-Q of Microsoft Corporation for the quarterly period ended December 31, 2022"

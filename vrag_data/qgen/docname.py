@@ -20,6 +20,8 @@ MAX_CHARS = 120
 _FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.I)  # a cover prints "FORM 10-K" or "Form 10-K"
 _REGISTRANT = re.compile(r"([^\n]{2,100})\n[\s\n]*\(\s*Exact name of registrant", re.I)
 _PERIOD = re.compile(r"For the (fiscal year|quarterly period) ended\s+([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)", re.I)
+# the registrant printed in capitals on the line after the commission file number
+_AFTER_FILE_NUMBER = re.compile(r"Commission File Number[^\n]*\n[\s\n]*([A-Z][A-Z0-9&.,' \-]{2,80}[A-Z.])\s*\n")
 _REPORT_DATE = re.compile(r"Date of (?:R|r)eport[^\n]*?\)?\s*:?\s*\n?\s*([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)")
 # only a publisher's own citation block ("RECOMMENDED CITATION: ..."): a paper's page 1 cites other works by title
 _CITATION = re.compile(r"(?:RECOMMENDED|SUGGESTED|PREFERRED)\s+CITATION[^\u201c\"]{0,120}[\u201c\"]([^\u201d\"]{6,150})[\u201d\"]",
@@ -74,9 +76,15 @@ def sec_filing_name(text: str, largest: str = "") -> str:
     The registrant is the line above "(Exact name of registrant ...)", else the cover's largest type less its
     headers (a cover set as a table puts that caption elsewhere in the text)."""
     form, reg = _FORM.search(text), _REGISTRANT.search(text)
-    if not form or not (reg or re.search(r"Exact name of registrant", text, re.I)):
+    after_file_no = _AFTER_FILE_NUMBER.search(text)  # a cover without the "(Exact name ...)" caption
+    if not form or not (reg or re.search(r"Exact name of registrant", text, re.I) or after_file_no and _PERIOD.search(text)):
         return ""
-    company = _case(_clean(reg.group(1))) if reg and strip_boilerplate(reg.group(1)) else _case(strip_boilerplate(largest))
+    if reg and strip_boilerplate(reg.group(1)):
+        company = _case(_clean(reg.group(1)))
+    elif after_file_no and not reg and strip_boilerplate(after_file_no.group(1)):
+        company = _case(_clean(after_file_no.group(1)))
+    else:
+        company = _case(strip_boilerplate(largest))
     period = _PERIOD.search(text)
     if period:
         when = f" for the {period.group(1).lower()} ended {' '.join(period.group(2).split())}"
