@@ -37,9 +37,9 @@ BETA_INCOME = """| For the years ended June 30, | 2022 | 2021 |
 | Net income | 60 | 80 |"""
 
 
-def _region(md: str, stem: str, title: str, page: int, above: str = "(in millions)") -> Region:
+def _region(md: str, stem: str, title: str, page: int, above: str = "(in millions)", tail: str = "") -> Region:
     cells = [c.strip() for line in md.splitlines()[2:] for c in line.strip("|").split("|")]
-    text = "\n".join([title, above, *[c for c in cells if c]])
+    text = "\n".join([title, above, *[c for c in cells if c], *tail.splitlines()])
     pg = Page(page_id=f"{stem}_{page}", doc_id=f"sha_{stem}", stem=stem, page=page, image=f"pages/{stem}_{page}.jpg",
               width=1000, height=1400, dpi=144, text=text, tables_md=[md])
     block = LayoutBlock(block_id=f"{pg.page_id}#0", doc_id=pg.doc_id, page_id=pg.page_id, page=page, cls="table",
@@ -297,3 +297,19 @@ def test_a_ratio_one_statement_prints_whole_is_no_two_table_question() -> None:
     w = OracleWriter({}, LABELS)
     pairs = [w.write_sync(Attempt(i, Evidence("multi_page", (income, cash)), "extraction")) for i in range(40)]
     assert not any(isinstance(o, Written) and "net income and the revenue" in o.question for o in pairs)
+
+
+def test_a_ratio_whose_lines_one_page_prints_is_no_two_table_question_even_when_the_parser_missed_a_row() -> None:
+    # the statement of operations as parsed stops before its net income line, which its page still prints
+    ops = _region(Q_OPS.split("\n| Net income")[0], "gamma", "Consolidated Statements of Operations", 4,
+                  tail="Net income (loss)\n$\n6,750")
+    comp = _region("| | Three Months Ended June 30, 2023 | Three Months Ended June 30, 2022 |\n|---|---|---|\n"
+                   "| Net income (loss) | 6,750 | (2,028) |\n| Total comprehensive income | 7,100 | (2,500) |", "gamma",
+                   "Consolidated Statements of Comprehensive Income", 5)
+    LABELS["gamma"] = DELTA_Q.replace("Delta Corp", "Gamma Inc.")
+    outs = _logic("multi_page", ops, comp, 40)
+    assert not any(isinstance(o, Written) and "net margin" in o.question for o in outs)
+    # the same tables on a page without that line: net income 6,750 / revenue 134,383 = 0.0502 -> 0.050
+    ops = _region(Q_OPS.split("\n| Net income")[0], "gamma", "Consolidated Statements of Operations", 4)
+    margins = [o for o in _logic("multi_page", ops, comp, 40) if isinstance(o, Written) and "net margin" in o.question]
+    assert margins and {o.answer for o in margins if "June 30, 2023:" in o.question} == {"0.050"}

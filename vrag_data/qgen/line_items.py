@@ -109,10 +109,12 @@ def _has(its: list[Item], concept: str, like: Item) -> bool:
 
 
 def _ratio_options(a: Table, b: Table) -> list[tuple[str, Table, Item, Table, Item]]:
-    """Named ratios with the numerator in one table and the denominator in the other, neither table printing
-    both for that period (net income over revenue, both on the income statement, needs no second table)."""
+    """Named ratios with the numerator in one table and the denominator in the other, neither table (nor its page)
+    printing both (net income over revenue, both on the income statement, needs no second table)."""
     out = []
     for name, num, den in RATIOS:
+        if any({num, den} <= tab.page_items for tab in (a, b)):
+            continue
         for (t, u) in ((a, b), (b, a)):
             it_t, it_u = items(t), items(u)
             for x in it_t:

@@ -73,6 +73,13 @@ def candidates(grid: Grid, title: str) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
+def page_concepts(page_text: str) -> frozenset[str]:
+    """The line items a page prints as a line of its own (its table's rows as text extraction reads them): a row
+    the table parser dropped is still there for a reader of the page."""
+    return frozenset(c for line in page_text.splitlines() if 3 <= len(line.strip()) <= 80
+                     for c in [concept(line)] if c is not None)
+
+
 def item_keys(text: str, title: str) -> frozenset[tuple[str, str]]:
     """(line item, fiscal year) of a markdown table's `candidates`: where a line-item question can be."""
     return frozenset((c, year) for c, _, _, _, year in candidates(table_grid(text), title))

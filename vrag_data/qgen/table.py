@@ -16,6 +16,7 @@ class Table:
     scale: float | None = None  # the scale its amounts are stated in (1e6: "in millions"), None when not known
     above: str = ""  # the page lines right above the table (its title, period and unit lines)
     title: str = ""  # its printed title, named in questions across documents
+    page_items: frozenset[str] = frozenset()  # the line items its page prints (`statement_items.page_concepts`)
 
     @property
     def where(self) -> str:

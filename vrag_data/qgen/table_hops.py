@@ -28,7 +28,7 @@ from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
 from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
 from vrag_data.qgen.line_items import cross_item, item_pair, statement_ratio
-from vrag_data.qgen.statement_items import concept, statement_kind
+from vrag_data.qgen.statement_items import concept, page_concepts, statement_kind
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.scale import table_scale, zone_above
 from vrag_data.qgen.table import Table
@@ -206,7 +206,7 @@ def linked(rng: random.Random, regions: tuple[Region, ...], labels: dict[str, st
             return unnamed(r.stem)
         zone = zone_above(r.text, r.page.text)
         tables.append(Table(grid, labels[r.stem], i, table_scale(r.text, r.page.text), " ".join(zone),
-                            table_name(r.text, r.page.text, r.page.tables_md)))
+                            table_name(r.text, r.page.text, r.page.tables_md), page_concepts(r.page.text)))
     a, b = tables
     for t in tables:
         if not t.title:
