@@ -189,3 +189,18 @@ def test_a_filing_cover_without_the_registrant_caption_is_named_by_the_line_afte
              "MICROSOFT CORPORATION\n \n \nWASHINGTON\n \n91-1144442\n(STATE OF INCORPORATION)\n")
     assert document_label(cover, largest="FORM 10-Q") == \
         "the Form 10-Q of Microsoft Corporation for the quarterly period ended December 31, 2022"
+
+
+def test_a_record_that_goes_on_in_the_next_row_and_a_wrapped_fragment_give_no_cell_but_a_subtotal_row_is_no_record() -> None:
+    md = ("| Description | Type | Status | Start Date |\n|---|---|---|---|\n"
+          "| Increase customer satisfaction. | Target | Increased | 10/1/2021 |\n|  | Actual | Met | 10/1/2021 |\n"
+          "| Increase opportunities for | Target | Increased | 10/1/2021 |\n"
+          "| persons with disabilities through GSA procurement. | Actual |  |  |\n"
+          + "".join(f"| Goal {w} met on time | Target | Met | 10/1/2021 |\n" for w in ("one", "two", "three", "four",
+                                                                                 "five", "six", "seven", "eight")))
+    g = table_grid(md)
+    assert not g.problem and {r for r, _, _ in g.cells} == {f"Goal {w} met on time" for w in (
+        "one", "two", "three", "four", "five", "six", "seven", "eight")}
+    fin = ("|  | June 30, 2023 | December 31, 2022 |\n|---|---|---|\n| U.S. government securities | 500 | 450 |\n"
+           "| Other debt securities | 237 | 201 |\n|  | $ 737 | $ 651 |\n| Total marketable securities | 900 | 800 |")
+    assert ("Other debt securities", "June 30, 2023", "237") in table_grid(fin).cells

@@ -252,6 +252,24 @@ def markdown_rows(text: str) -> list[list[str]]:
             if line.strip().startswith("|") and not re.fullmatch(r"[|\-:\s]+", line.strip())]
 
 
+# a row label that begins with a plain lower-case word is the rest of a wrapped text cell ("persons with
+# disabilities through GSA procurement."); "iPhone" or "eBay" begin otherwise
+_FRAGMENT = re.compile(r"[a-z]{4,}\b")
+
+
+def _spanning(rows: list[list[str]]) -> set[str]:
+    """Labels whose record goes on in the next row: that row has no label but text values ("Increase customer
+    satisfaction. | Target" over " | Actual"); which of the two values is the label's is not known. (A row of
+    numbers without a label under a group is its subtotal, not the rest of a record.)"""
+    out = set()
+    for r, nxt in zip(rows, rows[1:]):
+        if r[0] and not nxt[0] and any(c and c.lower() not in _EMPTY and not _DASH.fullmatch(c)
+                                       and not is_value(c.replace("$", "").strip()) for c in nxt[1:]) and \
+                any(c and c.lower() not in _EMPTY for c in r[1:]):
+            out.add(r[0])
+    return out
+
+
 def table_grid(text: str) -> Grid:
     """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
     readable name (a table whose first row is data, or whose names text extraction broke, has nothing to ask by),
@@ -276,7 +294,9 @@ def table_grid(text: str) -> Grid:
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
     labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
-    asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS]
+    spans = _spanning(whole)
+    asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
+             and not _FRAGMENT.match(r[0]) and r[0] not in spans]
     cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
     if not cells:
