@@ -204,3 +204,22 @@ def test_a_record_that_goes_on_in_the_next_row_and_a_wrapped_fragment_give_no_ce
     fin = ("|  | June 30, 2023 | December 31, 2022 |\n|---|---|---|\n| U.S. government securities | 500 | 450 |\n"
            "| Other debt securities | 237 | 201 |\n|  | $ 737 | $ 651 |\n| Total marketable securities | 900 | 800 |")
     assert ("Other debt securities", "June 30, 2023", "237") in table_grid(fin).cells
+
+
+def test_a_one_word_heading_after_a_paragraph_and_a_title_repeating_a_later_row_name_their_tables() -> None:
+    inv = "|  | Jul 1, 2023 | Dec 31, 2022 |\n|---|---|---|\n| Raw materials | 1,300 | 1,517 |\n" \
+          "| Work in process | 7,500 | 7,565 |\n| Finished goods | 3,000 | 4,142 |"
+    page = ("Accounts Receivable\nWe sell certain of our accounts receivable on a non-recourse basis.\n"
+            "After the sale, we remit payment to the third-party financial institution.\nInventories\n(In Millions)\n"
+            "Jul 1, 2023\nDec 31, 2022\nRaw materials\n$\n1,300\n")
+    assert table_name(inv, page) == "Inventories"
+    # a header fragment or a word inside the table's header lines is no heading
+    assert table_name(inv, page.replace("Inventories\n", "Trend\n").replace("institution.\n", "FY 2015-\n")) == \
+        "Accounts Receivable"
+    fcf = ("|  | Twelve Months Ended March 31, 2022 | Twelve Months Ended March 31, 2023 |\n|---|---|---|\n"
+           "| Net cash provided by (used in) operating activities | $ 39,324 | $ 54,330 |\n"
+           "| Purchases of property and equipment | (61,053) | (58,321) |\n| Free cash flow | $ (21,729) | $ (3,991) |")
+    page = ("Non-GAAP Financial Measures\nWe provide multiple measures of free cash flows.\nFree Cash Flow\n"
+            "Free cash flow is cash flow from operations reduced by purchases of property and equipment.\n"
+            "Twelve Months Ended\nMarch 31,\n2022\n2023\nNet cash provided by (used in) operating activities\n$\n39,324\n")
+    assert table_name(fcf, page) == "Free Cash Flow"

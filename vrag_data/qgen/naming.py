@@ -37,6 +37,11 @@ _PERIOD_TAIL = re.compile(r"\s+(?:for|during|in|over)\s+(?:the\s+|each\s+of\s+th
 # words a Title Case heading prints in lower case ("Information about our Executive Officers")
 _SMALL_WORDS = frozenset("about above after among before between during from into over through under upon with within "
                          "without their your".split())
+_ONE_WORD = re.compile(r"[A-Z][a-z]{4,}")
+_GENERIC_WORDS = frozenset("total totals notes amount amounts description balance balances other table contents index "
+                           "page summary assets liabilities unaudited continued overview introduction background general "
+                           "results highlights".split())
+_UNIT_LINE = re.compile(r"\(?[^()]{0,40}\b(millions?|thousands?|billions?|unaudited)\b[^()]{0,40}\)?", re.I)
 _SECTION = re.compile(r"^(note|item)\s+\d+[a-z]?\b", re.I)  # a note's or an item's heading starts another section
 _CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
 # the end of a caption's first sentence; "mid-Sep. and Nov." or "et al." ends none
@@ -59,6 +64,15 @@ def _cells(table_md: str) -> set[str]:
     "Notional Amount" on a line above "January 28, 2023")."""
     rows = markdown_rows(table_md)
     return {_norm(c) for r in rows for c in r if c.strip()}
+
+
+def _top_cells(table_md: str) -> set[str]:
+    """The cells that can print above a table's first row label: its header rows and its first two rows (the
+    search for a title starts above one of its first three labels). A title that only repeats a label further
+    down ("Free Cash Flow" over a table whose fifth row is "Free cash flow") is still its title."""
+    rows = markdown_rows(table_md)
+    top = rows[:3] + [r for r in rows[3:6] if not any(re.search(r"\d", c) for c in r[1:])]  # a header of more rows
+    return {_norm(c) for r in top for c in r if c.strip()}
 
 
 def _own_cell(line: str, cells: set[str]) -> bool:
@@ -118,7 +132,7 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
     lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
     note's heading ("Note 4 :") ends the search (a title above it is another section's)."""
-    cells = cells or set()
+    cells, passed = cells or set(), False
     for i, raw in enumerate(zone):
         line = raw.strip()
         if _SECTION.match(line):  # another section's heading
@@ -138,6 +152,11 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
         title = _title_line(line, alone, starts_block)
         if title:
             return title
+        prose_above = next((z.strip() for z in zone[i + 1:] if z.strip()), "").endswith(".")
+        if not passed and _ONE_WORD.fullmatch(line) and line.lower() not in _GENERIC_WORDS and prose_above:
+            return line  # a one-word heading right above the table, after a paragraph ("Inventories")
+        if not _UNIT_LINE.fullmatch(line):
+            passed = True  # text between the table and a line above it: a single word there is no heading of it
     return ""
 
 
@@ -206,7 +225,7 @@ def table_name(table_md: str, page_text: str, page_tables: Sequence[str] = ()) -
     a title stops at two lines that are cells of another table of the page (`page_tables`, markdown): the rows of
     the table printed above this one."""
     others = [_cells(md) - {""} for md in page_tables if md.strip() != table_md.strip()]
-    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _cells(table_md),
+    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _top_cells(table_md),
                                                           others)
 
 
