@@ -223,3 +223,15 @@ def test_a_one_word_heading_after_a_paragraph_and_a_title_repeating_a_later_row_
             "Free cash flow is cash flow from operations reduced by purchases of property and equipment.\n"
             "Twelve Months Ended\nMarch 31,\n2022\n2023\nNet cash provided by (used in) operating activities\n$\n39,324\n")
     assert table_name(fcf, page) == "Free Cash Flow"
+
+
+def test_a_negative_printed_after_its_currency_sign_is_a_negative_number() -> None:
+    from vrag_data.qgen.grid import quantity
+    assert [quantity(v) for v in ("$ (16)", "$(3)", "(49)", "$ 24,775", "$ \u2014")] == [-16.0, -3.0, -49.0, 24775.0, None]
+    md = ("|  | June 30, 2023 | Acquisitions | Other | September 30, 2023 |\n|---|---|---|---|---|\n"
+          "| Productivity and Business Processes | $ 24,775 | $ 0 | $ (16) | $ 24,759 |\n"
+          "| Intelligent Cloud | 30,469 | 0 | (49) | 30,420 |\n| More Personal Computing | 12,642 | 0 | (31) | 12,611 |")
+    g = table_grid(md)
+    # by hand: the highest "Other" is (16), Productivity and Business Processes, not (31)
+    other = {r: quantity(v) for r, c, v in g.cells if c == "Other"}
+    assert max(other, key=other.__getitem__) == "Productivity and Business Processes"

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 # thousands groups of three only: "3,5,7" is a list of numbers, not 357
-_NUMBER = re.compile(r"[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d*)?\s*(%|pp|bps|x)?\)?", re.I)
+# "1,234", "(16)", "$ 12.5", "-3%", and "$ (16)" (a currency sign printed before the bracket of a negative)
+_NUMBER = re.compile(r"(?:[$\u20ac\u00a3]\s*(?=[(\u2212-]))?[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d*)?"
+                     r"\s*(%|pp|bps|x)?\)?", re.I)
 # text that a line wrap cut: it ends in a comma or a word that needs more after it ("Executive Team,", "format and")
 _CUT = re.compile(r"([,;:&/\u2013-]|\b(and|or|of|the|to|for|with|in|on|by|a|an|from|at|as|than|per))$", re.I)
 _UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz", "ms", "\u00b5s", "%"
@@ -361,4 +363,4 @@ def number(value: str) -> float | None:
         n = float(v)
     except ValueError:
         return None
-    return -n if value.strip().startswith(("-", "\u2212", "(")) else n
+    return -n if re.sub(r"^[$\u20ac\u00a3\s]+", "", value.strip()).startswith(("-", "\u2212", "(")) else n
