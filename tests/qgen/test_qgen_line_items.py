@@ -313,3 +313,20 @@ def test_a_ratio_whose_lines_one_page_prints_is_no_two_table_question_even_when_
     ops = _region(Q_OPS.split("\n| Net income")[0], "gamma", "Consolidated Statements of Operations", 4)
     margins = [o for o in _logic("multi_page", ops, comp, 40) if isinstance(o, Written) and "net margin" in o.question]
     assert margins and {o.answer for o in margins if "June 30, 2023:" in o.question} == {"0.050"}
+
+
+def test_attempts_go_to_evidence_the_writer_can_write_for_and_not_back_to_evidence_it_declined() -> None:
+    from vrag_data.qgen.generate import _evidence_key, _fresh_pick
+    income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
+    cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
+    other = _region("| | 2022 | 2021 |\n|---|---|---|\n| Employees | 1,200 | 1,100 |\n| Stores | 40 | 38 |", "alpha",
+                    "Human Capital", 12)
+    pool = EvidencePool({"alpha": [income, cash, other]})
+    w = OracleWriter({}, LABELS)
+    picks = [_fresh_pick(pool, "multi_page", "logic", f"s:{i}", set(), w.viable) for i in range(20)]
+    # the only pair the templates can write a logic question for: capital expenditures over revenue
+    assert all({r.page_id for r in ev.regions} == {"alpha_40", "alpha_42"} for ev in picks)
+    assert all(w.viable(ev, "logic") for ev in picks)
+    barren = {_evidence_key(picks[0], "logic")}
+    again = [_fresh_pick(pool, "multi_page", "logic", f"s:{i}", barren) for i in range(20)]
+    assert not any(_evidence_key(ev, "logic") in barren for ev in again)  # only when 24 draws find nothing else

@@ -21,7 +21,7 @@ import json
 import random
 import re
 
-from vrag_data.qgen.evidence import Region
+from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
@@ -216,6 +216,11 @@ class OracleWriter:
             return True
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 and bool(table_name(region.text, region.page.text, region.page.tables_md)))  # a table no reader could find by name gives none
+
+    def viable(self, evidence: Evidence, qtype: str) -> bool:
+        """Whether the templates can write a question of `qtype` over `evidence` at all (a dry run: they are pure
+        and cheap), so the attempt budget goes to evidence that can give a task."""
+        return isinstance(self.write_sync(Attempt(0, evidence, qtype)), Written)
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
         return self.write_sync(attempt)

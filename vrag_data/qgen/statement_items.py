@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
+from vrag_data.qgen.periods import period_kind
 
 YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
@@ -80,14 +81,30 @@ def page_concepts(page_text: str) -> frozenset[str]:
                      for c in [concept(line)] if c is not None)
 
 
-def item_keys(text: str, title: str) -> frozenset[tuple[str, str]]:
-    """(line item, fiscal year) of a markdown table's `candidates`: where a line-item question can be."""
-    return frozenset((c, year) for c, _, _, _, year in candidates(table_grid(text), title))
+def item_keys(text: str, title: str) -> frozenset[tuple[str, str, str]]:
+    """(line item, fiscal year, period) of a markdown table's `candidates`: where a line-item question can be. The
+    period is a flow's kind as its column or first header cell names it ("3m", "6m", "9m", "12m"; "?" when they do
+    not say), "end" for a balance."""
+    grid = table_grid(text)
+    out = set()
+    for c, _, col, _, year in candidates(grid, title):
+        period = (period_kind(col, grid.header[0], "") or "?") if ITEMS[c][2] else "end"
+        out.add((c, year, period))
+    return frozenset(out)
 
 
-def ratio_pair(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
-    """Two tables' `item_keys` that make a named ratio for one year (either way round)."""
-    return any(((n, y) in a and (d, y) in b) or ((n, y) in b and (d, y) in a) for _, n, d in RATIOS for _, y in a | b)
+def _same_time(p: str, q: str) -> bool:
+    """Two line items' periods that make a ratio: two flows of one kind (or one not stated), or a balance and a flow
+    over twelve months."""
+    if "end" in (p, q):
+        return {p, q} <= {"end", "12m", "?"} and p != q
+    return p == q or "?" in (p, q)
+
+
+def ratio_pair(a: frozenset[tuple[str, str, str]], b: frozenset[tuple[str, str, str]]) -> bool:
+    """Two tables' `item_keys` that make a named ratio for one year and period (either way round)."""
+    return any(n == kn and d == kd and y == yd and _same_time(p, pd)
+               for x, z in ((a, b), (b, a)) for kn, y, p in x for kd, yd, pd in z for _, n, d in RATIOS)
 
 
 _STATEMENTS = (("comprehensive", re.compile(r"comprehensive (income|loss)", re.I)),
