@@ -235,3 +235,15 @@ def test_a_negative_printed_after_its_currency_sign_is_a_negative_number() -> No
     # by hand: the highest "Other" is (16), Productivity and Business Processes, not (31)
     other = {r: quantity(v) for r, c, v in g.cells if c == "Other"}
     assert max(other, key=other.__getitem__) == "Productivity and Business Processes"
+
+
+def test_a_lead_in_clause_with_its_own_verb_names_no_table() -> None:
+    md = "|  | Three Months Ended October 29, 2023 | Three Months Ended October 30, 2022 |\n|---|---|---|\n" \
+         "| Research and development | 701 | 530 |\n| Sales, general and administrative | 240 | 183 |"
+    page = ("Note 4 - Stock-Based Compensation\nOur stock-based compensation expense is associated with RSUs.\n"
+            "Our Condensed Consolidated Statements of Income include stock-based compensation expense, net of amounts "
+            "allocated to inventory, as\nfollows:\nThree Months Ended\nOctober 29,\n2023\nOctober 30,\n2022\n"
+            "Research and development\n$\n701\n$\n530\n")
+    # not "table of condensed Consolidated Statements of Income include ..." (a statement name, so an income
+    # statement line to a reader across filings); the note's heading above ends the search
+    assert table_name(md, page) == ""

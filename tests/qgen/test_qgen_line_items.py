@@ -330,3 +330,23 @@ def test_attempts_go_to_evidence_the_writer_can_write_for_and_not_back_to_eviden
     barren = {_evidence_key(picks[0], "logic")}
     again = [_fresh_pick(pool, "multi_page", "logic", f"s:{i}", barren) for i in range(20)]
     assert not any(_evidence_key(ev, "logic") in barren for ev in again)  # only when 24 draws find nothing else
+
+
+def test_two_filings_interim_columns_are_one_period_only_when_they_end_on_one_day() -> None:
+    from vrag_data.qgen.cross_doc import same_kind
+    from vrag_data.qgen.grid import table_grid
+    from vrag_data.qgen.table import Table
+    ops = "|  | 2022 | 2021 |\n|---|---|---|\n| Research and development | 6,628 | 5,599 |\n| Net income | 17,556 | 20,505 |"
+    msft = Table(table_grid(ops), "the Form 10-Q of Microsoft Corporation for the quarterly period ended September "
+                 "30, 2022", 0, 1e6, "Three Months Ended September 30,", "Income Statements")
+    intc = Table(table_grid(ops.replace("| 2022 | 2021 |", "| Three Months Ended Apr 2, 2022 | Three Months Ended "
+                                        "Mar 26, 2021 |")),
+                 "the Form 10-Q of Intel Corporation for the quarterly period ended April 1, 2023", 1, 1e6, "",
+                 "Consolidated Condensed Statements of Income")
+    amzn = Table(table_grid(ops.replace("| 2022 | 2021 |", "| Three Months Ended September 30, 2022 | Three Months "
+                                        "Ended September 30, 2021 |")),
+                 "the Form 10-Q of Amazon.com, Inc. for the quarterly period ended September 30, 2022", 1, 1e6, "",
+                 "Consolidated Statements of Operations")
+    # a quarter to September 30 (the day read from the lines above Microsoft's year columns) and one to April 2
+    assert not same_kind(msft, "2022", intc, "Three Months Ended Apr 2, 2022")
+    assert same_kind(msft, "2022", amzn, "Three Months Ended September 30, 2022")

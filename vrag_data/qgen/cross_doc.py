@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import re
 
-from vrag_data.qgen.periods import period_kind
+from vrag_data.qgen.periods import end_day, period_kind
 from vrag_data.qgen.scale import WORDS
 from vrag_data.qgen.table import Table
 from vrag_data.qgen.writer import ORACLE as NAME
@@ -35,8 +35,15 @@ PART_OF_GROUP = re.compile(r"\b(parent company|registrant|guarant(ee|or|ors)|clo
 
 
 def same_kind(a: Table, ca: str, b: Table, cb: str) -> bool:
+    """Two filings' columns of one period: the same kind, and an interim period (a quarter, six or nine months)
+    ending on the same day (Microsoft's quarter to September 30 and Intel's to April 2 are no common period)."""
     ka = period_kind(ca, a.grid.header[0], a.label, a.above)
-    return ka is not None and ka == period_kind(cb, b.grid.header[0], b.label, b.above)
+    if ka is None or ka != period_kind(cb, b.grid.header[0], b.label, b.above):
+        return False
+    if ka == "12m":
+        return True
+    da, db = end_day(ca, a.above), end_day(cb, b.above)
+    return bool(da) and da == db
 
 
 def company(label: str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from vrag_data.qgen.cross_doc import PART_OF_GROUP, company
 from vrag_data.qgen.grid import plain, quantity
-from vrag_data.qgen.periods import ANNUAL_DOC, period_kind
+from vrag_data.qgen.periods import ANNUAL_DOC, end_day, period_kind
 from vrag_data.qgen.scale import WORDS
 from vrag_data.qgen.statement_items import ITEMS, OUTFLOWS, RATIOS, candidates
 from vrag_data.qgen.table import Table
@@ -33,7 +33,6 @@ from vrag_data.qgen.writer import ORACLE as NAME
 from vrag_data.qgen.writer import Hop, Rejected, Written
 
 
-_MONTH_DAY = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}\b")
 YEAR_END_RELEASE = re.compile(r"\bfourth[- ]quarter\b|\bfull[- ]year\b|\bq4\b|\bfiscal (year )?(19|20)\d\d results\b", re.I)
 
 
@@ -81,8 +80,7 @@ def items(t: Table) -> list[Item]:
         period = period_kind(col, t.grid.header[0], t.label, t.above) if flow else "end"
         if period is None or (not flow and not year_end):
             continue
-        end = _MONTH_DAY.search(col)
-        out.append(Item(c, row, col, n, value, year, period, " ".join(end.group(0).split()) if end else ""))
+        out.append(Item(c, row, col, n, value, year, period, end_day(col, t.above)))
     return out
 
 

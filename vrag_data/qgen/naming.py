@@ -116,7 +116,9 @@ def _lead_in(zone: list[str], i: int) -> str:
     if not sentence[:1].isupper():  # the sentence began on a line further up: its subject is not all here
         return ""
     subject = re.sub(r"^(the|our|a)\s+", "", (m.group("a") or m.group("b") or m.group("c")).strip(" ,;"), flags=re.I)
+    # a clause, not a noun phrase: "Our statements of income include stock-based compensation, net of ..."
     if re.search(r"\b(is|are|was|were|has|have|had|will|would|computed|using)\b", subject, re.I) or \
+            re.search(r"\b(includes?|consists?|reflects?|shows?|presents?)\b", subject.split(",")[0], re.I) or \
             re.search(r"\b(and|or|of|the|to|for|with|by)$", subject, re.I):  # a clause, or a subject cut off
         return ""
     if len(subject.split()) > MAX_LEAD_IN_WORDS:  # the columns say the period: "... for the three months ended ..."

@@ -26,3 +26,21 @@ def period_kind(col: str, first_header: str, doc_label: str, above: str = "") ->
         if found:  # "fiscal quarter": two kinds named, none known
             return None
     return "12m" if ANNUAL_DOC.search(doc_label) and not period_kinds(doc_label) - {"12m"} else None
+
+
+_MONTH_DAY = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+(\d{1,2})\b")
+
+
+def month_day(text: str) -> str:
+    """The one month and day `text` names ("September 30"), "" when it names none or several."""
+    days = {(m.group(1), int(m.group(2))) for m in _MONTH_DAY.finditer(text)}
+    if len(days) != 1:
+        return ""
+    m = next(_MONTH_DAY.finditer(text))
+    return " ".join(m.group(0).split())
+
+
+def end_day(col: str, above: str = "") -> str:
+    """The day a column's period ends: named by the column, else by the one date of the lines above its table
+    ("Three Months Ended / September 30," over "2023 | 2022"); "" when not known."""
+    return month_day(col) or ("" if _MONTH_DAY.search(col) else month_day(above))
