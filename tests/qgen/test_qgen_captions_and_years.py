@@ -247,3 +247,21 @@ def test_a_lead_in_clause_with_its_own_verb_names_no_table() -> None:
     # not "table of condensed Consolidated Statements of Income include ..." (a statement name, so an income
     # statement line to a reader across filings); the note's heading above ends the search
     assert table_name(md, page) == ""
+
+
+def test_no_highest_row_where_a_cell_of_the_column_is_no_number_and_a_lead_ins_initials_keep_their_capitals() -> None:
+    from tests.qgen import test_qgen_tables as T
+    from vrag_data.qgen.evidence import Evidence
+    from vrag_data.qgen.oracle_writer import OracleWriter
+    from vrag_data.qgen.writer import Attempt, Written
+    change = ("| Segment | 2022 | 2023 | % Change |\n|---|---|---|---|\n| North America | 1,200 | 1,500 | 25 % |\n"
+              "| International | 100 | 1,100 | ** |\n| Cloud | 400 | 700 | 75 % |")
+    w = OracleWriter({}, T.LABELS)
+    outs = [w.write_sync(Attempt(i, Evidence("multi_page", (T._region(change, "report", 9), T._region(T.STAFF, "report", 12))),
+                                 "extraction")) for i in range(30)]
+    # International's change is "not meaningful" (**), maybe the highest: no "highest % Change" question
+    assert not any(isinstance(o, Written) and "highest % Change" in o.question for o in outs)
+    md = "|  | 2019 | 2020 |\n|---|---|---|\n| U.S. | (4,926) | (6,946) |\n| Foreign | (3,507) | (385) |"
+    page = ("The U.S. and foreign components of income (loss) before provision for income taxes are as follows (in "
+            "millions):\n2019\n2020\nU.S.\n$\n(4,926)\n")
+    assert table_name(md, page) == "table of U.S. and foreign components of income (loss) before provision for income taxes"

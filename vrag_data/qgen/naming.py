@@ -127,7 +127,9 @@ def _lead_in(zone: list[str], i: int) -> str:
         subject = subject.split(",")[0]
     if not 2 <= len(subject.split()) <= MAX_LEAD_IN_WORDS or re.search(r"\b(we|us|this)\b", subject, re.I):
         return ""
-    return subject[0].lower() + subject[1:] if subject[:2].istitle() else subject
+    first = subject.split()[0]
+    # "Company's revenues" -> "company's revenues"; "U.S. and foreign components" keeps its capitals
+    return subject[0].lower() + subject[1:] if first[:2].istitle() and not re.search(r"[A-Z.]", first[1:]) else subject
 
 
 def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence[set[str]] = ()) -> str:

@@ -127,6 +127,9 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         # a value no number can stand for ("3,5,7" options): then "the highest" is not known
         if any(q is None or q >= top for q in (quantity(v) for _, c, v in a.grid.dropped if c == col)):
             continue
+        # an asked row whose cell is no number ("**": a change not meaningful, "n/m") may be the highest too
+        if any(c == col and quantity(v) is None for _, c, v in a.grid.cells):
+            continue
         for r, cb, vb in b.grid.cells:
             if r == winners[0]:
                 options.append((col, winners[0], next(v for rr, _, v in cells if rr == r), cb, vb))
