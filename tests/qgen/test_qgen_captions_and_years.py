@@ -72,6 +72,7 @@ def test_a_leading_mark_is_no_part_of_a_rows_name() -> None:
     assert plain("* Rita") == "Rita"
     assert plain("\u2020 Beta") == "Beta"
     assert plain("Net sales(2)") == "Net sales"
+    assert plain("Sale of equity investments and other\u00b9") == "Sale of equity investments and other"
     assert plain("*") == "*"  # a cell that is only a mark stays what it is
 
 

@@ -5,6 +5,8 @@ periods' lines, no result line against a line it is computed from), and a short 
 
 from __future__ import annotations
 
+import re
+
 from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import table_grid
 from vrag_data.qgen.naming import table_name
@@ -160,3 +162,17 @@ def test_signed_changes_of_balances_are_not_weighed() -> None:
 | Other operating assets and liabilities, net | 623 |"""
     outs = [o for o in _compare(md) if isinstance(o, Written)]
     assert outs and all("Accounts payable" not in o.question and "Other operating" not in o.question for o in outs)
+
+
+def test_lines_on_two_sides_of_a_total_or_a_result_line_are_not_weighed() -> None:
+    md = ("|  | 2023 | 2022 |\n|---|---|---|\n| Net product sales | 60,000 | 56,000 |\n| Net service sales | 67,000 | 62,000 |\n"
+          "| Total net sales | 127,000 | 118,000 |\n| Fulfillment | 20,000 | 19,000 |\n| Technology and content | 21,000 | 18,000 |\n"
+          "| Income before income taxes | 4,000 | 3,000 |\n| Provision for income taxes | 900 | 800 |\n"
+          "| Equity-method investment activity | 5 | 7 |")
+    outs = [o for o in _compare(md, 40) if isinstance(o, Written)]
+    assert outs
+    groups = [{"Net product sales", "Net service sales"}, {"Fulfillment", "Technology and content"},
+              {"Provision for income taxes", "Equity-method investment activity"}]
+    for o in outs:  # two lines of one group: never a sales line against an expense or a tax line
+        pair = set(re.findall(r"value: (.+?) or (.+?)\?", o.question)[0])
+        assert any(pair <= g for g in groups), o.question

@@ -87,7 +87,7 @@ def plain(name: str) -> str:
     """A label or column name without its footnote mark: "Interest payments(5)" -> "Interest payments",
     "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita"."""
     name = re.sub(r"^[*\u2020\u2021]+\s*(?=\w)", "", name.strip())
-    return re.sub(r"\s*(\((\d{1,2}|[a-z])\)|[*\u2020\u2021]+)$", "", name).strip() or name
+    return re.sub(r"\s*(\((\d{1,2}|[a-z])\)|[*\u2020\u2021\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)$", "", name).strip() or name
 
 
 _SHORT_OK = frozenset("a i of in to at by on or vs no us uk eu fy q1 q2 q3 q4 h1 h2 % & $ # + - ( )".split())

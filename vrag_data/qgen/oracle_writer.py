@@ -22,7 +22,7 @@ import random
 import re
 
 from vrag_data.qgen.evidence import Evidence, Region
-from vrag_data.qgen.grid import plain, quantity, table_grid
+from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.naming import named_by_columns, region_where, table_name
@@ -164,6 +164,20 @@ def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rej
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
 
+def _blocks(grid: Grid) -> dict[tuple[str, str], int]:
+    """Each cell's block in its column: how many totals and result lines of the same unit stand above it. Lines
+    between two of them are one group a reader weighs (net product and service sales; the investing flows); across
+    one, a sales line and a tax line, an asset and a liability, are no comparison."""
+    out: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for row, col, value in grid.cells:
+        unit = grid.unit(value, row, col)
+        out[(row, col)] = seen.get((col, unit), 0)
+        if _SUBTOTAL.search(row):
+            seen[(col, unit)] = seen.get((col, unit), 0) + 1
+    return out
+
+
 def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """Which of two rows has the higher number in one column of an extracted table: two positive amounts of one
     unit and one section (the lines of one statement a reader weighs against each other), not a part and its
@@ -177,13 +191,14 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     if named_by_columns(where):
         return untitled(region.page_id)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
+    blocks = _blocks(grid)
     for row, col, value in grid.cells:
         n = quantity(value)  # a year is a date, not an amount to compare
         # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
         # signed changes of balances, not amounts one weighs against another
         if n is not None and n > 0 and not row.lower().startswith("total") \
                 and not _CHANGES.search(grid.heads.get(row, "")):
-            key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}"
+            key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}\x00{blocks[(row, col)]}"
             by_col.setdefault(key, []).append((row, n, value))
     usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
     if not usable:
