@@ -316,7 +316,7 @@ def test_a_ratio_whose_lines_one_page_prints_is_no_two_table_question_even_when_
 
 
 def test_attempts_go_to_evidence_the_writer_can_write_for_and_not_back_to_evidence_it_declined() -> None:
-    from vrag_data.qgen.generate import _evidence_key, _fresh_pick
+    from vrag_data.qgen.picking import evidence_key as _evidence_key, fresh_pick as _fresh_pick
     income = _region(INCOME, "alpha", "Consolidated Statements of Income", 40)
     cash = _region(CASH, "alpha", "Consolidated Statements of Cash Flows", 42)
     other = _region("| | 2022 | 2021 |\n|---|---|---|\n| Employees | 1,200 | 1,100 |\n| Stores | 40 | 38 |", "alpha",

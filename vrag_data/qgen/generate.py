@@ -16,7 +16,6 @@ the run's request cache (`runs/<run_id>/requests.sqlite`).
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +29,8 @@ from vrag_data.errors import VragError
 from vrag_data.ids import short_hash, task_id
 from vrag_data.inert import sanitize_text
 from vrag_data.qgen.docname import document_label, largest_font_text
-from vrag_data.qgen.evidence import KINDS, Evidence, EvidencePool
+from vrag_data.qgen.evidence import KINDS, EvidencePool
+from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.tally import Tally
@@ -312,34 +312,6 @@ def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
     return pool_ev, kinds, notices
 
 
-# a writer's answer about the evidence itself (nothing there for this question type), not about one try of it
-BARREN = frozenset({"writer_declined", "untitled_table", "table_malformed", "unnamed_document"})
-REPICKS = 24  # draws of other evidence before a barren one is tried again
-
-
-def _evidence_key(ev: Evidence, qtype: str) -> tuple[str, ...]:
-    return (ev.kind, qtype, *sorted(r.block.block_id for r in ev.regions))
-
-
-def _fresh_pick(pool_ev: EvidencePool, kind: str, qtype: str, seed: str, barren: set[tuple[str, ...]],
-                viable: Callable[[Evidence, str], bool] | None = None) -> Evidence:
-    """Evidence of `kind` the writer has not declined for `qtype` in this run (and, for a writer that can tell up
-    front, one it can write for), when a few draws find some: the attempt budget goes to evidence that can still
-    give a task, not to pairs already found empty. After `REPICKS` draws the last one is tried anyway."""
-    ev = None
-    for k in range(REPICKS):
-        ev = pool_ev.pick(kind, random.Random(seed if k == 0 else f"{seed}:{k}"))
-        assert ev is not None  # kinds were filtered by pool_ev.possible
-        key = _evidence_key(ev, qtype)
-        if key in barren:
-            continue
-        if viable is None or viable(ev, qtype):
-            return ev
-        barren.add(key)
-    assert ev is not None
-    return ev
-
-
 async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, kinds: list[str], summary: GenerateSummary,
                     progress: Callable[[int, int], None] | None, new_only: bool) -> tuple[dict[str, Task], list[Rejection]]:
     """Attempts in batches until `gcfg.n` tasks count (this run's, plus an earlier run's met again unless `new_only`)
@@ -359,14 +331,14 @@ async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, ki
         turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3)
         for i in range(summary.attempted, summary.attempted + size):
             kind, qtype = _schedule(i, turn, list(gcfg.types))
-            ev = _fresh_pick(pool_ev, kind, qtype, f"{rng_seed}:{i}", barren, getattr(run.writer, "viable", None))
+            ev = fresh_pick(pool_ev, kind, qtype, f"{rng_seed}:{i}", barren, getattr(run.writer, "viable", None))
             attempts.append(Attempt(i, ev, qtype))
             summary.tally.ask(ev.kind, list(ev.stems))
         summary.attempted += size
         got, rej = await _batch(run, attempts)
         rejections += rej
         by_idx = {a.idx: a for a in attempts}
-        barren |= {_evidence_key(by_idx[r.attempt].evidence, r.qtype) for r in rej
+        barren |= {evidence_key(by_idx[r.attempt].evidence, r.qtype) for r in rej
                    if r.stage == "writer" and r.reason in BARREN and r.attempt in by_idx}
         for a, t, again in got:
             if (again and t.task_id not in found_again) or (not again and t.task_id not in kept and counted() < gcfg.n):
