@@ -266,3 +266,28 @@ def test_no_highest_row_where_a_cell_of_the_column_is_no_number_and_a_lead_ins_i
     page = ("The U.S. and foreign components of income (loss) before provision for income taxes are as follows (in "
             "millions):\n2019\n2020\nU.S.\n$\n(4,926)\n")
     assert table_name(md, page) == "table of U.S. and foreign components of income (loss) before provision for income taxes"
+
+
+def test_a_statement_as_a_percentage_of_revenue_counts_shares_on_every_row() -> None:
+    md = ("|  | Year Ended January 29, 2023 | January 30, 2022 |\n|---|---|---|\n| Revenue | 100.0 % | 100.0 % |\n"
+          "| Cost of revenue | 43.1 | 35.1 |\n| Income from operations | 15.6 | 37.3 |\n| Net income | 16.2 % | 36.2 % |")
+    g = table_grid(md)
+    assert g.unit("15.6", "Income from operations", "Year Ended January 29, 2023") == "share"
+    amounts = "|  | 2023 | 2022 |\n|---|---|---|\n| Income from operations | 4,224 | 10,041 |\n| Effective tax rate | 15.8 % | 16.0 % |"
+    assert table_grid(amounts).unit("4,224", "Income from operations", "2023") != "share"  # one rate row changes nothing
+
+
+def test_no_bridge_lands_on_the_base_line_of_a_percentage_statement() -> None:
+    from tests.qgen import test_qgen_tables as T
+    from vrag_data.qgen.evidence import Evidence
+    from vrag_data.qgen.oracle_writer import OracleWriter
+    from vrag_data.qgen.writer import Attempt, Written
+    pro_forma = "| Item | 2021 |\n|---|---|\n| Revenue | 16,900 |\n| Net income | 4,200 |"
+    shares = ("|  | 2023 | 2022 |\n|---|---|---|\n| Revenue | 100.0 % | 100.0 % |\n| Cost of revenue | 43.1 | 35.1 |\n"
+              "| Net income | 16.2 % | 36.2 % |")
+    w = OracleWriter({}, T.LABELS)
+    outs = [w.write_sync(Attempt(i, Evidence("multi_page", (T._region(pro_forma, "report", 9),
+                                                            T._region(shares, "report", 12))), "extraction"))
+            for i in range(20)]
+    # the highest row of the first table is Revenue; its line in the second is 100.0 % in every column
+    assert not any(isinstance(o, Written) and o.answer.startswith("100.0") for o in outs)

@@ -66,8 +66,20 @@ class Grid:
         "%"), by its section ("Basic" under "Earnings per share" is a per-share figure) and by the row's own unit
         cell (45 ms and 90 \u00b5s are no pair)."""
         base = "share" if _SHARE_COLUMN.search(col) else unit(value, f"{self.heads.get(row, '')} {row}".strip())
+        if base == "plain" and col in self.percent_columns:  # "100.0 %" atop a column of bare numbers
+            base = "share"
         own = self.units.get(row, "")
         return f"{base}:{own.lower()}" if own else base
+
+    @cached_property
+    def percent_columns(self) -> frozenset[str]:
+        """Columns of shares that print "%" on some rows only (a statement "as a percentage of revenue": "100.0 %",
+        then 43.1, 56.9, ...): the first value of the column carries it, no value carries "$"."""
+        first: dict[str, str] = {}
+        for _, c, v in self.cells:
+            first.setdefault(c, v)
+        dollars = {c for _, c, v in self.cells if "$" in v}
+        return frozenset(c for c, v in first.items() if "%" in v and c not in dollars)  # it opens with its "%"
 
     def row_phrase(self, row: str) -> str:
         """A row as a question names it: its footnote mark dropped ("Interest payments(5)"), a short label with the

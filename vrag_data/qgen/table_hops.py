@@ -131,7 +131,8 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         if any(c == col and quantity(v) is None for _, c, v in a.grid.cells):
             continue
         for r, cb, vb in b.grid.cells:
-            if r == winners[0]:
+            # the base line of a statement as a percentage of it ("Revenue | 100.0 %") answers itself
+            if r == winners[0] and not (cb in b.grid.percent_columns and quantity(vb) == 100):
                 options.append((col, winners[0], next(v for rr, _, v in cells if rr == r), cb, vb))
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no row that is the highest of a column in one table "
