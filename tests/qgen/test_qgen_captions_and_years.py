@@ -5,9 +5,21 @@ never runs on into the table's header; a paper's year is not the year of a work 
 
 from __future__ import annotations
 
+from tests.qgen import test_qgen_tables as T
 from vrag_data.qgen.docname import document_label
-from vrag_data.qgen.grid import plain, table_grid
+from vrag_data.qgen.evidence import Evidence
+from vrag_data.qgen.grid import plain, quantity, table_grid
 from vrag_data.qgen.naming import table_name
+from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.scale import table_scale
+from vrag_data.qgen.writer import Attempt, Rejected, Written
+
+
+def _bridges(first: str, second: str, n: int) -> list[Written | Rejected]:
+    """The offline writer's extraction questions over two tables of one report (pages 9 and 12)."""
+    w = OracleWriter({}, T.LABELS)
+    ev = Evidence("multi_page", (T._region(first, "report", 9), T._region(second, "report", 12)))
+    return [w.write_sync(Attempt(i, ev, "extraction")) for i in range(n)]
 
 DUMPS = """|  |  |  |
 |---|---|---|
@@ -133,7 +145,6 @@ def test_a_title_is_never_taken_from_above_a_notes_or_items_heading() -> None:
 
 
 def test_the_unit_line_above_a_six_column_stacked_header_still_gives_the_scale() -> None:
-    from vrag_data.qgen.scale import table_scale
     cols = [f"{n} Months Ended June 30, {y}" for n in ("Three", "Six", "Twelve") for y in (2022, 2023)]
     md = "|  | " + " | ".join(cols) + " |\n|" + "---|" * 7 + "\n| Net income (loss) | (2,028) | 6,750 | (5,872) | " \
          "9,922 | 1,063 | 15,023 |"
@@ -227,7 +238,6 @@ def test_a_one_word_heading_after_a_paragraph_and_a_title_repeating_a_later_row_
 
 
 def test_a_negative_printed_after_its_currency_sign_is_a_negative_number() -> None:
-    from vrag_data.qgen.grid import quantity
     assert [quantity(v) for v in ("$ (16)", "$(3)", "(49)", "$ 24,775", "$ \u2014")] == [-16.0, -3.0, -49.0, 24775.0, None]
     md = ("|  | June 30, 2023 | Acquisitions | Other | September 30, 2023 |\n|---|---|---|---|---|\n"
           "| Productivity and Business Processes | $ 24,775 | $ 0 | $ (16) | $ 24,759 |\n"
@@ -251,15 +261,9 @@ def test_a_lead_in_clause_with_its_own_verb_names_no_table() -> None:
 
 
 def test_no_highest_row_where_a_cell_of_the_column_is_no_number_and_a_lead_ins_initials_keep_their_capitals() -> None:
-    from tests.qgen import test_qgen_tables as T
-    from vrag_data.qgen.evidence import Evidence
-    from vrag_data.qgen.oracle_writer import OracleWriter
-    from vrag_data.qgen.writer import Attempt, Written
     change = ("| Segment | 2022 | 2023 | % Change |\n|---|---|---|---|\n| North America | 1,200 | 1,500 | 25 % |\n"
               "| International | 100 | 1,100 | ** |\n| Cloud | 400 | 700 | 75 % |")
-    w = OracleWriter({}, T.LABELS)
-    outs = [w.write_sync(Attempt(i, Evidence("multi_page", (T._region(change, "report", 9), T._region(T.STAFF, "report", 12))),
-                                 "extraction")) for i in range(30)]
+    outs = _bridges(change, T.STAFF, 30)
     # International's change is "not meaningful" (**), maybe the highest: no "highest % Change" question
     assert not any(isinstance(o, Written) and "highest % Change" in o.question for o in outs)
     md = "|  | 2019 | 2020 |\n|---|---|---|\n| U.S. | (4,926) | (6,946) |\n| Foreign | (3,507) | (385) |"
@@ -278,16 +282,9 @@ def test_a_statement_as_a_percentage_of_revenue_counts_shares_on_every_row() -> 
 
 
 def test_no_bridge_lands_on_the_base_line_of_a_percentage_statement() -> None:
-    from tests.qgen import test_qgen_tables as T
-    from vrag_data.qgen.evidence import Evidence
-    from vrag_data.qgen.oracle_writer import OracleWriter
-    from vrag_data.qgen.writer import Attempt, Written
     pro_forma = "| Item | 2021 |\n|---|---|\n| Revenue | 16,900 |\n| Net income | 4,200 |"
     shares = ("|  | 2023 | 2022 |\n|---|---|---|\n| Revenue | 100.0 % | 100.0 % |\n| Cost of revenue | 43.1 | 35.1 |\n"
               "| Net income | 16.2 % | 36.2 % |")
-    w = OracleWriter({}, T.LABELS)
-    outs = [w.write_sync(Attempt(i, Evidence("multi_page", (T._region(pro_forma, "report", 9),
-                                                            T._region(shares, "report", 12))), "extraction"))
-            for i in range(20)]
+    outs = _bridges(pro_forma, shares, 20)
     # the highest row of the first table is Revenue; its line in the second is 100.0 % in every column
     assert not any(isinstance(o, Written) and o.answer.startswith("100.0") for o in outs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 # thousands groups of three only: "3,5,7" is a list of numbers, not 357
 # "1,234", "(16)", "$ 12.5", "-3%", and "$ (16)" (a currency sign printed before the bracket of a negative)
@@ -284,10 +284,12 @@ def _spanning(rows: list[list[str]]) -> set[str]:
     return out
 
 
+@lru_cache(maxsize=8192)
 def table_grid(text: str) -> Grid:
     """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
     readable name (a table whose first row is data, or whose names text extraction broke, has nothing to ask by),
-    rows whose label is readable text and unique, and cells with a clean value."""
+    rows whose label is readable text and unique, and cells with a clean value. Remembered per text: the same table
+    is read by the picker, the writer and the verifier, and a Grid is never changed."""
     rows = markdown_rows(text)
     if len(rows) < 2 or len(rows[0]) < 2:
         return Grid([], [], "fewer than 2 rows or 2 columns")

@@ -109,19 +109,19 @@ def _has(its: list[Item], concept: str, like: Item) -> bool:
 def _ratio_options(a: Table, b: Table) -> list[tuple[str, Table, Item, Table, Item]]:
     """Named ratios with the numerator in one table and the denominator in the other, neither table (nor its page)
     printing both (net income over revenue, both on the income statement, needs no second table)."""
+    its = {id(a): items(a), id(b): items(b)}
     out = []
     for name, num, den in RATIOS:
         if any({num, den} <= tab.page_items for tab in (a, b)):
             continue
         for (t, u) in ((a, b), (b, a)):
-            it_t, it_u = items(t), items(u)
-            for x in it_t:
-                for y in it_u:
-                    if any(_has(its, num, x) and _has(its, den, y) for its in (it_t, it_u)):
-                        continue
+            for x in its[id(t)]:
+                for y in its[id(u)]:
                     # two flows of one period; a flow over a balance only over a whole fiscal year
-                    if x.concept == num and y.concept == den and x.year == y.year and (
-                            x.same_time(y) or {x.period, y.period} == {"12m", "end"}):
+                    if not (x.concept == num and y.concept == den and x.year == y.year and (
+                            x.same_time(y) or {x.period, y.period} == {"12m", "end"})):
+                        continue
+                    if not any(_has(one, num, x) and _has(one, den, y) for one in its.values()):
                         out.append((name, t, x, u, y))
     return out
 

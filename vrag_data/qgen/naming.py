@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 from vrag_data.qgen.grid import Grid, markdown_rows
 from vrag_data.qgen.periods import period_kinds
@@ -227,7 +228,13 @@ def caption_of(table_md: str, page_text: str) -> str:
 def table_name(table_md: str, page_text: str, page_tables: Sequence[str] = ()) -> str:
     """What a table is called on its page: its numbered caption, else its title or lead-in, else "". The search for
     a title stops at two lines that are cells of another table of the page (`page_tables`, markdown): the rows of
-    the table printed above this one."""
+    the table printed above this one. Pure, and asked for the same table many times in a run (pairing, writing,
+    verifying), so remembered."""
+    return _table_name(table_md, page_text, tuple(page_tables))
+
+
+@lru_cache(maxsize=8192)
+def _table_name(table_md: str, page_text: str, page_tables: tuple[str, ...]) -> str:
     others = [_cells(md) - {""} for md in page_tables if md.strip() != table_md.strip()]
     return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _top_cells(table_md),
                                                           others)
