@@ -118,7 +118,7 @@ RECIPE = register(EvisragRecipe(
     export=ExportHints(max_pixels=3920000, data_source="rag", sft=SftHints(16384, 5.0e-7, 1.0, 4, "EVisRAG Table 5"),
                        evidence_rows=True,
                        # the paper's SFT samples: one correct reply in the four-tag form, over pages it was shown
-                       gate=SampleGate(saw_pages=True, max_assistant_turns=1)),
+                       gate=SampleGate(saw_pages=True, max_assistant_turns=1, evidence_per_image=True)),
     oracle=OracleSpec(style="evidence", crop_gold=False),
     options_model=EvisragOptions,
     setup_steps=1,  # the retrieval before the single turn is an environment step, not a policy turn

@@ -200,7 +200,7 @@ RECIPE = register(MmdocRecipe(
     # the paper trains with RL only: it gives no SFT settings (the LLaMA-Factory yaml says so)
     export=ExportHints(max_pixels=401408, data_source="rag", sft=None,
                        # the seeker gathers information (a search and a read) before <FINISH>: no closed-book sample
-                       gate=SampleGate(requires=("search", "read")),
+                       gate=SampleGate(requires=("search", "read"), prompt_tags=("document_toc", "list_of_figures")),
                        # the fork's loop is one policy that searches, crops and answers in <answer>: a planner, a seeker
                        # that reads and ends in <FINISH>, a reader and an answer agent do not run there
                        not_for={"vragrl": "VRAG-RL's fork runs one policy with search/crop/answer; this recipe's "

@@ -1,100 +1,212 @@
-"""Neutralise action tags, chat-template tokens and active HTML inside outside text before it reaches a model,
-a judge or a dataset.
+"""One normalisation for every text from outside and every model reply, by an allowlist.
 
-Everything from outside is untrusted: a page's text layer, a table cell, a document's title or outline, a file
-name, an imported question or gold answer, and a model reply that is quoted back into another prompt. Any of
-them can carry "<answer>42</answer>", "<|im_start|>system", "[INST]", "<start_of_turn>", "<｜end▁of▁sentence｜>"
-or "<script>" to steer the agent, forge a turn or break an export's image-placeholder counts. `sanitize_text`
-makes such markup inert: its brackets become look-alike guillemets (U+2039/U+203A), so a reader still sees the
-text but no parser, chat template or browser treats it as markup. It is idempotent.
+Everything from outside is untrusted: a page's text layer, a table cell, a document's title or outline, a file name,
+an imported question or gold answer, and a model reply that is trained on or quoted back into another prompt. What
+such a text may hold is defined by what is allowed, never by a list of known bad forms:
 
-`live_markup` finds what is still live in a text (the export gate refuses a training text that holds one outside
-the positions its recipe's grammar puts them). Standard library only, at the bottom of the layers: records, prompts and the reward bundle use it.
+- characters: NFC; CRLF and CR become LF; every character of the categories Cc (but tab and newline), Co (private
+  use), Cn (unassigned) and Cs (surrogates) is dropped, and so is every Cf (format: zero-width spaces, bidi controls,
+  tag characters, the BOM, soft hyphens) but ZWJ / ZWNJ between two letters (Persian and Indic scripts need them);
+- brackets: a `<`, or any character that folds to `<` under NFKC (fullwidth, small form), or an angle-bracket
+  look-alike, that opens something (a letter of any script, `/`, `!`, `?`, `|`, `_`, `[` right after it, or a word
+  closed by `>` after spaces) is made inert unless the text's own grammar allows that exact tag (`allowed`): it
+  becomes U+2039, and the bracket closing it U+203A. A reader still sees the text; no parser, chat template or
+  browser treats it as markup. `x < 5`, `a <= b` and `<0.5` stay as they are;
+- entities: an HTML entity that decodes to a bracket or a dropped character is decoded first, so `&lt;answer&gt;`
+  and `&#8203;` meet the same rules as the characters they stand for.
+
+`sanitize_text` is idempotent: `sanitize_text(sanitize_text(x)) == sanitize_text(x)`, so "would this text change
+under it" is the export gate's test of a clean text. Standard library only, at the bottom of the layers: records,
+prompts and the reward bundle use it.
 """
 
 from __future__ import annotations
 
+import functools
+import html
 import re
+import unicodedata
+from collections.abc import Iterable
 
 # the tag names of every action grammar (the parser and the renderer read them from `vrag_data.env.tags`)
 ALL_TAGS: tuple[str, ...] = ("think", "search", "select", "bbox", "region", "answer", "observe", "evidence", "read", "FINISH")
-L, R = "\u2039", "\u203a"
-# tags a model, a chat template or a consumer reads besides the action grammar's
-_EXTRA_TAGS = ("image", "video", "tool_call", "tool_response", "tool_code", "judge", "plan", "output_format")
-# HTML that runs or loads something when an export or a report is opened in a browser
-_HTML_TAGS = ("script", "img", "iframe", "svg", "style", "object", "embed", "link", "meta", "base", "form", "input",
-              "body", "html", "audio", "source", "math", "frame", "frameset", "applet", "details", "marquee")
-# chat-template tokens written with plain angle brackets (Gemma, Llama 2, BOS/EOS of SentencePiece models)
-_CHAT_WORDS = ("start_of_turn", "end_of_turn", "start_of_image", "end_of_image", "bos", "eos", "pad", "unk", "s", "sop",
-               "eop", "mask")
-_ACTION = "|".join(sorted({*(t.lower() for t in ALL_TAGS), *_EXTRA_TAGS}, key=len, reverse=True))
-_HTML = "|".join(sorted(_HTML_TAGS, key=len, reverse=True))
-_WORDS = "|".join(sorted(_CHAT_WORDS, key=len, reverse=True))
-_OPEN, _CLOSE = "<\uff1c\ufe64", ">\uff1e\ufe65"  # ASCII, fullwidth and small-form angle brackets
-# action tags: <tag>, </tag>, < tag >, <tag/>, <tag attr=...>, any case, any of the bracket forms
-_TAG = re.compile(rf"[{_OPEN}]\s*/?\s*(?:{_ACTION})\b[^{_OPEN}{_CLOSE}]{{0,200}}[{_CLOSE}]", re.IGNORECASE)
-# HTML as a browser reads it: the name right after "<" or "</" (so "x < base rate" stays as it is)
-_HTML_TAG = re.compile(rf"[{_OPEN}]/?(?:{_HTML})\b[^{_OPEN}{_CLOSE}]{{0,200}}[{_CLOSE}]", re.IGNORECASE)
-# chat-template words in angle brackets are tokens only exactly so: "<start_of_turn>", "</s>", "<eos>"
-_WORD_TOKEN = re.compile(rf"[{_OPEN}]\s*/?\s*(?:{_WORDS})\s*[{_CLOSE}]", re.IGNORECASE)
-# the opening bracket of anything that starts like a tag: defanging every such bracket (not only whole tags) means
-# no nesting trick such as "<answer<answer>>" and no unclosed "<img src=x onerror=..." can leave markup behind
-_TAG_START = re.compile(rf"[{_OPEN}](?=\s*/?\s*(?:{_ACTION})\b|/?(?:{_HTML})\b)", re.IGNORECASE)
-# special tokens between bars: ChatML / Qwen / Llama 3 / Phi "<|im_start|>", DeepSeek "<｜end▁of▁sentence｜>"
-_BARRED = re.compile(rf"[{_OPEN}]\s*[|\uff5c]([^{_OPEN}{_CLOSE}\n]{{0,80}}?)[|\uff5c]\s*[{_CLOSE}]")
-_BAR_START = re.compile(rf"[{_OPEN}](?=\s*[|\uff5c])")
-# Llama 2 / Mistral "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[TOOL_CALLS]", ...; GLM "[gMASK]"; "<<SYS>>"
+L, R = "\u2039", "\u203a"  # what an inert bracket becomes
+_ZW_JOINERS = frozenset("\u200c\u200d")
+_DROP_CATEGORIES = frozenset({"Cc", "Co", "Cn", "Cs", "Cf"})
+_LINE_BREAKS = {"\u2028": "\n", "\u2029": "\n", "\x85": "\n"}  # line / paragraph separators and NEL read as newlines
+# angle-bracket look-alikes that NFKC does not fold (single and double angles of other blocks, modifier letters,
+# Canadian syllabics): a tag written with them is a look-alike tag, made inert like any other
+_OPEN_LIKE = frozenset("\u02c2\u1438\u2329\u27e8\u3008\u276e\u29fc\u2770\u300a\u27ea")
+_CLOSE_LIKE = frozenset("\u02c3\u1433\u232a\u27e9\u3009\u276f\u29fd\u2771\u300b\u27eb")
+_OPENERS_AFTER = frozenset("/!?|_[\uff5c")  # what opens markup right after a bracket besides a letter
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
+_SPACE_TAG = re.compile(r"[ \t]+/?[ \t]*[^\W\d][\w.:-]{0,40}[ \t]*/?[ \t]*")  # "< answer >", "< /think >"
+_TAG_NAME = re.compile(r"[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9_]*)[ \t]*(/?)[ \t]*")
+_MAX_TAG = 200  # a bracket closes what it opened within this many characters, on the same line
+# Llama 2 / Mistral "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[TOOL_CALLS]", ...; GLM "[gMASK]": special tokens of
+# tokenizers that read square brackets
 _SQUARE = re.compile(r"\[\s*/?\s*(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|TOOL_CONTENT|IMG|"
                      r"IMG_BREAK|IMG_END|gMASK)\s*\]", re.IGNORECASE)
-_SYS = re.compile(r"<<\s*/?\s*SYS\s*>>", re.IGNORECASE)
-_C0 = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0 but tab/newline/CR, DEL, C1, surrogates
 
 
-def _defang(m: re.Match[str]) -> str:
+@functools.lru_cache(maxsize=4096)
+def _folds_to(c: str) -> str:
+    return unicodedata.normalize("NFKC", c)
+
+
+def is_open(c: str) -> bool:
+    """`c` is an opening angle bracket: `<`, whatever NFKC folds to it, or a look-alike."""
+    return c == "<" or (c > "\x7f" and (c in _OPEN_LIKE or _folds_to(c) == "<"))
+
+
+def is_close(c: str) -> bool:
+    return c == ">" or (c > "\x7f" and (c in _CLOSE_LIKE or _folds_to(c) == ">"))
+
+
+def _letter(c: str) -> bool:
+    return unicodedata.category(c)[0] in "LM"
+
+
+def allowed_char(text: str, i: int) -> bool:
+    """The character at `i` is of an allowed category (a ZWJ / ZWNJ only between two letters)."""
+    c = text[i]
+    if c in "\t\n":
+        return True
+    cat = unicodedata.category(c)
+    if cat not in _DROP_CATEGORIES:
+        return True
+    return c in _ZW_JOINERS and 0 < i < len(text) - 1 and _letter(text[i - 1]) and _letter(text[i + 1])
+
+
+def normalize_chars(text: str) -> str:
+    """NFC, LF line ends, and no character outside the allowed categories (see the module doc)."""
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    if text.isascii():
+        return text if text.isprintable() else "".join(c for c in text if " " <= c < "\x7f" or c in "\t\n")
+    text = "".join(_LINE_BREAKS.get(c, c) for c in text)
+    kept = "".join(c for i, c in enumerate(text) if allowed_char(text, i))
+    if kept != text:  # dropping a joiner's neighbour can leave a joiner between non-letters: one more pass
+        kept = "".join(c for i, c in enumerate(kept) if allowed_char(kept, i))
+    return unicodedata.normalize("NFC", kept)
+
+
+def _entity(m: re.Match[str]) -> str:
+    """An entity that stands for a dropped character is dropped; one that stands for a bracket that would open markup
+    becomes the inert bracket at once (so no entity can turn into a tag the text's grammar allows), one for a closing
+    bracket becomes `>`; any other entity stays as written."""
     s = m.group(0)
-    return L + s[1:-1] + R
+    d = html.unescape(s)
+    if d == s or not d:
+        return s
+    if len(d) == 1 and is_open(d):
+        rest = m.string[m.end(): m.end() + _MAX_TAG]
+        return L if _opens("<" + _ENTITY.sub(lambda e: html.unescape(e.group(0)), rest), 0) else s
+    if len(d) == 1 and is_close(d):
+        return ">"
+    if any(unicodedata.category(c) in _DROP_CATEGORIES and c not in "\t\n" for c in d):
+        return d  # dropped with the characters it stands for
+    return s
 
 
-def _bars(m: re.Match[str]) -> str:
-    return f"{L}\uff5c{m.group(1)}\uff5c{R}"  # the bars become fullwidth too: no "|" left to split a table cell on
+def _opens(text: str, i: int) -> bool:
+    """The bracket at `i` opens markup: a letter or an opener right after it, or a word closed by a bracket after spaces."""
+    j = i + 1
+    if j >= len(text):
+        return False
+    c = text[j]
+    if _letter(c) or c in _OPENERS_AFTER or is_open(c):
+        return not is_open(c) or _opens(text, j)
+    m = _SPACE_TAG.match(text, j)
+    return bool(m and m.end() < len(text) and is_close(text[m.end()]))
 
 
-def sanitize_text(text: str, max_chars: int | None = None) -> str:
-    """`text` with action tags, chat-template tokens and active HTML made inert and control characters removed."""
+def _allowed_tag(text: str, i: int, allowed: frozenset[str]) -> int:
+    """The end of the tag at `i` when it is an ASCII tag the grammar allows (`<name>`, `</name>`, `<name/>`), else -1."""
+    if not allowed or text[i] != "<":
+        return -1
+    m = _TAG_NAME.match(text, i + 1)
+    if not m or m.end() >= len(text) or text[m.end()] != ">" or (m.group(1) and m.group(3)):
+        return -1
+    return m.end() + 1 if m.group(2) in allowed else -1
+
+
+def _closing(text: str, i: int) -> int:
+    """The bracket that closes what the bracket at `i` opened (-1 when none within reach on its line)."""
+    for j in range(i + 1, min(len(text), i + 1 + _MAX_TAG)):
+        c = text[j]
+        if c == "\n" or (is_open(c) and _opens(text, j)):
+            return -1
+        if is_close(c):
+            return j
+    return -1
+
+
+def make_brackets_inert(text: str, allowed: frozenset[str] = frozenset()) -> str:
+    """Every bracket that opens markup made inert, but the ASCII tags in `allowed` (see the module doc)."""
+    if not any(is_open(c) for c in text):
+        return text
+    out: list[str] = []
+    close_at: set[int] = set()
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if i in close_at:
+            out.append(R)
+        elif is_open(c):
+            end = _allowed_tag(text, i, allowed)
+            if end >= 0:
+                out.append(text[i:end])
+                i = end
+                continue
+            if _opens(text, i):
+                out.append(L)
+                j = _closing(text, i)
+                if j >= 0:
+                    close_at.add(j)
+            else:
+                out.append(c)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).replace(L + "|", L + "\uff5c").replace("|" + R, "\uff5c" + R)
+
+
+def sanitize_text(text: str, max_chars: int | None = None, allowed: Iterable[str] = ()) -> str:
+    """`text` by the allowlist: allowed characters only, LF line ends, NFC, every bracket that opens markup inert
+    but the ASCII tags named in `allowed` (a recipe's own prompts name its grammar's tags). Idempotent."""
     if not text:
         return ""
     if max_chars is not None and len(text) > max_chars:
         text = text[:max_chars]
-    text = _C0.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    text = _BARRED.sub(_bars, text)
-    text = _BAR_START.sub(L, text)  # an unclosed "<|" can no longer open a special token
-    text = _SQUARE.sub(_defang, text)
-    text = _SYS.sub(lambda m: L + L + m.group(0)[2:-2] + R + R, text)
-    text = _TAG.sub(_defang, text)  # whole tags read as ‹answer›
-    text = _HTML_TAG.sub(_defang, text)
-    text = _WORD_TOKEN.sub(_defang, text)
-    return _TAG_START.sub(L, text)  # leftovers of nesting tricks such as "<answer<answer>>"
+    if "&" in text:
+        text = _ENTITY.sub(_entity, text)
+    text = normalize_chars(text)
+    text = _SQUARE.sub(lambda m: L + m.group(0)[1:-1] + R, text)
+    return make_brackets_inert(text, frozenset(allowed))
+
+
+def is_clean(text: str, allowed: Iterable[str] = ()) -> bool:
+    """`text` would not change under the allowlist (the export gate's test)."""
+    return sanitize_text(text, allowed=allowed) == text
+
+
+def first_change(text: str, allowed: Iterable[str] = ()) -> str:
+    """What the allowlist changes first in `text`, described in one short phrase ('' when nothing)."""
+    clean = sanitize_text(text, allowed=allowed)
+    if clean == text:
+        return ""
+    i = next((k for k, (a, b) in enumerate(zip(text, clean)) if a != b), min(len(text), len(clean)))
+    c = text[i] if i < len(text) else ""
+    what = f"U+{ord(c):04X} ({unicodedata.category(c)})" if c else "the end"
+    return f"{what} at character {i} near {sanitize_text(text[max(0, i - 12): i + 12])!r}"
 
 
 def inert_stem(stem: str) -> str:
     """A document's stem (its file name without the extension) as page ids, prompts and exports carry it: a file
     named "report<|im_start|>.pdf" must not put a live token into every page id of its document."""
     return sanitize_text(stem).replace("\n", " ")
-
-
-# what the export gate calls live markup: every chat-template token form and active HTML (never legitimate in a
-# training text), and the action tags (legitimate only where the recipe's grammar or its own prompts put them)
-_HTML_START = re.compile(rf"[{_OPEN}]/?(?:{_HTML})\b", re.IGNORECASE)  # unclosed, a browser still reads it
-_LIVE_CHAT = re.compile("|".join(p.pattern for p in (_BARRED, _SQUARE, _SYS, _WORD_TOKEN, _HTML_START)), re.IGNORECASE)
-# image placeholders are written by the exporters themselves (and counted against the images there)
-_LIVE_ACTION = re.compile(_TAG.pattern.replace(_ACTION, "|".join(t for t in _ACTION.split("|") if t not in ("image", "video"))),
-                          re.IGNORECASE)
-
-
-def live_chat_markup(text: str) -> str:
-    """The first chat-template token or active HTML tag still live in `text` ('' when none)."""
-    m = _LIVE_CHAT.search(text or "")
-    return m.group(0)[:40] if m else ""
 
 
 # end-of-turn markers a server leaves at the end of a reply when it decodes without skipping special tokens
@@ -107,11 +219,48 @@ def strip_end_markers(text: str) -> str:
     return _END_MARKERS.sub("", text or "")
 
 
+def _bracket_entity(m: re.Match[str]) -> str:
+    """An entity for a bracket as a bracket no grammar allows (the fullwidth forms): `&lt;answer&gt;` is markup to
+    find even where `<answer>` is allowed."""
+    d = html.unescape(m.group(0))
+    if len(d) == 1 and is_open(d):
+        return "\uff1c"
+    return "\uff1e" if len(d) == 1 and is_close(d) else m.group(0)
+
+
+def live_markup(text: str, allowed: Iterable[str] = ()) -> str:
+    """The first piece of markup still live in `text` beyond the `allowed` tags ('' when none)."""
+    allow = frozenset(allowed)
+    text = _ENTITY.sub(_bracket_entity, text) if "&" in (text or "") else (text or "")
+    for i, c in enumerate(text):
+        if is_open(c) and _allowed_tag(text, i, allow) < 0 and _opens(text, i):
+            j = _closing(text, i)
+            return text[i: (j + 1 if j >= 0 else i + 40)][:40]
+    m = _SQUARE.search(text)
+    return m.group(0)[:40] if m else ""
+
+
+def live_chat_markup(text: str) -> str:
+    """The first markup still live in `text` that is no action tag of any grammar and no image placeholder ('' when
+    none): a chat-template token, HTML, a look-alike or foreign tag."""
+    return live_markup(text, _GRAMMAR_TAGS)
+
+
+_GRAMMAR_TAGS = frozenset({*ALL_TAGS, "image", "judge"})  # the tags of the project's own prompts (the judge's verdict)
+
+
 def live_action_tags(text: str) -> list[str]:
-    """Every action tag (or other model-facing tag) still live in `text`, in order."""
-    return [m.group(0) for m in _LIVE_ACTION.finditer(text or "")]
+    """Every piece of markup still live in `text`, in order (no tag is allowed in it)."""
+    found: list[str] = []
+    rest = text or ""
+    while True:
+        m = live_markup(rest)
+        if not m:
+            return found
+        found.append(m)
+        rest = rest[rest.index(m) + len(m):]
 
 
 def has_action_markup(text: str) -> bool:
-    """True when `text` still contains something a parser, a chat template or a browser would treat as markup."""
-    return bool(_TAG.search(text) or _TAG_START.search(text) or live_chat_markup(text) or _BAR_START.search(text))
+    """True when `text` still holds something a parser, a chat template or a browser would treat as markup."""
+    return bool(live_markup(text))

@@ -84,9 +84,11 @@ def test_evisrag_structure():
 
 
 def test_mmdoc_forms():
-    a = ok('I should look for revenue.\n```tool_code\n<search>["revenue", "net income"]</search>\n```', "mmdoc_r1")
+    a = ok('I should look for revenue.\n<search>["revenue", "net income"]</search>', "mmdoc_r1")
     assert a.kind == "search" and a.keywords == ["revenue", "net income"] and a.query == ""
-    assert a.thought.startswith("I should look")
+    assert a.thought == "I should look for revenue."
+    # the paper's fenced tool_code block is no part of the recipe's grammar (bare tags): the fence is text outside them
+    bad('I should look for revenue.\n```tool_code\n<search>["revenue", "net income"]</search>\n```', "mmdoc_r1", "outside the tags")
     a = ok('<read>\n[{"page_ids": [4, 5, 8], "query": "segment revenue"}, {"page_ids": [13], "query": "risks"}]\n</read>', "mmdoc_r1")
     assert a.kind == "read"
     assert a.reads == [ReadRequest(page_ids=["4", "5", "8"], query="segment revenue"), ReadRequest(page_ids=["13"], query="risks")]

@@ -156,7 +156,10 @@ def _teachers(pool: TeacherPool | None, roles: dict[str, RoleConfig], loader: Im
     if policy.kind == "openai":
         assert pool is not None
         async def ask(messages: list, sample: int, purpose: str = "") -> str:
-            return (await pool.chat("policy", messages, sample=sample, image_loader=loader)).text
+            res = await pool.chat("policy", messages, sample=sample, image_loader=loader)
+            if res.problem:  # the one door: an unusable reply builds no record, whatever it says
+                raise AugmentError(f"the teacher's {purpose or 'augmentation'} reply is unusable ({res.problem})")
+            return res.text
 
         ask.label = f"model:{policy.endpoints[0].model if policy.endpoints else 'policy'}"  # type: ignore[attr-defined]
         return lambda task: ask

@@ -15,6 +15,7 @@ from typing import Any
 
 from vrag_data.env.grammar import TAG_KIND, Grammar, grammar_for
 from vrag_data.env.tags import ALL_TAGS
+from vrag_data.inert import sanitize_text
 
 MAX_MESSAGE_CHARS = 65_536  # teacher messages are a few KB; anything this long is runaway generation
 MAX_TAGS = 64
@@ -73,8 +74,9 @@ def action_kind(text: str, grammar: Grammar | str) -> str:
 # --------------------------------------------------------------------------- tag grammars
 
 
-def _scan(text: str) -> tuple[list[tuple[str, str]], str]:
-    """Blocks (tag, content) in order, and the text outside any block."""
+def _scan(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Blocks (tag, content) in order, and the text outside them: before the first block, between blocks, after the
+    last (one more part than blocks)."""
     blocks: list[tuple[str, str]] = []
     outside: list[str] = []
     open_tag: str | None = None
@@ -108,7 +110,27 @@ def _scan(text: str) -> tuple[list[tuple[str, str]], str]:
     if open_tag is not None:
         raise _Bad(f"unclosed <{open_tag}> (the message may be truncated)")
     outside.append(text[last:])
-    return blocks, "".join(outside)
+    return blocks, outside
+
+
+def _outside_text(outside: list[str], names: list[str], g: Grammar) -> str:
+    """The reasoning written as plain text before the first tag (the message's thought when it has no <think> block),
+    or "". Any other text outside the grammar's tags is no part of the format: a tool-call block, a look-alike or
+    foreign tag, a second answer in prose after the action. The model never trains on it and the environment never
+    acts on it, so the message is refused (the error names what to send)."""
+    lead = outside[0].strip()
+    if lead and (g.ordered or "think" in names):
+        raise _Bad(f"text outside the tags ({_quote(lead)}); send only the format's tags")
+    rest = next((x.strip() for x in outside[1:] if x.strip()), "")
+    if rest:
+        raise _Bad(f"text outside the tags ({_quote(rest)}); send only the format's tags, nothing after the action")
+    return lead
+
+
+def _quote(text: str) -> str:
+    """The start of a text outside the tags, quoted inert for the error prompt (no markup of it goes back live)."""
+    one = " ".join(text.split())
+    return repr(sanitize_text(one[:40] + ("..." if len(one) > 40 else "")))
 
 
 def _parse_tags(text: str, g: Grammar) -> Parsed:
@@ -140,10 +162,9 @@ def _parse_tags(text: str, g: Grammar) -> Parsed:
         raise _Bad("<think> must come before the action")
     if g.think_required and "think" not in names:
         raise _Bad("missing <think> block; start every response with <think>...</think>")
+    lead = _outside_text(outside, names, g)
     content = dict(blocks)
-    thought = content["think"].strip() if "think" in content else ""
-    if not thought and not g.ordered:
-        thought = outside.strip()  # reasoning written as plain text before the tag
+    thought = content["think"].strip() if "think" in content else lead  # reasoning written as plain text before the tag
     fields: dict[str, Any] = {"thought": thought}
     if g.ordered:
         fields["observe"] = content["observe"].strip()
@@ -302,6 +323,8 @@ def _parse_json(text: str) -> Parsed:
     i, j = body.find("{"), body.rfind("}")
     if i < 0 or j < i:
         raise _Bad("expected one JSON object such as {\"think\": \"...\", \"search\": \"...\"}")
+    if body[:i].strip() or body[j + 1 :].strip():
+        raise _Bad(f"text outside the JSON object ({_quote((body[:i] + ' ' + body[j + 1 :]).strip())}); send one object only")
     obj = _json(body[i : j + 1], "the message")
     if not isinstance(obj, dict):
         raise _Bad("expected one JSON object")

@@ -189,6 +189,10 @@ def _gate_section(stopped: dict[str, dict[str, int]], rules: dict[str, dict[str,
     return lines
 
 
+def _targets_line(targets: dict[str, dict[str, int]]) -> str:
+    return "; ".join(f"{r} {c.get('rendered', 0)} / {c.get('changed', 0)}" for r, c in targets.items()) or "none"
+
+
 def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
     """The card's markdown; `sections` are the selected formats' card sections, in the export's order."""
     st = summary.get("stats", {})
@@ -221,6 +225,8 @@ def card_body(summary: dict[str, Any], sections: Sequence[str] = ()) -> str:
         f"- assistant turns per SFT record: min {turns.get('min', 0)}, mean {turns.get('mean', 0):.2f}, max {turns.get('max', 0)}\n",
         f"- images: {images.get('references', 0)} references, {images.get('files', 0)} distinct files\n",
         f"- crop boxes converted to the family's coordinates: {st.get('boxes_converted', 0)}; left as written: {st.get('boxes_unconverted', 0)}\n",
+        f"- assistant targets rendered from their parse under the recipe's grammar (rendered / differing from the stored "
+        f"reply beyond whitespace): {_targets_line(st.get('targets') or {})}\n",
         "\n### SFT records per recipe\n",
         _table(st.get("per_recipe", {}), ("recipe", "records")),
         "\n### Trajectories per finish status (whole run)\n",

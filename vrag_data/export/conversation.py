@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vrag_data.env.geometry import _BOX_RE, family_to_raw, raw_to_family
+from vrag_data.env.grammar import Grammar
+from vrag_data.export.targets import render_target
 from vrag_data.schema.records import ChatTurn, ImageRef, Message, Trajectory, Turn
 
 IMAGE_TOKEN = "<image>"
@@ -35,6 +37,8 @@ class Conversation:
     images: list[ImageRef]
     boxes_converted: int = 0
     boxes_unconverted: int = 0
+    targets_rendered: int = 0  # assistant turns rendered from their parse (an export passes the recipe's grammar)
+    targets_changed: int = 0  # of which the target differs from the stored reply beyond whitespace
     notes: list[str] = field(default_factory=list)
 
 
@@ -107,8 +111,11 @@ def convert_turn_boxes(
 
 
 def trajectory_to_conversation(
-    traj: Trajectory, family: str = "qwen2.5-vl", max_pixels: int = 401408, page_size: PageSize | None = None
+    traj: Trajectory, family: str = "qwen2.5-vl", max_pixels: int = 401408, page_size: PageSize | None = None,
+    grammar: Grammar | None = None,
 ) -> Conversation:
+    """The trajectory as one conversation. With the recipe's `grammar` (what an export passes) every assistant turn
+    is rendered from its parse (`vrag_data.export.targets`); without one the replies are taken as stored."""
     system_parts: list[str] = []
     raw_turns: list[tuple[str, str, list[ImageRef]]] = []  # (role, text, images)
     conv = Conversation(system="", turns=[], images=[])
@@ -125,6 +132,11 @@ def trajectory_to_conversation(
         text, ok, bad = convert_turn_boxes(t, traj, family, max_pixels, page_size)
         conv.boxes_converted += ok
         conv.boxes_unconverted += bad
+        if grammar is not None:
+            target = render_target(text, grammar)
+            text = target.text
+            conv.targets_rendered += 1
+            conv.targets_changed += target.changed
         add("assistant", text, [])
         if t.observation is not None and (t.observation.text or t.observation.images):
             add("user", t.observation.text, t.observation.images)
@@ -163,20 +175,22 @@ def role_prompts(traj: Trajectory) -> dict[str, list[Message]]:
 
 
 def trajectory_conversations(
-    traj: Trajectory, family: str = "qwen2.5-vl", max_pixels: int = 401408, page_size: PageSize | None = None
+    traj: Trajectory, family: str = "qwen2.5-vl", max_pixels: int = 401408, page_size: PageSize | None = None,
+    grammar: Grammar | None = None,
 ) -> list[tuple[str, Conversation]]:
     """(agent, conversation) pairs: "" for the trajectory's own prompt and the turns of the roles without a
     prompt of their own, then one per role in `extra["role_prompts"]` (its prompt and its turns, in order)."""
     own = role_prompts(traj)
     if not own:
-        return [("", trajectory_to_conversation(traj, family, max_pixels, page_size))]
+        return [("", trajectory_to_conversation(traj, family, max_pixels, page_size, grammar))]
     out = [("", trajectory_to_conversation(
-        traj.model_copy(update={"turns": [t for t in traj.turns if t.role not in own]}), family, max_pixels, page_size))]
+        traj.model_copy(update={"turns": [t for t in traj.turns if t.role not in own]}), family, max_pixels, page_size,
+        grammar))]
     for role, prompt in own.items():
         turns = [t for t in traj.turns if t.role == role]
         if turns:
             out.append((role, trajectory_to_conversation(traj.model_copy(update={"prompt": prompt, "turns": turns}),
-                                                         family, max_pixels, page_size)))
+                                                         family, max_pixels, page_size, grammar)))
     return out
 
 

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_data.env.geometry import _BOX_RE, family_to_raw
 from vrag_data.env.grammar import Grammar, grammar_for, grammar_from_description
+from vrag_data.env.actions import parse_action
 from vrag_data.env.parse import parse_fields
-from vrag_data.inert import live_action_tags, live_chat_markup
+from vrag_data.export.targets import field_markup, render_target
+from vrag_data.inert import first_change, live_markup, sanitize_text
 from vrag_data.recipe.spec import SampleGate
 from vrag_data.schema.records import RlRecord, SftRecord, Trajectory, Turn
 
@@ -125,18 +127,18 @@ class ExportGate:
         gate = self.of(traj.recipe)
         agent = str(rec.metadata.get("agent") or "")
         turns = agent_turns(traj, agent)
-        return [*record_text_problems(rec), *markup_problems(traj, turns, rec, gate), *turn_problems(turns, gate.rules),
+        return [*record_text_problems(rec, gate), *markup_problems(turns, rec, gate), *turn_problems(turns, gate.rules),
                 *target_problems(rec, gate), *box_problems(traj, turns, self.page_size, self.max_pixels(traj.recipe)),
-                *evidence_problems(traj, gate.rules)]
+                *evidence_problems(traj, gate.rules), *image_evidence_problems(rec, gate)]
 
-    def rl(self, rec: RlRecord) -> list[Problem]:
+    def rl(self, rec: RlRecord, recipe: str) -> list[Problem]:
         problems: list[Problem] = []
         for where, text in strings(rec.model_dump(mode="json")):
             bad = control_char(text)
             if bad:
                 problems.append(("control_chars", f"RL row {rec.id}: {where} holds a control character ({bad})"))
                 break
-        problems.extend(rl_markup_problems(rec))
+        problems.extend(rl_markup_problems(rec, self.of(recipe)))
         if not rec.reward_model.ground_truth.strip():
             problems.append(("no_ground_truth", f"RL row {rec.id}: empty ground truth"))
         return problems
@@ -163,63 +165,69 @@ def agent_turns(traj: Trajectory, agent: str) -> list[Turn]:
     return [t for t in traj.turns if t.role not in own]
 
 
-def record_text_problems(rec: SftRecord) -> list[Problem]:
-    """No control character in any message; no negative or inverted box in a target (after conversion)."""
+def prompt_tags(gate: "RecipeGate") -> frozenset[str]:
+    """The tags a record's system and user messages may hold: the grammar's (the recipe's prompts name them), the
+    image placeholder the exporters write, and the tags the recipe declares for its own prompts."""
+    return frozenset({*(gate.grammar.tags if gate.grammar else ()), "image", *gate.rules.prompt_tags})
+
+
+def record_text_problems(rec: SftRecord, gate: "RecipeGate") -> list[Problem]:
+    """Every message is what the allowlist renders: a system or user message does not change under it (the recipe's
+    prompt tags allowed), an assistant message is its own grammar rendering (`vrag_data.export.targets`); no
+    negative or inverted box in a target (after conversion)."""
+    allowed = prompt_tags(gate)
     for i, m in enumerate(rec.messages):
         bad = control_char(m.content)
         if bad:
             return [("control_chars", f"record {rec.id}: {m.role} message {i} holds a control character ({bad})")]
-        bad = written_box_problem(m.content) if m.role == "assistant" else ""
-        if bad:
-            return [("box_outside", f"record {rec.id}: assistant message {i}: {bad}")]
+        if m.role == "assistant":
+            if gate.grammar is not None and render_target(m.content, gate.grammar).text != m.content:
+                return [("not_rendered", f"record {rec.id}: assistant message {i} is not its {gate.grammar.name} "
+                                         "rendering (a target must be rendered from its parse)")]
+            bad = written_box_problem(m.content)
+            if bad:
+                return [("box_outside", f"record {rec.id}: assistant message {i}: {bad}")]
+            continue
+        live = live_markup(m.content, allowed)
+        if live:
+            return [("live_markup", f"record {rec.id}: {m.role} message {i} holds the markup {sanitize_text(live)!r}")]
+        change = first_change(m.content, allowed)
+        if change:
+            return [("unclean_text", f"record {rec.id}: {m.role} message {i} changes under the allowlist: {change}")]
     return []
 
 
-# what the environment showed from outside (search results with page text, a reader's notes): never an action tag
-# of its own (a crop's or a selection's text is the recipe's own prompt, which may name the next tags)
-_SHOWN = ("search", "read")
-_FIELDS = ("answer", "thought", "query", "observe", "reason")
-
-
-def markup_problems(traj: Trajectory, turns: list[Turn], rec: SftRecord, gate: RecipeGate) -> list[Problem]:
-    """No live chat token or active HTML in any message; no action tag outside the positions the recipe's grammar
-    puts them: inside a reply's fields, or in what the environment showed. (The question and the gold answer are
-    made inert when their task record is built; an RL row's are checked by `rl_markup_problems`.)"""
-    for i, m in enumerate(rec.messages):
-        live = live_chat_markup(m.content)
-        if live:
-            return [("live_markup", f"record {rec.id}: {m.role} message {i} holds the chat/HTML token {live!r}")]
+def markup_problems(turns: list[Turn], rec: SftRecord, gate: RecipeGate) -> list[Problem]:
+    """No control character (but a CR) in a reply the record trains on, and no markup inside one of its fields (an
+    answer, a thought, a query, an evidence line): the rendering would drop or neutralise them, but a reply that wrote
+    a tag or an escape sequence into its answer is no clean sample. (Format characters, zero-width spaces and bidi
+    controls, are dropped by the rendering: the sample is kept without them.)"""
     for t in turns:
-        if t.observation is not None and t.observation.kind in _SHOWN:
-            tags = live_action_tags(t.observation.text)
-            if tags:
-                return [("live_markup", f"record {rec.id}: turn {t.idx}'s {t.observation.kind} result holds the tag "
-                                        f"{tags[0][:40]!r}")]
-    if gate.grammar is not None:
-        for i, m in enumerate(x for x in rec.messages if x.role == "assistant"):
-            kind, fields = parse_fields(m.content, gate.grammar)
-            if kind == "invalid":
-                continue  # `unparsed` says so
-            values = [*(str(fields.get(k) or "") for k in _FIELDS), *(str(x) for x in fields.get("evidence") or ())]
-            for v in values:
-                tags = live_action_tags(v)
-                if tags:
-                    return [("live_markup", f"record {rec.id}: assistant turn {i} holds the tag {tags[0][:40]!r} "
-                                            "inside a field of its reply")]
+        if rejected(t):
+            continue
+        bad = control_char(t.assistant.replace("\r", ""))  # a CR is a line end (normalised); ESC, NUL, BEL are not text
+        if bad:
+            return [("control_chars", f"record {rec.id}: turn {t.idx} ({t.role}) holds a control character ({bad})")]
+        bad = field_markup(t.assistant, gate.grammar) if gate.grammar is not None else ""
+        if bad:
+            return [("live_markup", f"record {rec.id}: turn {t.idx} ({t.role}): {bad}")]
     return []
 
 
-def rl_markup_problems(rec: RlRecord) -> list[Problem]:
-    """No chat token or active HTML in any string of an RL row; no action tag in its data (`extra_info`)."""
-    for where, text in strings(rec.model_dump(mode="json")):
-        live = live_chat_markup(text)
+def rl_markup_problems(rec: RlRecord, gate: "RecipeGate") -> list[Problem]:
+    """Every string of an RL row is what the allowlist renders: its prompt and ground truth with the recipe's prompt
+    tags allowed (EVisRAG's ground truth is its four-tag target), its data (`extra_info`) with no tag at all."""
+    allowed = prompt_tags(gate)
+    row = rec.model_dump(mode="json")
+    extra = row.pop("extra_info", {})
+    for where, text, allow in [*((w, t, allowed) for w, t in strings(row)),
+                               *((w, t, frozenset()) for w, t in strings({"extra_info": extra}))]:
+        live = live_markup(text, allow)
         if live:
-            return [("live_markup", f"RL row {rec.id}: {where} holds the chat/HTML token {live!r}")]
-    # the ground truth may be a tagged target (EVisRAG's is its four-tag reply): only its chat tokens are checked
-    for where, text in strings({"extra_info": rec.extra_info}):
-        tags = live_action_tags(text)
-        if tags:
-            return [("live_markup", f"RL row {rec.id}: {where} holds the tag {tags[0][:40]!r}")]
+            return [("live_markup", f"RL row {rec.id}: {where} holds the markup {sanitize_text(live)!r}")]
+        change = first_change(text, allow)
+        if change:
+            return [("unclean_text", f"RL row {rec.id}: {where} changes under the allowlist: {change}")]
     return []
 
 
@@ -321,4 +329,18 @@ def evidence_problems(traj: Trajectory, rules: SampleGate) -> list[Problem]:
     if missing:
         return [("no_evidence", f"no successful {' or '.join(missing)} before the answer (the recipe requires "
                                 f"{', '.join(rules.requires)})")]
+    return []
+
+
+def image_evidence_problems(rec: SftRecord, gate: RecipeGate) -> list[Problem]:
+    """A recipe whose evidence is written per image (`SampleGate.evidence_per_image`): every target holds one evidence
+    line per image the record shows, in order ([1] ... [n]); a line for an image never shown is phantom evidence."""
+    if not gate.rules.evidence_per_image or gate.grammar is None:
+        return []
+    n_images = len(rec.images)
+    for i, m in enumerate(x for x in rec.messages if x.role == "assistant"):
+        lines = parse_action(m.content, gate.grammar).evidence
+        if len(lines) != n_images:
+            return [("evidence_images", f"record {rec.id}: assistant turn {i} writes {len(lines)} evidence line(s) for "
+                                        f"{n_images} image(s) shown; the recipe scores evidence per image")]
     return []

@@ -214,7 +214,7 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     n_rl = 0
     searched = False  # some RL row starts without its pages: the episode retrieves them (search/)
     for item in rl_items(sources, tasks, ws.tasks, ctx.hints, ctx.store, pages, skips.add, ctx.cfg.ability, ctx.family):
-        problems = gate.rl(item.rec)
+        problems = gate.rl(item.rec, item.recipe)
         if problems:  # never written: counted with its reason like every record the gate stops
             gate.stopped(skips, "rl", item.recipe, item.rec.id, *problems[0])
             continue
@@ -340,7 +340,8 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
             continue
         accepted, n_dropped = (traj, 0) if gate.trains_retries(traj.recipe) else without_rejected(traj)
         for conv, rec in sft_records(accepted, ctx.family, hints.max_pixels(traj.recipe), pages, ctx.store, skips.add,
-                                     hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe)):
+                                     hints.coord_words(traj.recipe), hints.crop_min_pixels(traj.recipe),
+                                     gate.of(traj.recipe).grammar):
             rec.metadata["rejected_turns_dropped"] = n_dropped
             problems = gate.sft(accepted, rec)
             if problems:  # the recipe's gate: a record that is not a clean training sample is never written

@@ -9,6 +9,7 @@ from typing import Any
 
 from PIL import Image
 
+from vrag_data.env.grammar import Grammar
 from vrag_data.export.conversation import AlternationError, Conversation, trajectory_conversations
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.schema.records import ChatTurn, SftRecord, Trajectory
@@ -58,11 +59,11 @@ def reword_coords(text: str, words: Mapping[str, str], src_space: str, family: s
 
 def sft_records(traj: Trajectory, family: str, mp: int, pages: PageSizes, store: ImageStore, skip: Skip,
                 words: Mapping[str, str] | None = None,
-                crop_min_pixels: int | None = None) -> list[tuple[Conversation, SftRecord]]:
+                crop_min_pixels: int | None = None, grammar: Grammar | None = None) -> list[tuple[Conversation, SftRecord]]:
     """The trajectory's SFT records: one per agent that answered under a prompt of its own (the first keeps the
     trajectory's id, another agent's is `<traj_id>:<role>`); none when the trajectory cannot be converted."""
     try:
-        convs = trajectory_conversations(traj, family, mp, pages)
+        convs = trajectory_conversations(traj, family, mp, pages, grammar)
         src_space = str(traj.extra.get("coord_space") or "")
         images: list[list[str]] = []
         for _, conv in convs:

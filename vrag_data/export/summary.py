@@ -60,6 +60,7 @@ class RunStats:
         self.per_recipe: Counter[str] = Counter()
         self.turns: list[int] = []
         self.image_refs = self.boxes_ok = self.boxes_bad = 0
+        self.targets: dict[str, Counter[str]] = {}  # recipe -> rendered / changed (see `vrag_data.export.targets`)
         self.models: dict[str, str] = {}
         self.cfg_hashes: set[str] = set()
         self.versions: set[str] = set()
@@ -82,6 +83,9 @@ class RunStats:
         self.image_refs += len(sft.images)
         self.boxes_ok += conv.boxes_converted
         self.boxes_bad += conv.boxes_unconverted
+        t = self.targets.setdefault(sft.recipe, Counter())
+        t["rendered"] += conv.targets_rendered
+        t["changed"] += conv.targets_changed
 
     def stats(self, image_files: int, images_written: int, rl_records: int) -> dict[str, Any]:
         return {
@@ -92,6 +96,8 @@ class RunStats:
             "images": {"references": self.image_refs, "files": image_files, "written": images_written},
             "boxes_converted": self.boxes_ok,
             "boxes_unconverted": self.boxes_bad,
+            # assistant targets rendered from their parse, and how many differ from the stored reply beyond whitespace
+            "targets": {r: {"rendered": c["rendered"], "changed": c["changed"]} for r, c in sorted(self.targets.items())},
             "rl_records": rl_records,
         }
 

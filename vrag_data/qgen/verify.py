@@ -280,6 +280,8 @@ class Verifier:
         res = await self.pool.chat(self.answerer, msgs, image_loader=self.loader if images else None,  # type: ignore[union-attr,arg-type]
                                    max_pixels=self.max_pixels if images else None)
         attempt.request_ids.append(res.request_id)
+        if res.problem:  # the one door: an unusable reply answers nothing (the question is refused: verifier_error)
+            raise TeacherError(f"role {self.answerer}: unusable reply ({res.problem})")
         return reply_answer(res.text)
 
     async def _agrees(self, attempt: Attempt, w: Written, prediction: str) -> bool:

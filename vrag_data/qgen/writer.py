@@ -263,4 +263,6 @@ class ModelWriter:
         except TeacherError as err:
             return Rejected("writer", "writer_error", str(err))
         attempt.request_ids.append(res.request_id)
+        if res.problem:  # the one door: an unusable reply writes no question, whatever it says
+            return Rejected("writer", "writer_unusable_reply", res.problem)
         return parse_reply(res.text, attempt.qtype, self.name)

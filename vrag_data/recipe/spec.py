@@ -79,23 +79,30 @@ class SampleGate:
       answer, e.g. ("search", "read") for a seeker that gathers information first,
     - `saw_pages`: the episode was shown at least one retrieved page,
     - `max_assistant_turns`: the most assistant turns one record may hold (1: a single reply),
-    - `max_chars`: the longest answer, evidence line, observation, thought and query a target may hold."""
+    - `max_chars`: the longest answer, evidence line, observation, thought and query a target may hold,
+    - `evidence_per_image`: every target writes one evidence line per image its record shows, in order (EVisRAG scores
+      evidence per image: a line for an image never shown is phantom evidence),
+    - `prompt_tags`: tags the recipe's own prompts hold besides its grammar's (its system and user messages are checked
+      by the allowlist with these allowed; a tag from outside text is inert in any case)."""
 
     trains_retries: bool = False
     requires: tuple[str, ...] = ()
     saw_pages: bool = False
     max_assistant_turns: int | None = None
     max_chars: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_CHARS))
+    evidence_per_image: bool = False
+    prompt_tags: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
-        return {**asdict(self), "requires": list(self.requires)}
+        return {**asdict(self), "requires": list(self.requires), "prompt_tags": list(self.prompt_tags)}
 
     @classmethod
     def from_description(cls, d: dict[str, Any] | None) -> "SampleGate":
         d = dict(d or {})
         return cls(trains_retries=bool(d.get("trains_retries", False)), requires=tuple(d.get("requires") or ()),
                    saw_pages=bool(d.get("saw_pages", False)), max_assistant_turns=d.get("max_assistant_turns"),
-                   max_chars={**DEFAULT_MAX_CHARS, **(d.get("max_chars") or {})})
+                   max_chars={**DEFAULT_MAX_CHARS, **(d.get("max_chars") or {})},
+                   evidence_per_image=bool(d.get("evidence_per_image", False)), prompt_tags=tuple(d.get("prompt_tags") or ()))
 
 
 @dataclass(frozen=True)

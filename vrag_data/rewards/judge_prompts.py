@@ -64,18 +64,24 @@ def honesty_user(question: str, prediction: str) -> str:
     return HONESTY_USER.format(question=fenced(question), prediction=fenced(prediction))
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)  # matched at the start of a reply only
 _TAG = re.compile(r"<judge>\s*(.*?)\s*</judge>", re.S | re.I)
 _TRUE = {"true", "yes", "correct", "1"}
 _FALSE = {"false", "no", "incorrect", "0"}
 
 
 def parse_judge(text: str) -> bool | None:
-    """The verdict in a judge reply: the last `<judge>` tag (reasoning in `<think>` ignored); a reply that
-    is only `True`/`False` also counts. None when there is no readable verdict."""
-    body = _THINK.sub("", text or "")
-    tags = _TAG.findall(body)
-    word = tags[-1] if tags else body.strip()
+    """The verdict of a judge reply that is the verdict alone: one `<judge>` tag, or only `True`/`False`, after at most
+    one leading `<think>` block (a reasoning model's trace). None for anything else: a verdict followed or preceded by
+    prose ("<judge>True</judge> ... not correct"), two verdicts, no verdict."""
+    body = (text or "").strip()
+    think = _THINK.match(body)
+    if think:
+        body = body[think.end():].strip()
+    tag = _TAG.fullmatch(body)
+    word = tag.group(1) if tag else body
+    if "<" in word or "\n" in word:
+        return None
     word = word.strip().strip(".!*` \"'").lower()
     if word in _TRUE:
         return True

@@ -31,7 +31,7 @@ from vrag_data.retrieve.base import Searcher
 from vrag_data.rewards.answer import normalize_answer
 from vrag_data.schema.records import Document, LayoutBlock, Message, Page, Provenance, Task, Trajectory
 from vrag_data.store.workspace import Workspace
-from vrag_data.synth.episode import EpisodeDeps, EpisodeRun, Reply, Responder, run_episode
+from vrag_data.synth.episode import EpisodeDeps, EpisodeRun, Reply, Responder, chat_reply, run_episode
 from vrag_data.teacher.pool import TeacherPool
 
 Outcome = Literal["right", "wrong", "unparseable"]
@@ -102,7 +102,7 @@ class StudentResponder(Responder):
         assert self.pool is not None
         res = await self.pool.chat("student", messages, sample=ep.sample, sampling=self.sampling, image_loader=self.loader,
                                    affinity=f"student:{ep.task.task_id}:{ep.sample}")
-        return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries)
+        return chat_reply(res)  # the one door's verdict travels with the text
 
 
 @dataclass

@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vrag_data.env import ContextPolicy, EnvSettings, Environment, parse_action
-from vrag_data.env.actions import MAX_MESSAGE_CHARS, invalid
+from vrag_data.env.actions import invalid
 from vrag_data.env.grammar import Grammar
 from vrag_data.ids import traj_id
-from vrag_data.inert import live_chat_markup, sanitize_text, strip_end_markers
 from vrag_data.retrieve.base import Searcher
 from vrag_data.schema.records import (
     Action,
@@ -108,26 +107,11 @@ class Reply:
 REJECTED_PLACEHOLDER = "[reply rejected: {reason}]"  # what later requests carry instead of a rejected reply
 
 
-def reply_problem(res: ChatResult) -> str:
-    """Why a teacher reply cannot be used whatever its text says, or "" when it can."""
-    if res.undecodable:
-        return "undecodable bytes in the reply (invalid UTF-8, replaced by U+FFFD)"
-    if res.finish_reason == "length":
-        return "the reply was truncated at max_tokens (finish_reason length)"
-    n = res.cut_from or len(res.text)
-    if n > MAX_MESSAGE_CHARS:
-        return f"the message is too long ({n} characters, limit {MAX_MESSAGE_CHARS})"
-    live = live_chat_markup(strip_end_markers(res.text))
-    if live:  # a forged turn ("<|im_end|><|im_start|>user ...") or markup a browser runs: never a training target
-        return f"the reply holds the chat-template or HTML token {sanitize_text(live)!r}"  # quoted inert
-    return ""
-
-
 def chat_reply(res: ChatResult) -> Reply:
-    """The loop's view of a teacher pool answer (a cache hit included: the flags are stored with the reply). End-of-
-    turn tokens trailing the text (a server that does not skip special tokens) are dropped."""
-    return Reply(strip_end_markers(res.text), res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached, res.retries,
-                 problem=reply_problem(res))
+    """The loop's view of a teacher pool answer (a cache hit included: the flags are stored with the reply), as the
+    pool's one door (`vrag_data.teacher.accept`) passed it: normalised text, and why it is unusable."""
+    return Reply(res.text, res.request_id, res.prompt_tokens, res.completion_tokens, res.latency_s, res.cached,
+                 res.retries, problem=res.problem)
 
 
 def rejected_placeholder(reason: str) -> str:

@@ -126,6 +126,8 @@ class ModelJudge:
                 return None, raw, tuple(rids), f"model judge unavailable ({err})"
             raw = res.text
             rids.append(res.request_id)
+            if res.problem:  # an unusable reply (cut, filtered, undecodable) holds no verdict, whatever it says
+                return None, raw, tuple(rids), f"judge reply unusable ({res.problem})"
             verdict = parse_judge(raw)
             if verdict is not None:
                 return verdict, raw, tuple(rids), ""

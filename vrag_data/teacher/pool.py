@@ -36,6 +36,7 @@ from vrag_data.keys import KeyNotFound, resolve_key
 from vrag_data.secrets import redact, redact_url
 from vrag_data.teacher.cache import CachedResponse, RequestCache
 from vrag_data.teacher.http import Endpoint, Fatal, Retryable, dumps, loads, post_chat
+from vrag_data.teacher.accept import accept
 from vrag_data.teacher.refusal import REFUSING, refused_line
 from vrag_data.teacher.messages import ImageLoader, data_uri, image_ref_key, request_key, to_openai
 from vrag_data.teacher.roles import resolve_roles, substitutions
@@ -68,6 +69,7 @@ class ChatResult:
     finish_reason: str = ""  # "length": cut at max_tokens
     undecodable: bool = False  # the text held bytes that are not UTF-8, replaced by U+FFFD (see `http.decode_body`)
     cut_from: int = 0  # a runaway reply's length in characters, when only its start is kept (see the module doc)
+    problem: str = ""  # why the reply is unusable whatever it says ('' = usable): set by `accept`, the one door
 
 
 def _api_key(role: str, i: int, ep: EndpointConfig) -> str | None:
@@ -187,7 +189,13 @@ class TeacherPool:
         affinity: str | None = None,
     ) -> ChatResult:
         """`affinity`: an episode key (e.g. the episode id); calls sharing it stick to one replica (see module doc).
-        It only routes: it is not part of the request cache key."""
+        It only routes: it is not part of the request cache key. Every reply comes through the one door
+        (`vrag_data.teacher.accept`): normalised text, and `problem` set when it is unusable."""
+        return accept(await self._chat(role, messages, sample=sample, image_loader=image_loader, max_pixels=max_pixels,
+                                       sampling=sampling, affinity=affinity))
+
+    async def _chat(self, role: str, messages: Sequence[Message], *, sample: int, image_loader: ImageLoader | None,
+                    max_pixels: int | None, sampling: SamplingConfig | None, affinity: str | None) -> ChatResult:
         eps = self._endpoints.get(role)
         if eps is None:
             raise TeacherError(f"role {role} has no OpenAI-compatible endpoint (kind: {self.kind(role)}); configure roles.{role}")
