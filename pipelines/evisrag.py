@@ -47,8 +47,8 @@ INSTRUCTION = (
     "Work in four steps.\n"
     "1. Observe: think about what kind of page could hold the answer, then look at each image in turn with the question "
     "in mind and note whether it holds anything relevant. Put this inside <observe></observe>.\n"
-    "2. Evidence: inside <evidence></evidence>, write one line per image, in order: \"[i]: <what image i shows that "
-    "bears on the question>\", or \"[i]: no relevant information\" when you are sure image i has nothing useful.\n"
+    "2. Evidence: inside <evidence></evidence>, write one line per image, in order: \"[i]: \" followed by what "
+    "image i shows that bears on the question, or \"[i]: no relevant information\" when you are sure image i has nothing useful.\n"
     "3. Reason: inside <think></think>, work out the answer step by step from the evidence you recorded.\n"
     "4. Answer: inside <answer></answer>, give only the final answer, based only on the evidence in the images, with "
     "nothing extra (for a yes/no question, just yes or no). If the images do not hold enough information, write "
@@ -89,6 +89,19 @@ class EvisragRecipe(Recipe):
             return
         text = INSTRUCTION.format(k=len(shown), question=ep.task.question.strip())
         ep.prompt = [Message(role="user", text=text, images=list(res.observation.images))]
+
+    async def refine(self, ep: "EpisodeState", action: Action, text: str) -> tuple[Action, str]:
+        """Evidence is written per image shown (the paper scores it per image): an answer with a line for an image
+        never shown, or without a line for one that was, is refused with the format prompt."""
+        n = len(ep.extra.get("shown_pages") or ())
+        if action.kind == "answer" and len(action.evidence) != n:
+            return Action(kind="invalid", reason=evidence_count_problem(len(action.evidence), n)), text
+        return action, text
+
+
+def evidence_count_problem(n_lines: int, n_images: int) -> str:
+    return (f"<evidence> holds {n_lines} line(s) for {n_images} image(s) shown; write exactly one [i]: line per image, "
+            f"[1] to [{n_images}]")
 
 
 GRAMMAR = dataclasses.replace(OBSERVE_EVIDENCE_ANSWER, name="evisrag")

@@ -129,8 +129,8 @@ def build_workspace(root: Path, with_verdicts: bool = True) -> Workspace:
     four_tags = Turn(idx=0, assistant=f"<observe>image 1 shows a car</observe><evidence>{chr(10).join(lines)}</evidence>"
                                       "<think>image 1 says so</think><answer>blue</answer>",
                      action=Action(kind="answer", answer="blue", evidence=lines))
-    tr6 = traj("tr6", t2, [four_tags],
-               recipe="evisrag", prompt=user("[1] <image> [2] <image> [3] <image> Which colour is the car?", ev_imgs))
+    tr6 = traj("tr6", t2, [four_tags],  # EVisRAG's prompt is one user message (its grammar has no <search> to name)
+               recipe="evisrag", prompt=user("[1] <image> [2] <image> [3] <image> Which colour is the car?", ev_imgs)[1:])
     tr7 = traj("tr7", t2, [search_turn(0, "docB_2")], status="max_turns")
     trajs = [tr1, tr2, tr3, tr4, tr5, tr6, tr7]
     write_records(ws.path("runs", "r1", "trajectories", "part-0.parquet"), trajs[:4], Trajectory)

@@ -19,9 +19,11 @@ from vrag_data.rewards.judge_prompts import unfenced
         ("<judge>True</judge>", True),
         ("<judge> false </judge>", False),
         ("<JUDGE>TRUE</JUDGE>", True),
-        ("The answer matches. <judge>True.</judge>", True),
+        ("The answer matches. <judge>True.</judge>", None),  # the verdict alone, or nothing: prose is unreadable
         ("<think>maybe <judge>False</judge></think><judge>True</judge>", True),
-        ("<judge>False</judge> wait, <judge>True</judge>", True),  # the last verdict counts
+        ("<judge>False</judge> wait, <judge>True</judge>", None),  # two verdicts: unreadable
+        ("<judge>True</judge> ... but the answer is not correct", None),  # a verdict followed by contrary prose
+        ("<judge>True</judge>\n", True),
         ("True", True),
         ("false.", False),
         ("<judge>maybe</judge>", None),

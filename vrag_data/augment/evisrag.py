@@ -144,6 +144,10 @@ class TeacherTopKVariants:
             if action.kind != "answer":
                 out.skipped.append(f"{traj.traj_id} top-{k}: the teacher's reply is not a valid answer ({action.reason})")
                 continue
+            if len(action.evidence) != k:  # evidence is per image shown: a line for an image never shown is phantom
+                out.skipped.append(f"{traj.traj_id} top-{k}: the teacher wrote {len(action.evidence)} evidence line(s) "
+                                   f"for {k} image(s)")
+                continue
             # the configured judge decides, as for the run's own trajectories
             verdict = await judge.judge(task.question, target, action.answer, None if not sufficient else task.answer_format,
                                         sample=traj.sample)

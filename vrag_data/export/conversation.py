@@ -132,11 +132,6 @@ def trajectory_to_conversation(
         text, ok, bad = convert_turn_boxes(t, traj, family, max_pixels, page_size)
         conv.boxes_converted += ok
         conv.boxes_unconverted += bad
-        if grammar is not None:
-            target = render_target(text, grammar)
-            text = target.text
-            conv.targets_rendered += 1
-            conv.targets_changed += target.changed
         add("assistant", text, [])
         if t.observation is not None and (t.observation.text or t.observation.images):
             add("user", t.observation.text, t.observation.images)
@@ -156,6 +151,11 @@ def trajectory_to_conversation(
         raise AlternationError(f"trajectory {traj.traj_id}: starts with an assistant turn (no user prompt)")
     conv.system = "\n".join(system_parts)
     for role, text, imgs in merged:
+        if role == "assistant" and grammar is not None:  # the message as trained: rendered from its parse
+            target = render_target(text, grammar)
+            text = target.text
+            conv.targets_rendered += 1
+            conv.targets_changed += target.changed
         conv.turns.append(ChatTurn(role=role, content=text))  # type: ignore[arg-type]
         conv.images.extend(imgs)
     n_tokens = sum(t.content.count(IMAGE_TOKEN) for t in conv.turns)

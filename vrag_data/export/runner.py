@@ -232,7 +232,8 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(stats.per_status.items())) or "none"
         raise NothingToExport(
             f"run {summary.run_id}: nothing to export ({summary.n_kept} of {summary.n_trajectories} trajectories kept; "
-            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)}); no export written")
+            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)})"
+            f"{stopped_line(skips, run)}; no export written")
     written: dict[str, Written] = {}
     for f in selected:
         written[f.name] = w = writers[f.name].close()
@@ -255,6 +256,21 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section
     _sources(summary, ctx, tasks, {tid for tid, _ in sources} | stats.task_ids)
     _finish(selected, ctx, written, skips, summary)
+
+
+def stopped_line(skips: Skips, run: RunDir) -> str:
+    """What an export that wrote nothing stopped, for its error line: the reasons by count with one example, and where
+    the whole list is (the run folder's export-skipped.jsonl; '' when nothing was stopped)."""
+    if not skips.rows:
+        return ""
+    where = run.write_export_skips(skips.jsonl())
+    first: dict[str, str] = {}
+    for row in skips.rows:
+        r = json.loads(row)
+        first.setdefault(f"{r['kind']}:{r['reason_code']}", str(r["reason"]))
+    top = ", ".join(f"{code} x{n}" for code, n in skips.counts.most_common(4))
+    code = skips.counts.most_common(1)[0][0]
+    return f"; stopped: {top} (e.g. {first[code][:160]}); every stopped record: {where}"
 
 
 OWNER_FILE = ".export-run"  # the run an export folder belongs to (summary.json names it too, once finished)

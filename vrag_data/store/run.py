@@ -54,6 +54,7 @@ VERDICTS_DIR = "verdicts"
 VERDICTS_FILE = f"{VERDICTS_DIR}/filters.parquet"
 FINGERPRINT_FILE = f"{VERDICTS_DIR}/fingerprint.json"
 FILTER_STATE_FILE = "filter-state.json"  # the last filter run: running | failed | finished (beside verdicts/)
+EXPORT_SKIPS_FILE = "export-skipped.jsonl"  # what an export that wrote nothing stopped, with the reasons
 MANIFEST_FILE = "manifest.json"
 RL_VERDICTS_FILE = f"{VERDICTS_DIR}/rl/filters.parquet"
 RL_ORDER_FILTER = "rl_order"  # the RL verdict whose score is the row's rank (`vrag_data.filters.curriculum.RlOrder`)
@@ -465,6 +466,14 @@ class RunDir:
         data = {"status": status, "pid": os.getpid(), "host": socket.gethostname(), "reason": reason[:500],
                 "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         _replace_text(Path(self._root) / FILTER_STATE_FILE, json.dumps(data))
+
+    def write_export_skips(self, jsonl: str) -> str:
+        """Keep the records an export stopped when it wrote nothing (no export folder holds its skipped.jsonl):
+        `export-skipped.jsonl` in the run folder; returns its path."""
+        p = f"{self._root}/{EXPORT_SKIPS_FILE}"
+        with self.fs.open(p, "w") as f:
+            f.write(jsonl)
+        return f"{self.path}/{EXPORT_SKIPS_FILE}"
 
     def filter_state(self) -> tuple[str, str]:
         """("none" | "running" | "failed" | "interrupted" | "finished", detail) of the run's last filter: a filter

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from vrag_data.env import ContextPolicy, EnvSettings, Environment, parse_action
+from vrag_data.inert import sanitize_text
 from vrag_data.env.actions import invalid
 from vrag_data.env.grammar import Grammar
 from vrag_data.ids import traj_id
@@ -231,9 +232,11 @@ class EpisodeRun:
         """What later requests carry for an assistant reply: the reply, or with `hide_rejected` a short placeholder
         when the reply itself was rejected (`action` is invalid: unparseable, truncated, undecodable, too long). A
         well-formed action the environment refused (a repeated search, an index out of range) stays as written, so
-        the model sees what it did."""
+        the model sees what it did. What goes back is the allowlist's rendering with the grammar's tags live (an
+        entity, a look-alike or foreign tag the reply wrote is inert in the history), identical for a clean reply."""
         if action.kind != "invalid" or not self.deps.hide_rejected:
-            return text
+            clean = sanitize_text(text, allowed=self.recipe.grammar.tags)
+            return text if clean == text else clean
         return rejected_placeholder(action.reason or "malformed action")
 
     @property

@@ -3,7 +3,7 @@ verifier's, the judge's, the student's, the reader's, the planner's and the ques
 
 A reply is usable only when the server finished it on its own (`finish_reason` "stop": not cut at max_tokens, not
 withheld by a content filter, not a tool call), its bytes decoded as UTF-8, it is no longer than any message the
-grammars read, and it forges no turn (no chat-template special token after the end-of-turn markers a server may leave
+grammars read, it holds no control character but tab and line ends, and it forges no turn (no chat-template special token after the end-of-turn markers a server may leave
 at its end). Its text is then normalised by the allowlist's character rules (`vrag_data.inert.normalize_chars`: NFC,
 LF line ends, no control, format, private-use or unassigned character), so no caller sees, quotes or trains on what
 the allowlist would drop. Brackets are left to the reader of the text: a grammar's parser keeps its own tags, a prompt
@@ -14,13 +14,23 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
+import unicodedata
+from typing import Protocol, TypeVar
 
 from vrag_data.env.parse import MAX_MESSAGE_CHARS
 from vrag_data.inert import is_open, normalize_chars, sanitize_text, strip_end_markers
 
-if TYPE_CHECKING:
-    from vrag_data.teacher.pool import ChatResult
+
+class ServerReply(Protocol):
+    """What the door reads of a reply (`vrag_data.teacher.pool.ChatResult`)."""
+
+    text: str
+    finish_reason: str
+    undecodable: bool
+    cut_from: int
+
+
+R = TypeVar("R", bound=ServerReply)
 
 USABLE_FINISH = "stop"
 _SPECIAL = re.compile(r"\[\s*/?\s*(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS)\s*\]|<<\s*/?\s*SYS\s*>>", re.IGNORECASE)
@@ -36,7 +46,7 @@ def special_token(text: str) -> str:
     return m.group(0) if m else ""
 
 
-def reply_problem(res: "ChatResult", text: str) -> str:
+def reply_problem(res: ServerReply, text: str) -> str:
     """Why the reply cannot be used whatever its text says ('' when it can); `text` is without its end markers."""
     if res.undecodable:
         return "undecodable bytes in the reply (invalid UTF-8, replaced by U+FFFD)"
@@ -48,14 +58,17 @@ def reply_problem(res: "ChatResult", text: str) -> str:
     n = res.cut_from or len(res.text)
     if n > MAX_MESSAGE_CHARS:
         return f"the message is too long ({n} characters, limit {MAX_MESSAGE_CHARS})"
+    control = next((c for c in text if unicodedata.category(c) == "Cc" and c not in "\t\n\r"), "")
+    if control:  # a terminal escape, a NUL: what is left around it ("[0m42") is no text to train on or quote
+        return f"the reply holds the control character U+{ord(control):04X}"
     token = special_token(text)
     if token:  # a forged turn ("<|im_end|><|im_start|>user ..."): never a training target, never quoted
         return f"the reply holds the chat-template token {sanitize_text(token)!r}"
     return ""
 
 
-def accept(res: "ChatResult") -> "ChatResult":
+def accept(res: R) -> R:
     """`res` as every caller reads it: the text without trailing end-of-turn markers, normalised by the allowlist's
     character rules, and `problem` saying why it is unusable ('' when usable)."""
     text = strip_end_markers(res.text)
-    return dataclasses.replace(res, text=normalize_chars(text), problem=reply_problem(res, text))
+    return dataclasses.replace(res, text=normalize_chars(text), problem=reply_problem(res, text))  # type: ignore[type-var]
