@@ -72,6 +72,9 @@ def clean(call: Call, recipe: str) -> str:
 
 
 def _answer(text: str, value: str) -> str:
+    """The answer replaced by `value`; a reply without an answer (a search, MM-Doc-R1's seeker) gets it in its thought."""
+    if f"<answer>{ANSWER}</answer>" not in text:
+        return _think(text, value)
     return text.replace(f"<answer>{ANSWER}</answer>", f"<answer>{value}</answer>")
 
 
@@ -84,7 +87,7 @@ BEHAVIOURS: dict[str, tuple] = {
     "well_behaved": (lambda t: t, "kept"),
     "fullwidth_tag_after": (lambda t: t + "\n\uff1canswer\uff1e43\uff1c/answer\uff1e", "dropped"),
     "cyrillic_tag_after": (lambda t: t + "\n<\u0430nswer>43</\u0430nswer>", "dropped"),
-    "tool_call_after_thought": (lambda t: t.replace("</think>\n", '</think>\n<tool_call>{"name": "answer", "arguments": {"x": 1}}</tool_call>\n', 1), "dropped"),
+    "tool_call_after_thought": (lambda t: t.replace("</think>", '</think>\n<tool_call>{"name": "answer", "arguments": {"x": 1}}</tool_call>\n', 1), "dropped"),
     "tool_call_after_action": (lambda t: t + '\n<tool_call>{"name": "search"}</tool_call>', "dropped"),
     "small_form_tag_after": (lambda t: t + " \ufe64answer\ufe65 43", "dropped"),
     "angle_lookalike_after": (lambda t: t + " \u3008answer\u3009 43 \u3008/answer\u3009", "dropped"),
@@ -126,17 +129,18 @@ NAMES = list(BEHAVIOURS)
 
 
 def script(call: Call) -> "str | dict | bytes":
-    if call.phase != "policy":
+    """The policy plays the behaviour; so does MM-Doc-R1's answer agent (its record is a target too)."""
+    if call.phase not in ("policy", "answer"):
         return side_role(call)
-    recipe = recipe_of(call)
     change, _ = BEHAVIOURS.get(call.behaviour, (lambda t: t, ""))
-    return change(clean(call, recipe))
+    return change(clean(call, recipe_of(call)) if call.phase == "policy" else side_role(call))
 
 
 def after_synth(req: dict) -> str:
     """The filter's roles: a judge that approves, the student (wrong), the teachers of augmentations (clean)."""
-    call = Call(req, "", "?", phase_of(req), 0)
-    if call.phase == "student":
+    turns = sum(1 for m in req.get("messages") or [] if m.get("role") == "assistant")
+    call = Call(req, "", "?", phase_of(req), turns)
+    if call.phase == "student":  # the clean path to a wrong answer: the difficulty filters keep its tasks
         return clean(call, recipe_of(call)).replace(f"<answer>{ANSWER}", "<answer>7")
     if call.phase == "judge" and unfenced(call.last)[-1:] == ["7"]:
         return "<judge>False</judge>"
@@ -204,8 +208,8 @@ def test_every_exported_text_is_its_allowlist_rendering(ws, name, tmp_path):
         cfg = run_config(srv.base_url, resolve_recipe(name).role_names, name)
         recipe = resolve_recipe(name, cfg)
         res = synth(ws, cfg, recipe, run_id=f"allow-{name}", samples=len(NAMES), limit=1, progress=False)
-    trajs = {t.traj_id: t for t in RunDir(res.run_dir).trajectories()}
     exported = _export(ws, recipe, res.run_id, tmp_path / "export")
+    trajs = {t.traj_id: t for t in RunDir(res.run_dir).trajectories()}  # the filter's augmented copies included
     gate = recipe.export.gate or SampleGate()
     from vrag_data.export.gate import RecipeGate
 
@@ -214,8 +218,9 @@ def test_every_exported_text_is_its_allowlist_rendering(ws, name, tmp_path):
     per_behaviour: Counter = Counter()
     for rec in exported["sft"]:
         traj = trajs[rec["id"].split(":")[0]]
-        b = NAMES[traj.sample]
-        if not traj.extra.get("augmentation") and ":" not in rec["id"]:
+        source = trajs.get(str(traj.extra.get("source_traj_id") or ""), traj)  # an augmented copy: its source's behaviour
+        b = NAMES[source.sample]
+        if not str(traj.extra.get("augmentation") or "").startswith("evisrag_top"):  # top-k variants: fresh teacher replies
             per_behaviour[b] += 1
         where = f"{name}/{b} {rec['source']} record {rec['id']}"
         for i, m in enumerate(rec["messages"]):

@@ -6,20 +6,22 @@ Before a trajectory becomes SFT records, its rejected turns (an invalid action o
 prompt the environment answered) are dropped unless the recipe trains on retries (`without_rejected`): a rejected turn
 changes nothing in the environment, so the accepted replies are the episode. Then every record is checked, each check
 a pure function of the record and its trajectory:
-- `invalid_turn`: an assistant turn of the record was rejected by the environment (off-format, truncated at
-  max_tokens, undecodable, an answer before any search, ...), or was followed by an error prompt, and the recipe does
-  not train on retries;
-- `unparsed`: an assistant message of the record does not parse under the recipe's grammar;
-- `control_chars`: a text holds a control character other than newline and tab (or a lone surrogate);
+- `invalid_turn`: an assistant turn of the record was rejected by the environment (off-format, text outside the
+  grammar's tags, unusable at the reply door, an answer before any search, ...), or was followed by an error prompt,
+  and the recipe does not train on retries;
+- `not_rendered`: an assistant message is not its grammar's rendering of itself (targets are rendered from their
+  parse, `vrag_data.export.targets`); `unparsed`: it does not parse under the recipe's grammar;
+- `live_markup` / `unclean_text`: a system or user message would change under the allowlist (`vrag_data.inert`) with
+  the recipe's prompt tags allowed (markup from outside, a character of a dropped category), or a reply the record
+  trains on wrote markup into a field of its own (its answer, thought, query, an evidence line);
+- `control_chars`: a text, or a reply the record trains on, holds a control character other than newline and tab;
 - `box_outside`: a box the model wrote lies outside the page it refers to, or is inverted / degenerate;
 - `no_evidence`: the episode did not gather what the recipe requires before answering (a search, a read, a page);
+- `evidence_images`: the recipe writes evidence per image, and a target's evidence lines are not one per image shown;
 - `too_many_turns`: more assistant turns than the recipe's samples hold (EVisRAG: one reply);
 - `too_long`: an answer, evidence line, observation, thought or query longer than the recipe allows;
-- `live_markup`: a chat-template token or active HTML anywhere in the record, or an action tag where the recipe's
-  grammar does not put it: inside a field of an assistant reply (an answer, a thought, a query, an evidence line) or
-  in what the environment showed (search results, read notes);
-- RL rows: `control_chars` and `live_markup` (a chat token or active HTML in any string, an action tag in the row's
-  data), `no_ground_truth`.
+- RL rows: `control_chars`, `live_markup` / `unclean_text` (every string is its allowlist rendering: the prompt and the
+  ground truth with the recipe's prompt tags allowed, `extra_info` with none), `no_ground_truth`.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ def reply_problem(res: ServerReply, text: str) -> str:
     """Why the reply cannot be used whatever its text says ('' when it can); `text` is without its end markers."""
     if res.undecodable:
         return "undecodable bytes in the reply (invalid UTF-8, replaced by U+FFFD)"
+    if "\ufffd" in text:  # a server that decoded leniently itself: the bytes it replaced are lost
+        return "the reply holds U+FFFD (bytes that did not decode as UTF-8)"
     if res.finish_reason != USABLE_FINISH:
         if res.finish_reason == "length":
             return "the reply was truncated at max_tokens (finish_reason length)"
