@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image
 
 from vrag_data.ids import split_page_id
+from vrag_data.inert import sanitize_text
 from vrag_data.rewards.answer import INSUFFICIENT
 from vrag_data.rewards.format import evidence_map
 from vrag_data.rewards.verl import ROLLOUT_KEYS
@@ -122,7 +123,7 @@ def evidence_ground_truth(task: Task, image_pages: list[str], model_evidence: li
     mine = evidence_map(model_evidence or [])
     lines = []
     for i, pid in enumerate(image_pages, start=1):
-        own = mine.get(i, "").strip()
+        own = sanitize_text(mine.get(i, "")).strip()  # a model's line is a field: no tag of any kind inside it
         own = "" if own.lower().rstrip(".") == NO_EVIDENCE else own
         if pid in gold:
             text = own or "; ".join(by_page.get(pid, [])) or f"this page supports the answer: {task.answer}"
