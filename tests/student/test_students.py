@@ -104,7 +104,9 @@ def test_evisrag_student_decides_rl_data_only_and_off_format_is_unparseable(tmp_
         texts = [p["text"] for m in req["messages"] for p in
                  ([{"text": m["content"]}] if isinstance(m["content"], str) else m["content"]) if "text" in p]
         q = next(x.split("Question: ", 1)[1].strip() for x in texts if "Question: " in x)
-        return f"<observe>o</observe><evidence>[1]: e</evidence><think>t</think><answer>{gold[q]}</answer>"
+        n = sum(1 for m in req["messages"] if not isinstance(m["content"], str) for p in m["content"] if p.get("type") == "image_url")
+        lines = "\n".join(f"[{i}]: e" for i in range(1, n + 1))  # one evidence line per image shown
+        return f"<observe>o</observe><evidence>{lines}</evidence><think>t</think><answer>{gold[q]}</answer>"
 
     def judge(req):  # noqa: ANN001, ANN202 - a judge that compares the two strings
         text = req["messages"][-1]["content"]
