@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SampleGate, base_env
+from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SampleGate, base_env, register_role
 from vrag_data.env import EnvPrompts, sanitize_text
 from vrag_data.env.grammar import KEYWORD_READ_FINISH
 from vrag_data.export.conversation import ROLE_PROMPTS
@@ -191,8 +191,8 @@ RECIPE = register(MmdocRecipe(
                  search_depth=10, scope="document", max_read_pages=3, max_turns=8,
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
     roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
-           RoleSpec("planner", "writes the initial plan from the question and the document outline"),
-           RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True),
+           register_role(RoleSpec("planner", "writes the initial plan from the question and the document outline")),
+           register_role(RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True)),
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     filters=(Structure(), Correctness(), Dedup()),
     reward=RewardSpec("mmdoc_r1", scopes={"search": ("recall",), "read": ("recall",), "answer": ("correctness",),

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from vrag_data.export.conversation import with_placeholders
-from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
@@ -161,4 +161,4 @@ class EasyR1Format(FormatDefaults):
                 "`reward/easyr1_reward.py:compute_score`)\n")
 
 
-FORMAT = EasyR1Format()
+FORMAT = register_format(EasyR1Format())

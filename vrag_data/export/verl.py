@@ -20,7 +20,7 @@ import yaml
 
 from vrag_data.env.geometry import FACTOR
 from vrag_data.export.hf import SHARD_BYTES, rl_row
-from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import write_reward_bundle
 from vrag_data.export.rl import PromptBudget
@@ -242,4 +242,4 @@ class VerlFormat(FormatDefaults):
                 "`--config-name=vragrl`; rewards in `reward/` (standard library only)\n")
 
 
-FORMAT = VerlFormat()
+FORMAT = register_format(VerlFormat())

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.registry import register_filter
 from vrag_data.filters.difficulty import student_accuracy
 from vrag_data.schema.records import Trajectory, Verdict
 
@@ -105,3 +106,7 @@ class RlOrder(KeepPassed):
                 why.append("student accuracy " + ("unknown" if acc is None else f"{acc:.2f}"))
             out.append(verdict(t, self.name, True, "; ".join(why), float(rank)))
         return out
+
+
+register_filter(TaskSplit)
+register_filter(RlOrder)
