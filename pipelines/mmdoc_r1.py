@@ -180,6 +180,8 @@ class MmdocRecipe(Recipe):
 
 
 GRAMMAR = dataclasses.replace(KEYWORD_READ_FINISH, name="mmdoc_r1")
+PLANNER_ROLE = register_role(RoleSpec("planner", "writes the initial plan from the question and the document outline"))
+READER_ROLE = register_role(RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True))
 
 RECIPE = register(MmdocRecipe(
     name="mmdoc_r1",
@@ -191,8 +193,8 @@ RECIPE = register(MmdocRecipe(
                  search_depth=10, scope="document", max_read_pages=3, max_turns=8,
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
     roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
-           register_role(RoleSpec("planner", "writes the initial plan from the question and the document outline")),
-           register_role(RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True)),
+           PLANNER_ROLE,
+           READER_ROLE,
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     filters=(Structure(), Correctness(), Dedup()),
     reward=RewardSpec("mmdoc_r1", scopes={"search": ("recall",), "read": ("recall",), "answer": ("correctness",),

@@ -144,6 +144,8 @@ class VragRlRecipe(Recipe):
 
 
 GRAMMAR = dataclasses.replace(REACT_CROP, name="vrag_rl")
+GROUNDING_ROLE = register_role(RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)",
+                                        vision=True))
 
 RECIPE = register(VragRlRecipe(
     name="vrag_rl",
@@ -154,8 +156,7 @@ RECIPE = register(VragRlRecipe(
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
                  scope="corpus", max_turns=8, crop_min_pixels=VRAG_MIN_PIXELS, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that takes every action of an episode", vision=True),
-           register_role(RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)",
-                                  vision=True)),
+           GROUNDING_ROLE,
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     # correct teacher trajectories, well-formed, balanced by steps (2-6) and action types, de-duplicated
     filters=(Structure(), Correctness(), Balance(), Dedup()),

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandle
 from vrag_data.errors import ConfigError
 from vrag_data.ingest.options import IngestOptions
 from vrag_data.schema.records import SPLIT_PATTERN
+from vrag_data.schema.roles import LIBRARY_ROLES, is_role, role_names  # noqa: F401  (LIBRARY_ROLES re-exported)
 from vrag_data.secrets import register_url_secrets
 from vrag_data.yamlio import read_yaml_mapping
 
@@ -24,16 +25,9 @@ from vrag_data.yamlio import read_yaml_mapping
 MAX_SAMPLES = 1024  # rollouts per task (the papers sample 1-16)
 MAX_TASKS = 10_000_000  # tasks to generate, load or shard
 
-# The roles the library itself calls; a recipe brings its own by registering them (`vrag_data.recipe.roles`), so a
-# run config may configure them.
-LIBRARY_ROLES = ("policy", "judge", "student", "question_writer")
-
-
 def known_roles() -> list[str]:
-    """The library's roles, then every registered role (the role registry discovers them itself: the answer does not
-    depend on what was imported before)."""
-    from vrag_data.recipe.roles import role_names  # the registry imports this module: resolved when asked
-
+    """The library's roles, then every registered role (`vrag_data.schema.roles`: the registry discovers them itself,
+    so the answer does not depend on what was imported before)."""
     return role_names()
 
 
@@ -367,7 +361,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
         cfg = RunConfig.model_validate(data or {})
     except ValidationError as err:
         raise ConfigError(_one_line(err, source)) from None
-    if set(cfg.roles) - set(LIBRARY_ROLES):
+    if not all(is_role(name) for name in cfg.roles):
         known = known_roles()
         bad_roles = sorted(set(cfg.roles) - set(known))
         if bad_roles:

@@ -134,21 +134,6 @@ def configure_filters(recipe: str, filters: Sequence[Any], chain: Sequence[str] 
     return out
 
 
-def check_split(recipe: str, sft: Sequence[Any], rl: Sequence[Any]) -> None:
-    """SFT and RL task splits must cut the tasks the same way (same share, same seed) and keep opposite sides."""
-    from vrag_data.filters.curriculum import TaskSplit  # the filter modules import this one to register
-
-    a = [f for f in sft if isinstance(f, TaskSplit)]
-    b = [f for f in rl if isinstance(f, TaskSplit)]
-    if not a or not b:
-        return
-    x, y = a[0], b[0]
-    if (x.rl_share, x.seed) != (y.rl_share, y.seed) or x.part != "sft" or y.part != "rl":
-        raise ConfigError(f"filters.options.{recipe}.split / filters.rl_options.{recipe}.split: the SFT chain's split "
-                          f"(part {x.part}, rl_share {x.rl_share}, seed {x.seed!r}) and the RL chain's (part {y.part}, "
-                          f"rl_share {y.rl_share}, seed {y.seed!r}) disagree; set the same rl_share and seed in both")
-
-
 def default_chain(recipe: ChainOwner, config: FiltersConfig | None = None) -> FilterChain:
     """The chain of `recipe` (a `Recipe` object); `config` (a `FiltersConfig`) may replace the names
     (`chains[recipe.name]`) and set options per filter (`options[recipe.name][filter]`, over the recipe's)."""

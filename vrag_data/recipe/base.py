@@ -163,7 +163,8 @@ class Recipe:
         with `options[filter]` (`filters.options.<recipe>`) applied over the recipe's settings, and the same for the
         RL chain (`filters.rl_chains`, `filters.rl_options`). An unknown filter, an unknown option, an option for a
         filter the chain does not run, or SFT/RL splits that disagree fail with one line."""
-        from vrag_data.filters.registry import check_split, configure_filters
+        from vrag_data.filters.curriculum import check_split
+        from vrag_data.filters.registry import configure_filters
 
         sft = tuple(configure_filters(self.name, self.filters, chain, options))
         rl = tuple(configure_filters(self.name, self.rl_filters, rl_chain, rl_options, stage="rl"))

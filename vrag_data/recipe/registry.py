@@ -2,7 +2,7 @@
 
 A recipe module registers its recipe with one `RECIPE = register(...)` line. Registration is validation: the reward,
 every filter of its chains and every role it names must be registered in their registries (`vrag_data.rewards`,
-`vrag_data.filters`, `vrag_data.recipe.roles`), else `register` stops with one line naming the missing part and how to
+`vrag_data.filters`, `vrag_data.schema.roles`), else `register` stops with one line naming the missing part and how to
 register it. Recipes are found by the one discovery rule (`vrag_data.plugins`): modules announced under the
 `vrag_data.recipes` entry-point group (a package there: each of its modules holding a `register(...)` line; this
 project's `pipelines/` is announced so in `pyproject.toml`), imported the first time a name is looked up. Only entry
@@ -47,7 +47,7 @@ def missing_part(recipe: Recipe) -> str:
     """The first reward, filter or role `recipe` names that is not registered (as the class it uses), with how to
     register it; "" when every part is."""
     from vrag_data.filters.registry import REGISTRY as FILTERS, known_filters
-    from vrag_data.recipe.roles import ROLES, is_role
+    from vrag_data.schema.roles import ROLES, is_role
     from vrag_data.rewards.registry import REWARDS, known_rewards
 
     if recipe.reward.name not in known_rewards():

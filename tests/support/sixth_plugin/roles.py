@@ -1,6 +1,6 @@
 """Its role: a checker that re-reads the final answer; offline, the oracle plays it by the rule below."""
 
-from vrag_data.recipe.roles import register_role
+from vrag_data.schema.roles import register_role
 from vrag_data.recipe.spec import RoleSpec
 
 
