@@ -57,8 +57,8 @@ def missing_part(recipe: Recipe) -> str:
         for f in chain:
             cls = known_filters().get(f.name)
             if cls is None or not isinstance(f, cls):
-                held = f" (the name is taken by {cls.__qualname__})" if cls is not None else ""
-                return (f"filter {f.name!r} ({type(f).__qualname__}) is not registered{held}; add it as "
+                held = f" (the name is taken by {cls.__name__})" if cls is not None else ""
+                return (f"filter {f.name!r} ({type(f).__name__}) is not registered{held}; add it as "
                         f"{FILTERS.how_to_add()}")
     for spec in recipe.roles:
         if not is_role(spec.name):
