@@ -135,6 +135,8 @@ def test_a_sixth_recipe_installed_as_a_package_runs_every_stage_and_its_export_s
     assert len(mine) == 6 and all(v["passed"] and v["reason"].startswith("checker: CONFIRMED") for v in mine)
     rows = [r for f in sorted((out / "verl").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
     assert len(rows) == 6 and all(r["extra_info"]["reward"] == "checked_answer" and r["data_source"] == "checked_source" for r in rows)
+    # the turn budget crosses the stages with one meaning (free policy turns): the export records the recipe's 6
+    assert json.loads((out / "summary.json").read_text())["provenance"]["max_turns"] == {"checked_crop": 6}
     tsv = sorted(line.split("\t") for line in (out / "answers" / "rows.tsv").read_text().splitlines())
     assert sorted(t[2] for t in tsv) == ["275", "285", "389", "399", "412", "422"] and {t[1] for t in tsv} == {"checked_answer"}
 

@@ -171,15 +171,17 @@ class Recipe:
         check_split(self.name, sft, rl)
         return dataclasses.replace(self, filters=sft, rl_filters=rl)
 
-    def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> "Recipe":
+    def for_rl(self, max_turns: int | None, max_pixels: int, coord_space: str | None = None) -> "Recipe":
         """The recipe as the RL trainer rolls it out: pages at the model's pixel budget and boxes in the model
         family's coordinates (so its boxes refer to the image it was shown, in the words its prompt uses), with
-        `max_turns` free policy turns (the same rule as synthesis). A recipe that calls helper models during
-        synthesis switches them off here."""
+        `max_turns` free policy turns (`TURN_BUDGET_RULE`, as in synthesis; None: the recipe's own budget, the one its
+        synthesis ran under and its export records). A recipe that calls helper models during synthesis switches them
+        off here."""
         return self.configure(self._rl_options(max_turns, max_pixels, coord_space))
 
-    def _rl_options(self, max_turns: int, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
-        return {"max_turns": max_turns, "max_pixels": max_pixels, **({"coord_space": coord_space} if coord_space else {})}
+    def _rl_options(self, max_turns: int | None, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
+        return {**({"max_turns": max_turns} if max_turns is not None else {}), "max_pixels": max_pixels,
+                **({"coord_space": coord_space} if coord_space else {})}
 
     def context_policy(self) -> ContextPolicy:
         return self.context(self.options)
