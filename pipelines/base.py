@@ -2,7 +2,7 @@
 
 from vrag_data.recipe.base import Recipe, RecipeOptions, append_only, base_env
 from vrag_data.schema.roles import register_role
-from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, SampleGate, SftHints
+from vrag_data.recipe.spec import ExportHints, ExtraKey, OracleSpec, RewardSpec, RoleSpec, SampleGate, SftHints
 
-__all__ = ["ExportHints", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SampleGate", "SftHints", "append_only",
+__all__ = ["ExportHints", "ExtraKey", "OracleSpec", "Recipe", "RecipeOptions", "RewardSpec", "RoleSpec", "SampleGate", "SftHints", "append_only",
            "base_env", "register_role"]

@@ -31,7 +31,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env, register_role
+from pipelines.base import ExportHints, ExtraKey, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env, register_role
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import EnvPrompts, parse_action
 from vrag_data.env.grammar import REACT_CROP
@@ -167,4 +167,5 @@ RECIPE = register(VragRlRecipe(
                        gate=SampleGate(requires=("search",), saw_pages=True)),  # answers from retrieved pages only
     options_model=VragRlOptions,
     extra_prompts={"grounding": GROUNDING},
+    extra_keys=(ExtraKey("grounding", dict, "each crop the expert re-located, or why the teacher's box was kept", note=True),),
 ))

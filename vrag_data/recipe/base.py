@@ -35,6 +35,7 @@ from vrag_data.env.grammar import Grammar, describe_grammar
 from vrag_data.ids import short_hash
 from vrag_data.recipe.episode_state import EpisodeState
 from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, coord_words
+from vrag_data.schema.extra_keys import ExtraKey, extra_problem
 from vrag_data.schema.records import Action, Message, Task, Turn
 
 
@@ -96,6 +97,9 @@ class Recipe:
     options_model: type[RecipeOptions] = RecipeOptions  # the knobs this recipe understands (extra="forbid")
     options: RecipeOptions = field(default_factory=RecipeOptions)
     extra_prompts: Mapping[str, str] = field(default_factory=dict)  # role prompts (grounding, reader, planner, ...)
+    # every key the recipe's hooks write into an episode's `extra`, typed (`vrag_data.schema.extra_keys`): what a
+    # filter or the exporter reads back has one declaration, and an episode whose key holds another type ends in error
+    extra_keys: tuple[ExtraKey, ...] = ()
     setup_steps: int = 0  # environment steps the recipe takes before the policy's first turn (a retrieval)
 
     # the options model this class's hooks read (`self.options.grounding`...): a subclass with knobs of its own binds
@@ -182,6 +186,12 @@ class Recipe:
     def _rl_options(self, max_turns: int | None, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
         return {**({"max_turns": max_turns} if max_turns is not None else {}), "max_pixels": max_pixels,
                 **({"coord_space": coord_space} if coord_space else {})}
+
+    def extra_problem(self, extra: Mapping[str, Any]) -> str:
+        """The first declared key (the recipe's or the library's) whose value in an episode's `extra` has another
+        shape, as one line; "" when none."""
+        problem = extra_problem(self.extra_keys, extra)
+        return f"recipe {self.name}: {problem}" if problem else ""
 
     def context_policy(self) -> ContextPolicy:
         return self.context(self.options)

@@ -19,6 +19,7 @@ from vrag_data.config import ConfigError, RunConfig
 from vrag_data.env.grammar import register_grammar
 from vrag_data.plugins import discover
 from vrag_data.recipe.base import Recipe
+from vrag_data.schema.extra_keys import declaration_problem
 
 ENTRY_POINT_GROUP = "vrag_data.recipes"
 _RECIPES: dict[str, Recipe] = {}
@@ -60,6 +61,9 @@ def missing_part(recipe: Recipe) -> str:
                 held = f" (the name is taken by {cls.__name__})" if cls is not None else ""
                 return (f"filter {f.name!r} ({type(f).__name__}) is not registered{held}; add it as "
                         f"{FILTERS.how_to_add()}")
+    declared = declaration_problem(recipe.extra_keys)
+    if declared:
+        return declared
     for spec in recipe.roles:
         if not is_role(spec.name):
             return (f"role {spec.name!r} is not registered; add `register_role(RoleSpec({spec.name!r}, ...))` in the "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from vrag_data.schema.extra_keys import ExtraKey  # noqa: F401  (re-exported: a recipe declares its extra keys)
 from vrag_data.schema.roles import RoleSpec  # noqa: F401  (re-exported: a recipe lists its roles)
 
 

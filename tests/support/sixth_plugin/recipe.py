@@ -3,7 +3,7 @@ its own filter."""
 
 import dataclasses
 
-from sixth_plugin.filters import CheckerAgreed
+from sixth_plugin.filters import CHECKS, CheckerAgreed
 from sixth_plugin.roles import CHECKER
 from vrag_data.env.grammar import REACT_CROP
 from vrag_data.filters import Correctness, Structure
@@ -19,7 +19,7 @@ class CheckedRecipe(Recipe):
         msgs = [Message(role="user", text=f"Question: {ep.task.question}\nProposed answer: {answer}\n"
                                           "Reply `CONFIRMED: <answer>` or `REJECTED`.")]
         reply = await ep.ask("checker", msgs, "checker")
-        ep.note("checker", {"reply": reply.text, "agrees": reply.text.strip() == f"CONFIRMED: {answer}"})
+        ep.note(CHECKS.name, {"reply": reply.text, "agrees": reply.text.strip() == f"CONFIRMED: {answer}"})
 
 
 RECIPE = register(CheckedRecipe(
@@ -36,4 +36,5 @@ RECIPE = register(CheckedRecipe(
     reward=RewardSpec("checked_answer", scopes={"answer": ("correct",), "other": ("brief",)}),
     export=ExportHints(max_pixels=200704, data_source="checked_source", sft=SftHints(8192, 2.0e-5, 2.0, 1, "the test's own")),
     oracle=OracleSpec(style="react", crop_gold=True),
+    extra_keys=(CHECKS,),
 ))
