@@ -32,6 +32,7 @@ from vrag_data.config import ConfigError
 from vrag_data.env import AppendOnly, ContextPolicy, EnvSettings
 from vrag_data.env.geometry import QWEN_MIN_PIXELS, CoordSpace
 from vrag_data.env.grammar import Grammar, describe_grammar
+from vrag_data.filters.base import AnyFilter
 from vrag_data.ids import short_hash
 from vrag_data.recipe.episode_state import EpisodeState
 from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, coord_words
@@ -89,9 +90,9 @@ class Recipe:
     export: ExportHints
     context: Callable[[RecipeOptions], ContextPolicy] = append_only
     roles: tuple[RoleSpec, ...] = (RoleSpec("policy", "takes the actions of an episode", vision=True),)
-    filters: tuple[Any, ...] = ()  # configured filter instances, run in order: the SFT data
+    filters: tuple[AnyFilter, ...] = ()  # configured filter instances, run in order: the SFT data
     # the RL data's chain (which tasks become RL rows, in which order); empty = RL rows from the SFT-kept trajectories
-    rl_filters: tuple[Any, ...] = ()
+    rl_filters: tuple[AnyFilter, ...] = ()
     augmentations: tuple[Augmentation, ...] = ()
     oracle: OracleSpec = field(default_factory=OracleSpec)
     options_model: type[RecipeOptions] = RecipeOptions  # the knobs this recipe understands (extra="forbid")
