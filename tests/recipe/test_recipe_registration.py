@@ -7,12 +7,14 @@ no other recipe's run id, and parsing a config does not depend on what was impor
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.plugin_site import site_package
 from tests.support.roles import ORACLE_ROLES
 from tests.support.shipped import SHIPPED
 from vrag_data.cli.synth import apply_policy_flags
@@ -153,3 +155,25 @@ def test_parsing_a_config_does_not_depend_on_import_order():
     with pytest.raises(ConfigError, match=r"unknown role\(s\) \['grouding'\]; known roles: \['policy', 'judge', 'student', "
                                           r"'question_writer', .*'grounding'"):
         parse_config({"roles": {"grouding": {"same_as": "policy"}}})
+
+
+def test_an_installed_recipe_naming_an_unregistered_reward_stops_the_cli_with_one_line(tmp_path):
+    """The package is announced and imported by discovery: `vrag-data recipes` (and every command that looks a recipe
+    up) stops with one line naming the package, the recipe, the missing reward and how to register it."""
+    site = site_package(tmp_path, "audit_recipe", "vrag_data.recipes", "audit = audit_recipe", '''
+        import dataclasses
+        from vrag_data.env.grammar import REACT_CROP
+        from vrag_data.recipe import ExportHints, Recipe, RewardSpec, base_env, register
+
+        RECIPE = register(Recipe(name="audit", paper="p", grammar=dataclasses.replace(REACT_CROP, name="audit"),
+                                 system_prompt="", user_template="{question}", env=base_env(),
+                                 reward=RewardSpec("audited_answer"), export=ExportHints(max_pixels=200704)))
+    ''')
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
+    res = subprocess.run([sys.executable, "-m", "vrag_data.cli.main", "recipes"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=120)
+    lines = (res.stderr + res.stdout).strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr + res.stdout
+    assert lines[0].startswith("error: recipe plugin 'audit' (audit_recipe) failed to load: register recipe audit: reward "
+                               "'audited_answer' is not registered"), lines
+    assert "register_reward(...)" in lines[0] and "fix or uninstall the package that declares it" in lines[0]
