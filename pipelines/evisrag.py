@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
+from pipelines.base import ExportHints, ExtraKey, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
 from vrag_data.augment.evisrag import TeacherTopKVariants
 from vrag_data.env import EnvPrompts
 from vrag_data.env.grammar import OBSERVE_EVIDENCE_ANSWER
 from vrag_data.filters import Correctness, Dedup, Difficulty, RlOrder, TaskSplit
 from vrag_data.recipe import register
+from vrag_data.schema.extra_keys import SHOWN_PAGES, SUFFICIENT
 from vrag_data.schema.records import Action, Message, Task
 
 if TYPE_CHECKING:
@@ -134,5 +135,8 @@ RECIPE = register(EvisragRecipe(
                        gate=SampleGate(saw_pages=True, max_assistant_turns=1, evidence_per_image=True)),
     oracle=OracleSpec(style="evidence", crop_gold=False),
     options_model=EvisragOptions,
+    # what prepare() records: the shown pages and the sufficiency label (read by the exporter), the search's top-k and ranking
+    extra_keys=(SHOWN_PAGES, SUFFICIENT, ExtraKey("top_k", int, "pages the retrieval showed at most"),
+                ExtraKey("ranked_pages", list, "the retrieval's page ids in rank order")),
     setup_steps=1,  # the retrieval before the single turn is an environment step, not a policy turn
 ))

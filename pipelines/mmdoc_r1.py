@@ -28,12 +28,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SampleGate, base_env
+from pipelines.base import ExportHints, ExtraKey, OracleSpec, Recipe, RewardSpec, RoleSpec, SampleGate, base_env, register_role
 from vrag_data.env import EnvPrompts, sanitize_text
 from vrag_data.env.grammar import KEYWORD_READ_FINISH
-from vrag_data.export.conversation import ROLE_PROMPTS
 from vrag_data.filters import Correctness, Dedup, Structure
 from vrag_data.recipe import register
+from vrag_data.schema.extra_keys import ROLE_PROMPTS
 from vrag_data.schema.records import ImageRef, Message, Observation, Turn
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class MmdocRecipe(Recipe):
                 Message(role="user", text=ANSWER_USER.format(question=ep.task.question.strip(), info=info or "(nothing was found)"))]
         # the answer agent answers under its own prompt (tool outputs + OCR text of the read pages): recorded, so an
         # SFT export gives it a record of its own instead of gluing its reply onto the seeker's <FINISH>
-        ep.extra.setdefault(ROLE_PROMPTS, {})["answer"] = [m.model_dump(mode="json") for m in msgs]
+        ep.extra.setdefault(ROLE_PROMPTS.name, {})["answer"] = [m.model_dump(mode="json") for m in msgs]
         idx = ep.turns[-1].idx if ep.turns else st.turn
         for attempt in range(2):
             reply = await ep.ask("policy", msgs, "answer")
@@ -180,6 +180,8 @@ class MmdocRecipe(Recipe):
 
 
 GRAMMAR = dataclasses.replace(KEYWORD_READ_FINISH, name="mmdoc_r1")
+PLANNER_ROLE = register_role(RoleSpec("planner", "writes the initial plan from the question and the document outline"))
+READER_ROLE = register_role(RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True))
 
 RECIPE = register(MmdocRecipe(
     name="mmdoc_r1",
@@ -191,8 +193,8 @@ RECIPE = register(MmdocRecipe(
                  search_depth=10, scope="document", max_read_pages=3, max_turns=8,
                  prompts=EnvPrompts(invalid=INVALID, forced_answer=FORCED)),
     roles=(RoleSpec("policy", "the seeker (keyword search, read, FINISH) and the answer agent"),
-           RoleSpec("planner", "writes the initial plan from the question and the document outline"),
-           RoleSpec("reader", "reads the requested pages for the seeker's sub-query", vision=True),
+           PLANNER_ROLE,
+           READER_ROLE,
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     filters=(Structure(), Correctness(), Dedup()),
     reward=RewardSpec("mmdoc_r1", scopes={"search": ("recall",), "read": ("recall",), "answer": ("correctness",),
@@ -208,4 +210,6 @@ RECIPE = register(MmdocRecipe(
                                           "--for and train with verl (verl/config.yaml) or EasyR1 (easyr1/)"}),
     oracle=OracleSpec(style="seeker", crop_gold=False),
     extra_prompts={"planner": PLANNER, "reader": READER, "answer": ANSWER},
+    extra_keys=(ExtraKey("plan", str, "the planner's plan, quoted into the seeker's prompt"),
+                ExtraKey("read_pages", list, "the pages the read tool opened, in order"), ROLE_PROMPTS),
 ))

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from pipelines.base import ExportHints, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
+from pipelines.base import ExportHints, ExtraKey, OracleSpec, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
 from vrag_data.env import EnvPrompts, render_action, sanitize_text
 from vrag_data.env.geometry import box_to_model, crop_box, iou
 from vrag_data.env.settings import EnvSettings
@@ -216,4 +216,6 @@ RECIPE = register(UniDocRecipe(
     oracle=OracleSpec(style="react", crop_gold=False),  # the crop comes from the candidate-region step
     options_model=UniDocOptions,
     extra_prompts={"candidates": CANDIDATE_STEP},
+    extra_keys=(ExtraKey("candidates", dict, "each candidate-region step: the regions shown, the choice, how it matched",
+                         note=True),),
 ))

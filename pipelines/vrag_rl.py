@@ -31,7 +31,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from pipelines.base import ExportHints, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env
+from pipelines.base import ExportHints, ExtraKey, Recipe, RecipeOptions, RewardSpec, RoleSpec, SampleGate, SftHints, base_env, register_role
 from vrag_data.env.geometry import VRAG_MIN_PIXELS
 from vrag_data.env import EnvPrompts, parse_action
 from vrag_data.env.grammar import REACT_CROP
@@ -144,6 +144,8 @@ class VragRlRecipe(Recipe):
 
 
 GRAMMAR = dataclasses.replace(REACT_CROP, name="vrag_rl")
+GROUNDING_ROLE = register_role(RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)",
+                                        vision=True))
 
 RECIPE = register(VragRlRecipe(
     name="vrag_rl",
@@ -154,7 +156,7 @@ RECIPE = register(VragRlRecipe(
     env=base_env(coord_space="qwen2.5-vl", page_max_pixels=401408, search_mode="first_unseen", top_k=1,
                  scope="corpus", max_turns=8, crop_min_pixels=VRAG_MIN_PIXELS, prompts=EnvPrompts(invalid=INVALID)),
     roles=(RoleSpec("policy", "the teacher that takes every action of an episode", vision=True),
-           RoleSpec("grounding", "re-locates each crop box from the teacher's reasoning (multi-expert sampling)", vision=True),
+           GROUNDING_ROLE,
            RoleSpec("judge", "decides whether the final answer matches the reference", required=False)),
     # correct teacher trajectories, well-formed, balanced by steps (2-6) and action types, de-duplicated
     filters=(Structure(), Correctness(), Balance(), Dedup()),
@@ -165,4 +167,5 @@ RECIPE = register(VragRlRecipe(
                        gate=SampleGate(requires=("search",), saw_pages=True)),  # answers from retrieved pages only
     options_model=VragRlOptions,
     extra_prompts={"grounding": GROUNDING},
+    extra_keys=(ExtraKey("grounding", dict, "each crop the expert re-located, or why the teacher's box was kept", note=True),),
 ))

@@ -6,7 +6,7 @@ its API key (`api_key_env`), and the resolved config written next to a run conta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandle
 from vrag_data.errors import ConfigError
 from vrag_data.ingest.options import IngestOptions
 from vrag_data.schema.records import SPLIT_PATTERN
+from vrag_data.schema.roles import LIBRARY_ROLES, is_role, role_names  # noqa: F401  (LIBRARY_ROLES re-exported)
 from vrag_data.secrets import register_url_secrets
 from vrag_data.yamlio import read_yaml_mapping
 
@@ -24,21 +25,10 @@ from vrag_data.yamlio import read_yaml_mapping
 MAX_SAMPLES = 1024  # rollouts per task (the papers sample 1-16)
 MAX_TASKS = 10_000_000  # tasks to generate, load or shard
 
-# The roles the library itself calls; a recipe adds its own by declaring them (`RoleSpec`), and the recipe registry
-# tells this module about them (`add_role_source`), so a run config may configure them.
-LIBRARY_ROLES = ("policy", "judge", "student", "question_writer")
-_ROLE_SOURCES: list[Callable[[], Iterable[str]]] = []
-
-
-def add_role_source(source: Callable[[], Iterable[str]]) -> None:
-    """Register where more role names come from (the registered recipes' `RoleSpec`s)."""
-    _ROLE_SOURCES.append(source)
-
-
 def known_roles() -> list[str]:
-    """The library's roles, then every role a registered recipe declares."""
-    extra = {name for source in _ROLE_SOURCES for name in source()} - set(LIBRARY_ROLES)
-    return [*LIBRARY_ROLES, *sorted(extra)]
+    """The library's roles, then every registered role (`vrag_data.schema.roles`: the registry discovers them itself,
+    so the answer does not depend on what was imported before)."""
+    return role_names()
 
 
 class Section(BaseModel):
@@ -371,12 +361,12 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> RunConfig:
         cfg = RunConfig.model_validate(data or {})
     except ValidationError as err:
         raise ConfigError(_one_line(err, source)) from None
-    known = known_roles()
-    bad_roles = sorted(set(cfg.roles) - set(known))
-    if bad_roles:
-        hint = ("a recipe adds a role by declaring it in its `roles`" if _ROLE_SOURCES else
-                "no recipe registry is loaded, so only the library's roles are known: import vrag_data.recipe first")
-        raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {known} ({hint})")
+    if not all(is_role(name) for name in cfg.roles):
+        known = known_roles()
+        bad_roles = sorted(set(cfg.roles) - set(known))
+        if bad_roles:
+            raise ConfigError(f"{source}: unknown role(s) {bad_roles}; known roles: {known} (a recipe brings a role by "
+                              "registering it: `register_role(RoleSpec(...))`)")
     return cfg
 
 

@@ -197,3 +197,41 @@ def test_fork_float_dispatches_on_the_data_source():
     assert vragrl.compute_score("mine", sol.replace("42", "7"), "42", extra, judge="rules") == pytest.approx(1.0)
     with pytest.raises(ValueError, match="slidevqa_test"):
         vragrl.compute_score("mine", sol, "42", fork_extra)
+
+
+def test_a_row_whose_reward_cannot_travel_stops_the_export_in_one_line(tmp_path, monkeypatch):
+    """The bundle carries the module of every reward the rows name; a reward it cannot carry (unknown, or a module that
+    imports beyond the standard library and vrag-data's reward code) is refused for the row naming it, in one line,
+    instead of a bundle the trainer fails on (`ValueError: unknown reward ...` under `python -I -S`)."""
+    from vrag_data.export.reward_bundle import RewardBundle, UnshippableReward
+    from vrag_data.rewards.registry import REWARDS
+
+    (tmp_path / "heavy_reward.py").write_text(
+        "import yaml\nfrom vrag_data.rewards.registry import Reward, register_reward\n\n\n"
+        "class Heavy(Reward):\n    name = 'heavy'\n    weights = {'x': 1.0}\n\n\nregister_reward(Heavy)\n")
+    (tmp_path / "light_reward.py").write_text(
+        "import re\nfrom vrag_data.rewards.registry import Reward, RewardBreakdown, register_reward\n\n\n"
+        "class Light(Reward):\n    name = 'light'\n    weights = {'x': 1.0}\n\n\nregister_reward(Light)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import heavy_reward  # noqa: F401
+    import light_reward  # noqa: F401
+
+    try:
+        bundle = RewardBundle()
+        for reward, why in (("audited_answer", "unknown reward 'audited_answer'"),
+                            ("heavy", "its module heavy_reward imports 'yaml', which the bundle does not carry"),
+                            ("", "the row names no reward")):
+            with pytest.raises(UnshippableReward) as err:
+                bundle.add(reward, "t1-s0")
+            msg = str(err.value)
+            assert msg.startswith(f"export: row t1-s0 names reward {reward!r}, which the reward bundle cannot carry: ")
+            assert why in msg and "\n" not in msg
+        bundle.add("light", "t2-s0")
+        bundle.add("vrag_rl", "t3-s0")  # the library's own: carried already
+        written = write_reward_bundle(tmp_path / "export", bundle.extra)
+        copied = written / PACKAGE / "rewards" / "kinds" / "plugin_light_reward.py"
+        assert copied.is_file() and "from vrag_reward.rewards.registry import" in copied.read_text()
+        assert sorted(bundle.extra) == [f"{PACKAGE}/rewards/kinds/plugin_light_reward.py"]
+    finally:
+        REWARDS.unregister("heavy")
+        REWARDS.unregister("light")

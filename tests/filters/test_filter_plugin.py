@@ -47,7 +47,7 @@ class ExactAnswer(KeepPassed):
 
 @pytest.fixture
 def exact_answer():
-    register_filter("exact_answer", ExactAnswer)
+    register_filter(ExactAnswer)
     yield ExactAnswer
     FILTERS.pop("exact_answer", None)
 
@@ -88,10 +88,13 @@ def test_register_refuses_a_taken_name_and_an_object_that_is_no_filter(exact_ans
         def score(self, item, ctx):  # pragma: no cover - never run
             raise AssertionError
 
+    class NotAFilter:
+        name = "not_a_filter"
+
     with pytest.raises(ConfigError, match="'exact_answer' is taken by .*ExactAnswer"):
-        register_filter("exact_answer", Other)
+        register_filter(Other)
     with pytest.raises(ConfigError, match="no keep\\(\\) and score\\(\\)"):
-        register_filter("not_a_filter", dict)
+        register_filter(NotAFilter)
     with pytest.raises(ConfigError, match="unknown filter\\(s\\) \\['exact_answr'\\]; known filters: .*exact_answer"):
         configure_filters("vrag_rl", [], ["exact_answr"], None)
 
@@ -173,3 +176,27 @@ def test_the_report_counts_a_new_judging_filter_and_not_a_non_judging_one(exact_
     assert flags == {"exact_answer": True, "structure": False}
     assert got == judged
     assert (n, passed) == (len(judged), sum(judged.values())), (n, passed)
+
+
+def test_a_filter_has_one_name_its_class_s_and_the_verdicts_and_options_use_it(tmp_path):
+    """Registered as 'auditor' while its verdicts said 'auditor_agreed', a filter had two names and the option key the
+    drop hints printed was refused: the name now comes from the class, once."""
+
+    @dataclass
+    class AuditorAgreed(KeepPassed):
+        threshold: float = 0.5
+        name: str = "auditor_agreed"
+
+        def score(self, item, ctx):  # pragma: no cover - never run
+            raise AssertionError
+
+    with pytest.raises(ConfigError, match=r"^register_filter\('auditor', \.\.\.\): a filter is registered under its own `name`"):
+        register_filter("auditor", AuditorAgreed)  # type: ignore[arg-type]
+    assert "auditor" not in known_filters()
+    try:
+        assert register_filter(AuditorAgreed) is AuditorAgreed and known_filters()["auditor_agreed"] is AuditorAgreed
+        # the option key a drop hint names (filters.options.<recipe>.<verdict's filter>.<field>) is accepted
+        f = configure_filters("vrag_rl", [], ["auditor_agreed"], {"auditor_agreed": {"threshold": 0.75}})[0]
+        assert (f.name, f.threshold) == ("auditor_agreed", 0.75)
+    finally:
+        FILTERS.pop("auditor_agreed", None)

@@ -1,147 +1,54 @@
-"""A sixth recipe that brings every kind of extension at once, each one class of test code and one registration line:
-its own role (a checker that confirms the final answer: the run config knows the role because the recipe declares
-it, and `--policy oracle` fills it in as the RoleSpec says), its own reward, its own filter (keeps what the checker
-confirmed) and its own layout backend (the boxed facts its oracle crops). It runs as a user types it: `ingest
---layout`, `synth --policy oracle`, `filter`, `export`, then the trainer's reward entry point on the exported rows.
-No library file names any of them."""
+"""A sixth recipe installed as a package of its own (`tests/support/sixth_plugin`, installed into the test's folder
+with its entry points, never into the environment): its role, reward, filter, layout backend and export format are
+each one module and one registration line, and no library file names any of them. In a fresh interpreter with the
+package on PYTHONPATH it runs as a user types it (`ingest --layout`, `synth --policy oracle`, `filter`, `export`), and
+the export's own `reward/compute_score.py` scores its rows in a bare interpreter (`python -I -S`: no vrag-data, no
+site-packages) with values computed by hand. Installing it changes no shipped recipe's run id."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pymupdf
-import pytest
-from typer.testing import CliRunner
 
-from vrag_data.cli.main import app
-from vrag_data.config import parse_config
-from vrag_data.env.grammar import REACT_CROP
-from vrag_data.errors import ConfigError
-from vrag_data.filters import FILTERS, FilterContext, KeepPassed, Structure, register_filter, verdict
-from vrag_data.filters import Correctness
-from vrag_data.ingest import backends as backend_registry
-from vrag_data.ingest.backends import LayoutBackend, PageLayout, RawBlock, register_backend
-from vrag_data.recipe import ExportHints, OracleSpec, Recipe, RewardSpec, RoleSpec, SftHints, base_env, register, unregister
-from vrag_data.rewards import registry as reward_registry
-from vrag_data.rewards.format import tag_contents
-from vrag_data.rewards.registry import Reward, RewardBreakdown, judge_or_rules, register_reward, weighted
-from vrag_data.rewards.verl import compute_score
-from vrag_data.schema.records import Message, Trajectory, Verdict
-from vrag_data.env.geometry import box_to_model
-from vrag_data.store import Workspace, read_records
-from vrag_data.store.corpus import load_layout, load_pages
-from vrag_data.store.run import RunDir
+from tests.support.plugin_site import install_package
+from tests.support.shipped import SHIPPED
 
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "tests" / "support" / "sixth_plugin"
+GROUPS = ("recipes", "roles", "rewards", "filters", "layout_backends", "export_formats")
 FACTS = [("North", "412"), ("South", "389"), ("West", "275")]
 
+# What the installed package runs, in its own interpreter: a config naming the plugin's role is parsed before anything
+# else is imported (parsing does not depend on import order), then every stage, then the shipped recipes' run ids.
+DRIVER = r'''
+import json, sys
+from vrag_data.config import parse_config
 
-# --------------------------------------------------------------------------- its layout backend (one class)
-class BoxedFacts(LayoutBackend):
-    """The figure inside each ruled rectangle of a page is one block (the smallest block holding it: what the oracle
-    crops)."""
+parsed = parse_config({"roles": {"checker": {"same_as": "policy"}, "policy": {"kind": "oracle"}}})
+from typer.testing import CliRunner
+from vrag_data.cli.main import app
 
-    name = "boxed_facts"
-    block_sources = {"boxed": 0}
-    per_page = True
-
-    def page_layout(self, page: Any, words: list) -> PageLayout:
-        blocks = []
-        for rect in (d["rect"] for d in page.get_drawings() if d.get("rect") is not None):
-            figures = [w for w in page.get_text("words", clip=rect) if w[4].isdigit() and len(w[4]) == 3]
-            if figures:
-                x0, y0, x1, y1, text = figures[0][:5]
-                blocks.append(RawBlock(rect=(x0, y0, x1, y1), cls="text", source="boxed", text=text))
-        return PageLayout(blocks=blocks)
-
-
-# --------------------------------------------------------------------------- its reward (one class)
-class CheckedAnswer(Reward):
-    """Three quarters for the right answer, a quarter for an answer of at most `max_chars` characters."""
-
-    name = "checked_answer"
-    weights = {"correct": 0.75, "brief": 0.25}
-    params = {"max_chars": 12.0}
-    judged = True
-
-    def format_score(self, texts: list[str]) -> float:
-        return float(bool(tag_contents("\n".join(texts), "answer")))
-
-    def score(self, ep: Any, gold: Any, w: dict, p: dict, judge_score: float | None, honesty_score: float | None) -> RewardBreakdown:
-        comps = {"correct": judge_or_rules(ep, gold, judge_score), "brief": float(len(ep.final_answer or "") <= p["max_chars"])}
-        return RewardBreakdown(self.name, comps, w, weighted(comps, w))
-
-
-# --------------------------------------------------------------------------- its filter (one class)
-@dataclasses.dataclass
-class CheckerAgreed(KeepPassed):
-    """Keeps a trajectory whose final answer the checker role confirmed."""
-
-    name: str = "checker_agreed"
-
-    def score(self, item: Trajectory, ctx: FilterContext) -> Verdict:
-        notes = item.extra.get("checker") or []
-        ok = bool(notes) and all(n.get("agrees") for n in notes)
-        return verdict(item, self.name, ok, f"checker: {notes[-1]['reply'][:60] if notes else 'never asked'}")
-
-
-# --------------------------------------------------------------------------- its role and the recipe
-def _checker_oracle(ep: Any) -> str:
-    return f"CONFIRMED: {ep.task.answer}"
-
-
-class CheckedRecipe(Recipe):
-    """A ReAct loop with crops whose final answer a second role re-reads."""
-
-    async def finish(self, ep: Any) -> None:
-        answer = next((t.action.answer for t in reversed(ep.turns) if t.action.kind == "answer"), None)
-        if answer is None:
-            return
-        msgs = [Message(role="user", text=f"Question: {ep.task.question}\nProposed answer: {answer}\n"
-                                          "Reply `CONFIRMED: <answer>` or `REJECTED`.")]
-        reply = await ep.ask("checker", msgs, "checker")
-        ep.note("checker", {"reply": reply.text, "agrees": reply.text.strip() == f"CONFIRMED: {answer}"})
-
-
-def make_recipe() -> Recipe:
-    return CheckedRecipe(
-        name="checked_crop",
-        paper="a test recipe",
-        grammar=dataclasses.replace(REACT_CROP, name="checked_crop"),
-        system_prompt=("Answer from document page images. Think inside <think></think>, then write one of "
-                       "<search>query</search>, <bbox>[x1, y1, x2, y2]</bbox> (pixels of the last page) or <answer>answer</answer>."),
-        user_template="Q: {question}",
-        env=base_env(coord_space="qwen2.5-vl", page_max_pixels=200704, search_mode="first_unseen", top_k=1, scope="corpus", max_turns=6),
-        roles=(RoleSpec("policy", "takes every action"),
-               RoleSpec("checker", "re-reads the final answer and confirms it", oracle=_checker_oracle)),
-        filters=(Structure(max_retrievals=5), Correctness(threshold=0.5), CheckerAgreed()),
-        reward=RewardSpec("checked_answer", scopes={"answer": ("correct",), "other": ("brief",)}),
-        export=ExportHints(max_pixels=200704, data_source="checked_source", sft=SftHints(8192, 2.0e-5, 2.0, 1, "the test's own")),
-        oracle=OracleSpec(style="react", crop_gold=True),
-    )
-
-
-# --------------------------------------------------------------------------- the registration lines
-@pytest.fixture(scope="module")
-def extended():
-    register_backend(BoxedFacts)
-    register_reward(CheckedAnswer)
-    register_filter("checker_agreed", CheckerAgreed)
-    recipe = register(make_recipe())
-    yield recipe
-    unregister(recipe.name)
-    FILTERS.pop("checker_agreed", None)
-    reward_registry.REWARDS.unregister("checked_answer")
-    backend_registry.BACKENDS.unregister("boxed_facts")
-
-
-def cli(*args: Any) -> str:
+def cli(*args):
     res = CliRunner().invoke(app, [str(a) for a in args])
     assert res.exit_code == 0, f"vrag-data {' '.join(map(str, args))} failed ({res.exit_code}): {res.output}"
     return res.output
+
+corpus, ws, out = sys.argv[1:4]
+cli("ingest", "-w", ws, corpus, "--layout", "boxed_facts", "--ocr", "off", "--workers", "1", "--quiet")
+cli("tasks", "import", f"{corpus}/qa.jsonl", "-w", ws)
+cli("synth", "-w", ws, "--recipe", "checked_crop", "--policy", "oracle", "--run", "six", "-q")
+cli("filter", "-w", ws, "--run", "six")
+cli("export", "-w", ws, "--run", "six", "--out", out, "--format", "verl", "--format", "answers_tsv")
+sys.path.insert(0, sys.argv[4])
+from run_ids import run_ids
+print(json.dumps({"checker": parsed.roles["checker"].same_as, "run_ids": run_ids()}))
+'''
 
 
 def _corpus(folder: Path) -> Path:
@@ -164,65 +71,99 @@ def _corpus(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.slow
-def test_a_sixth_recipe_with_its_own_role_reward_filter_and_backend_runs_every_stage(extended, tmp_path):
-    corpus, ws = _corpus(tmp_path / "corpus"), tmp_path / "ws"
-    cli("ingest", "-w", ws, corpus, "--layout", "boxed_facts", "--ocr", "off", "--workers", "1", "--quiet")
-    cli("tasks", "import", corpus / "qa.jsonl", "-w", ws)
-    cli("index", "-w", ws)
-    cli("synth", "-w", ws, "--recipe", "checked_crop", "--policy", "oracle", "--run", "six", "-q")
-    run = RunDir(str(ws / "runs" / "six"))
-    # the oracle's companions, spelled out in the manifest: the checker plays as the policy (its RoleSpec says so)
-    roles = run.manifest().config["roles"]
-    assert roles["checker"]["same_as"] == "policy" and roles["judge"]["kind"] == "rules"
-    episodes = list(run.episodes())
-    assert len(episodes) == 6 and all(t.status == "answered" for t in episodes)
-    # the role was asked once per episode and answered by the recipe's own oracle rule
-    assert all(t.extra["checker"][-1]["agrees"] and t.extra["calls"].get("checker") == 1 for t in episodes)
-    # each crop is the backend's block of the figure asked for, in the recipe's coordinates
-    w = Workspace(str(ws))
-    pages = {p.page_id: p for p in load_pages(w)}
-    boxed = [b for b in load_layout(w) if b.source == "boxed"]
-    assert len(boxed) == 6
-    for t in episodes:
-        crop = next(turn for turn in t.turns if turn.action.kind == "crop")
-        page_id = next(o["page_id"] for o in t.extra["oracle"] if o.get("crop") == "layout_block")
-        block = next(b for b in boxed if b.page_id == page_id and b.text == t.final_answer)
-        page = pages[page_id]
-        want = box_to_model(block.bbox, "qwen2.5-vl", (page.width, page.height), extended.env.resize_rule())
-        assert [round(v) for v in crop.action.boxes[0]] == want, (t.task_id, crop.action.boxes, want)
-    cli("filter", "-w", ws, "--run", "six")
-    verdicts = [v for f in run.verdict_files() for v in read_records(f, Verdict) if v.filter == "checker_agreed"]
-    assert len(verdicts) == 6 and all(v.passed and v.reason.startswith("checker: CONFIRMED") for v in verdicts)
-    assert all(run.verdicts().keep(t) for t in episodes)
-    out = tmp_path / "export"
-    cli("export", "-w", ws, "--run", "six", "--out", out, "--format", "hf", "--format", "verl")
+def _run_ids_module(folder: Path) -> Path:
+    """`run_ids()`: each shipped recipe's run id under its own config (configs/recipes/<recipe>.yaml) and under
+    `--policy oracle`, computed the same way with and without the plugin installed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run_ids.py").write_text(f'''
+from vrag_data.cli.synth import apply_policy_flags
+from vrag_data.config import load_config, parse_config
+from vrag_data.recipe import resolve_recipe
+from vrag_data.synth.run import default_run_id
+
+
+def run_ids():
+    out = {{}}
+    for name in {SHIPPED!r}:
+        cfg = load_config({str(ROOT / "configs" / "recipes")!r} + f"/{{name}}.yaml")
+        out[f"{{name}}/own config"] = default_run_id(resolve_recipe(name, cfg), cfg)
+        base = parse_config({{"roles": {{"student": {{"kind": "extractive"}}}}}})
+        cfg = apply_policy_flags(base, "oracle", None, None, None, resolve_recipe(name, base))
+        out[f"{{name}}/oracle"] = default_run_id(resolve_recipe(name, cfg), cfg)
+    return out
+''')
+    return folder
+
+
+def _installed(tmp_path: Path) -> Path:
+    return install_package(tmp_path, PLUGIN, {f"vrag_data.{g}": "sixth = sixth_plugin" for g in GROUPS})
+
+
+PROBE = r'''
+import importlib.util, json, os, sys
+bundle, rows = sys.argv[1], json.loads(open(sys.argv[2]).read())
+spec = importlib.util.spec_from_file_location("compute_score", os.path.join(bundle, "compute_score.py"))
+verl = importlib.util.module_from_spec(spec); spec.loader.exec_module(verl)
+out = []
+for r in rows:
+    gold = r["gold"]
+    out.append([verl.compute_score(r["data_source"], text, gold, r["extra_info"], judge="rules")["score"]
+                for text in (f"<answer>{gold}</answer>", "<answer>about nine hundred million</answer>", "<answer>1</answer>")])
+print(json.dumps({"scores": out, "site": "site" in sys.modules,
+                  "vrag_data": sorted(m for m in sys.modules if m.split(".")[0] in ("vrag_data", "sixth_plugin"))}))
+'''
+
+
+def test_a_sixth_recipe_installed_as_a_package_runs_every_stage_and_its_export_scores_its_rows(tmp_path):
+    site, helpers = _installed(tmp_path), _run_ids_module(tmp_path / "helpers")
+    corpus, ws, out = _corpus(tmp_path / "corpus"), tmp_path / "ws", tmp_path / "export"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(site)])}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(corpus), str(ws), str(out), str(helpers)], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert child["checker"] == "policy"  # the plugin's role is known to a config parsed before any recipe import
+
+    # the run holds the roles its recipe calls, nothing another recipe declares
+    manifest = json.loads((ws / "runs" / "six" / "manifest.json").read_text())
+    assert set(manifest["config"]["roles"]) == {"policy", "checker", "judge"}
+    assert manifest["config"]["roles"]["checker"]["same_as"] == "policy"
+    # its backend's blocks, its filter's verdicts, its format's file
+    verdicts = [json.loads(line) for f in sorted((ws / "runs" / "six" / "verdicts").rglob("*.jsonl"))
+                for line in f.read_text().splitlines()] or _parquet_verdicts(ws)
+    mine = [v for v in verdicts if v["filter"] == "checker_agreed"]
+    assert len(mine) == 6 and all(v["passed"] and v["reason"].startswith("checker: CONFIRMED") for v in mine)
     rows = [r for f in sorted((out / "verl").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
-    assert rows and all(r["extra_info"]["reward"] == "checked_answer" and r["data_source"] == "checked_source" for r in rows)
-    for r in rows:
-        gold = r["reward_model"]["ground_truth"]
-        # hand values: right and brief 0.75 + 0.25; wrong and long 0 + 0; wrong but brief 0.25
-        right = compute_score(r["data_source"], f"<answer>{gold}</answer>", gold, r["extra_info"], judge="rules")
-        long_wrong = compute_score(r["data_source"], "<answer>about nine hundred million</answer>", gold, r["extra_info"], judge="rules")
-        brief_wrong = compute_score(r["data_source"], "<answer>1</answer>", gold, r["extra_info"], judge="rules")
-        assert (right["score"], long_wrong["score"], brief_wrong["score"]) == (1.0, 0.0, 0.25), (r["id"], right, long_wrong)
+    assert len(rows) == 6 and all(r["extra_info"]["reward"] == "checked_answer" and r["data_source"] == "checked_source" for r in rows)
+    # the turn budget crosses the stages with one meaning (free policy turns): the export records the recipe's 6
+    assert json.loads((out / "summary.json").read_text())["provenance"]["max_turns"] == {"checked_crop": 6}
+    tsv = sorted(line.split("\t") for line in (out / "answers" / "rows.tsv").read_text().splitlines())
+    assert sorted(t[2] for t in tsv) == ["275", "285", "389", "399", "412", "422"] and {t[1] for t in tsv} == {"checked_answer"}
 
+    # the export's own reward bundle carries the plugin's reward module and scores the rows with nothing installed:
+    # right and brief 0.75 + 0.25 = 1.0; wrong and long (31 characters) 0 + 0; wrong but brief ("1") 0 + 0.25
+    assert (out / "reward" / "vrag_reward" / "rewards" / "kinds" / "plugin_sixth_plugin_reward.py").is_file()
+    cases = [{"data_source": r["data_source"], "gold": r["reward_model"]["ground_truth"], "extra_info": r["extra_info"]}
+             for r in rows]
+    (tmp_path / "rows.json").write_text(json.dumps(cases, default=str))
+    (tmp_path / "probe.py").write_text(PROBE)
+    bare = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "probe.py"), str(out / "reward"), str(tmp_path / "rows.json")],
+                          capture_output=True, text=True, env={}, cwd=tmp_path, timeout=120)
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    got = json.loads(bare.stdout.strip().splitlines()[-1])
+    assert got["site"] is False and got["vrag_data"] == []
+    assert got["scores"] == [[1.0, 0.0, 0.25]] * 6
 
-def test_the_config_knows_a_role_because_a_registered_recipe_declares_it(extended):
-    cfg = parse_config({"roles": {"checker": {"same_as": "policy"}, "policy": {"kind": "oracle"}}})
-    assert cfg.roles["checker"].same_as == "policy"
-    unregister(extended.name)
+    # installing the package changed no shipped recipe's run id (under its own config, and under --policy oracle)
+    sys.path.insert(0, str(helpers))
     try:
-        with pytest.raises(ConfigError, match=r"unknown role\(s\) \['checker'\]"):
-            parse_config({"roles": {"checker": {"kind": "oracle"}}})
+        from run_ids import run_ids
+
+        assert child["run_ids"] == run_ids()
     finally:
-        register(extended)
+        sys.path.remove(str(helpers))
+        sys.modules.pop("run_ids", None)
 
 
-def test_a_kind_the_recipes_role_does_not_allow_is_one_line(extended, tmp_path):
-    from vrag_data.config import RoleConfig
-    from vrag_data.teacher.roles import role_problems
-
-    problems = role_problems([extended], {"policy": RoleConfig(kind="oracle"), "judge": RoleConfig(kind="rules"),
-                                          "checker": RoleConfig(kind="rules")})
-    assert len(problems) == 1 and problems[0].startswith("roles.checker: recipe checked_crop uses it") and "kind rules" in problems[0]
+def _parquet_verdicts(ws: Path) -> list[dict]:
+    return [r for f in sorted((ws / "runs" / "six" / "verdicts").rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]

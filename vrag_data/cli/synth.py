@@ -13,6 +13,7 @@ from vrag_data.cli.common import console, fail, friendly_errors, set_option
 from vrag_data.config import ConfigError, EndpointConfig, RoleConfig, RunConfig, load_config
 
 if TYPE_CHECKING:  # the stage is imported when the command runs
+    from vrag_data.recipe import Recipe
     from vrag_data.synth.run import RunResult
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -23,31 +24,33 @@ def _check_run_id(run: str | None) -> None:
         fail(f"--run {run!r}: use letters, digits, '.', '_' or '-' (no slashes), at most 128 characters", 2)
 
 
-def oracle_companions() -> dict[str, RoleConfig]:
-    """What `--policy oracle` fills in for a role the config leaves unset: the judge plays by the rule scorers, and
-    each role a registered recipe declares as its `RoleSpec.offline` says (`same_as` that role; None: nothing)."""
-    from vrag_data.recipe import all_recipes
+def oracle_companions(recipe: Recipe) -> dict[str, RoleConfig]:
+    """What `--policy oracle` fills in for a role of `recipe` the config leaves unset: the judge plays by the rule
+    scorers, and each role the recipe calls as its `RoleSpec.offline` says (`same_as` that role; None: nothing).
+    Other recipes' roles stay out: installing a recipe changes no other recipe's run."""
     from vrag_data.teacher.roles import LIBRARY_KINDS
 
     out = {"judge": RoleConfig(kind="rules")}
-    for recipe in all_recipes().values():
-        for spec in recipe.roles:
-            if spec.name not in LIBRARY_KINDS and spec.offline and spec.name not in out:
-                out[spec.name] = RoleConfig(same_as=spec.offline)
+    for spec in recipe.roles:
+        if spec.name not in LIBRARY_KINDS and spec.offline and spec.name not in out:
+            out[spec.name] = RoleConfig(same_as=spec.offline)
     return out
 
 
-def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, model: str | None, key_env: str | None) -> RunConfig:
-    """`--policy oracle` or `--policy-url/--policy-model` replace the config's policy role."""
+def apply_policy_flags(cfg: RunConfig, policy: str | None, url: str | None, model: str | None, key_env: str | None,
+                       recipe: Recipe | None = None) -> RunConfig:
+    """`--policy oracle` (its companions: those of `recipe`) or `--policy-url/--policy-model` replace the config's
+    policy role."""
     if policy is not None and (url or model):
         fail("give either --policy oracle or --policy-url/--policy-model, not both", 2)
     if policy is not None:
         if policy != "oracle":
             fail(f"--policy {policy!r}: the only named policy is 'oracle'; for a model use --policy-url and --policy-model", 2)
         # the offline mode, spelled out: the roles the config leaves unset are the oracle's companions, each written
-        # into the run's manifest as configured (judge: the rule scorers; a role a recipe declares: as its
+        # into the run's manifest as configured (judge: the rule scorers; a role the recipe declares: as its
         # `RoleSpec.offline` says, e.g. same_as policy)
-        return cfg.model_copy(update={"roles": {**oracle_companions(), **cfg.roles, "policy": RoleConfig(kind="oracle")}})
+        companions = oracle_companions(recipe) if recipe is not None else {"judge": RoleConfig(kind="rules")}
+        return cfg.model_copy(update={"roles": {**companions, **cfg.roles, "policy": RoleConfig(kind="oracle")}})
     if url or model:
         if not (url and model):
             fail("--policy-url and --policy-model go together (the model name as the server knows it)", 2)
@@ -107,11 +110,12 @@ def register(app: typer.Typer) -> None:
         from vrag_data.recipe import resolve_recipe
 
         _check_run_id(run)
-        cfg = apply_policy_flags(load_config(config, sets or ()), policy, policy_url, policy_model, policy_api_key_env)
+        cfg = load_config(config, sets or ())
         try:
             rec = resolve_recipe(recipe, cfg)  # the recipe is resolved once, here, and passed down
         except ConfigError as err:
             fail(str(err).replace("unknown recipe", "unknown --recipe", 1), 2)
+        cfg = apply_policy_flags(cfg, policy, policy_url, policy_model, policy_api_key_env, rec)
         res = synth(str(workspace), cfg, rec, run_id=run, samples=samples, limit=limit, progress=not quiet,
                     on_ready=lambda rid: console.print(f"run {rid}: rolling out", highlight=False))
         _report_synth(workspace, res)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from vrag_data.env.geometry import _BOX_RE, family_to_raw, raw_to_family
 from vrag_data.env.grammar import Grammar
 from vrag_data.export.targets import render_target
+from vrag_data.schema.extra_keys import ROLE_PROMPTS as ROLE_PROMPTS_KEY
 from vrag_data.schema.records import ChatTurn, ImageRef, Message, Trajectory, Turn
 
 IMAGE_TOKEN = "<image>"
@@ -164,7 +165,7 @@ def trajectory_to_conversation(
     return conv
 
 
-ROLE_PROMPTS = "role_prompts"  # Trajectory.extra key: {turn role: [Message as a dict]} for agents with their own prompt
+ROLE_PROMPTS = ROLE_PROMPTS_KEY.name  # Trajectory.extra key: {turn role: [Message as a dict]} for agents with their own prompt
 
 
 def role_prompts(traj: Trajectory) -> dict[str, list[Message]]:

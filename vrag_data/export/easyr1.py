@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 
 from vrag_data.export.conversation import with_placeholders
-from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
 from vrag_data.export.images import BadImage, ImageStore, MissingImage
 from vrag_data.export.io import ShardWriter, write_text
-from vrag_data.export.reward_bundle import write_reward_bundle
+from vrag_data.export.reward_bundle import RewardBundle
 from vrag_data.export.hf import extra_info_row
 from vrag_data.export.rl import PromptBudget, evidence_ground_truth
 from vrag_data.schema.records import ImageRef, RlRecord
@@ -42,11 +42,13 @@ class EasyR1Writer:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.writers: dict[str, ShardWriter] = {}
         self.budget = PromptBudget(out_root)
+        self.rewards = RewardBundle()  # the reward modules the rows name travel in reward/
 
     def write_rl(self, item: RlItem) -> None:
         """One row: the prompt as one text with an `<image>` per image, the evidence ground truth, the images
         (a prompt without images gets the gold pages, over which the evidence form answers)."""
         task, rec = item.task, item.rec
+        self.rewards.add(rec.extra_info.get("reward"), rec.id)  # a reward the bundle cannot carry stops the export
         refs = item.refs or [ImageRef(page_id=p) for p in task.evidence_pages]
         try:
             # the prompt's own images are the row's (materialised once, as the SFT records show them)
@@ -93,7 +95,7 @@ class EasyR1Writer:
         config = self.dir / "data_config.yaml"
         config.unlink(missing_ok=True)
         if not counts.get("train"):  # a config naming a missing folder makes EasyR1 fetch that name from the Hub
-            write_reward_bundle(self.out_root)
+            self.rewards.write(self.out_root)
             return Written(counts, warnings=[
                 f"easyr1: no training rows ({', '.join(f'{k}={v}' for k, v in counts.items())}); "
                 "easyr1/data_config.yaml is not written"])
@@ -118,7 +120,7 @@ class EasyR1Writer:
             "worker": {"reward": {"reward_function": "reward/easyr1_reward.py:compute_score"}},
         }
         write_text(self.out_root, config, easyr1_config_head(counts["train"]) + yaml.safe_dump(cfg, sort_keys=False))
-        write_reward_bundle(self.out_root)
+        self.rewards.write(self.out_root)
         return Written(counts)
 
 
@@ -161,4 +163,4 @@ class EasyR1Format(FormatDefaults):
                 "`reward/easyr1_reward.py:compute_score`)\n")
 
 
-FORMAT = EasyR1Format()
+FORMAT = register_format(EasyR1Format())

@@ -5,21 +5,22 @@ A format is an object with a name, a label, the entry a consumer is pointed at, 
 (how to use it, in the dataset card) and `publish` (after the card is written: its own card copy, an upload).
 `export_run` loops over the selected formats and knows none of them by name.
 
-Formats are announced like recipes: installed packages name a `Format` object under the entry-point group
-`vrag_data.export_formats` (`name = "package.module:OBJECT"`; this project's four are in `pyproject.toml`), loaded
-the first time that name is resolved; `register_format` adds one defined in code. This module imports no writer:
-the writers import it (for `RlItem` and the context), never the other way round.
+A format is one module: a `Format` object and one `FORMAT = register_format(...)` line. Found by the one discovery
+rule (`vrag_data.plugins`), the first time a format is named or listed: a module of `vrag_data/export/` holding that
+line (this project's four), or one an installed package announces under the entry-point group
+`vrag_data.export_formats` (a module that registers its format, or a `Format` object). This module imports no writer
+at import time: the writers import it (for `RlItem` and the context), never the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vrag_data.errors import ConfigError
+from vrag_data.plugins import Registry
 from vrag_data.schema.records import ImageRef, RlRecord, SftRecord, Task
 
 if TYPE_CHECKING:
@@ -127,32 +128,31 @@ def takes_sft_split(fmt: Format, split: str) -> bool:
     return splits is None or split in splits
 
 
-_FORMATS: dict[str, Format] = {}
+FORMATS: Registry[Format] = Registry("export format", ENTRY_POINT_GROUP, lambda obj: isinstance(obj, Format), expected="Format",
+                                     error=ConfigError, call="register_format", folder="vrag_data.export",
+                                     same=lambda a, b: a is b)
 
 
 def register_format(fmt: Format, *, replace: bool = False) -> Format:
-    """Make `fmt` resolvable by its name (a format defined in code; installed ones come from entry points)."""
+    """Make `fmt` resolvable by its name; a name taken by another format is refused unless `replace`."""
     if not isinstance(fmt, Format):
         raise TypeError(f"{fmt!r} is not an export format: it needs name, label, entry, sft, rl, open, warnings, "
                         "card_section and publish (`vrag_data.export.formats.Format`)")
-    old = _FORMATS.get(fmt.name)
-    if old is not None and old is not fmt and not replace:
-        raise ValueError(f"export format {fmt.name!r} is already registered; pass replace=True to override it")
-    _FORMATS[fmt.name] = fmt
-    return fmt
+    if replace:
+        FORMATS.unregister(fmt.name)
+    try:
+        return FORMATS.register(fmt)
+    except ConfigError as err:
+        raise ValueError(f"{err}; or pass replace=True to override it") from None
 
 
 def unregister_format(name: str) -> None:
-    _FORMATS.pop(name, None)
-
-
-def _announced() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    FORMATS.unregister(name)
 
 
 def format_names() -> list[str]:
-    """Every known format name (announced or registered), without importing any writer."""
-    return sorted(set(_announced()) | set(_FORMATS))
+    """Every known format name (the project's, installed packages', registered in code)."""
+    return list(FORMATS.names())
 
 
 def check_format_names(names: Sequence[str]) -> list[str]:
@@ -160,30 +160,19 @@ def check_format_names(names: Sequence[str]) -> list[str]:
     known = format_names()
     bad = [n for n in names if n not in known]
     if bad:
-        choose = ", ".join(known) or "none (is the project installed? `pip install -e .` announces its formats)"
-        raise ConfigError(f"unknown export format(s) {bad}; choose from: {choose}")
+        raise ConfigError(f"unknown export format(s) {bad}; choose from: {', '.join(known) or 'none'} (a format is "
+                          f"added by {FORMATS.how_to_add()})")
     return list(dict.fromkeys(names))
 
 
 def get_format(name: str) -> Format:
-    """The format `name`: registered in code, else loaded from its entry point (once)."""
-    if name not in _FORMATS:
-        ep = _announced().get(name)
-        if ep is None:
-            check_format_names([name])
-        try:
-            fmt = ep.load()
-        except (ImportError, AttributeError) as err:
-            raise ConfigError(f"export format {name!r} (entry point {ep.value!r}) cannot be loaded: {err}") from None
-        if getattr(fmt, "name", None) != name or not isinstance(fmt, Format):
-            raise ConfigError(f"entry point {name!r} = {ep.value!r} is not an export format named {name!r}; "
-                              f"point it at a `Format` object whose name is {name!r}")
-        _FORMATS[name] = fmt
-    return _FORMATS[name]
+    """The format `name` (one line naming the known ones otherwise)."""
+    check_format_names([name])
+    return FORMATS.get(name)
 
 
 def resolve_formats(names: Sequence[str]) -> list[Format]:
-    """The formats named, in order, checked before any is loaded (one line naming the known ones)."""
+    """The formats named, in order, checked before any is used (one line naming the known ones)."""
     return [get_format(n) for n in check_format_names(names)]
 
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from vrag_data.errors import VragError
 from vrag_data.export.card import front_matter
-from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
 from vrag_data.export.io import ShardWriter, atomic_write, write_text
 from vrag_data.schema.records import RlRecord, SftRecord
 
@@ -282,7 +282,7 @@ class HfFormat(FormatDefaults):
             push_to_hub(ctx.out, ctx.cfg.hub_repo, token)
 
 
-FORMAT = HfFormat()
+FORMAT = register_format(HfFormat())
 
 
 def push_to_hub(out_root: Path, repo: str, token: str) -> None:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 def recipe_hints(recipe: "Recipe") -> dict[str, Any]:
     """The hints the exporters read, in the shape a run manifest records them."""
     return {**recipe.export.describe(), "reward": recipe.reward.name, "crop_min_pixels": recipe.env.crop_min_pixels,
-            "grammar": describe_grammar(recipe.grammar), "coord_space": recipe.coord_space}
+            "grammar": describe_grammar(recipe.grammar), "coord_space": recipe.coord_space,
+            "max_turns": recipe.free_turns}  # the policy's free turns (TURN_BUDGET_RULE): RL rollouts default to it
 
 
 class RecipeHints:
@@ -38,7 +39,9 @@ class RecipeHints:
             self.by_recipe[m.recipe] = {**described["export"], "reward": (described.get("reward") or {}).get("name"),
                                         "crop_min_pixels": (described.get("env") or {}).get("crop_min_pixels"),
                                         "grammar": described.get("grammar") or own.get("grammar"),
-                                        "coord_space": described.get("coord_space") or own.get("coord_space")}
+                                        "coord_space": described.get("coord_space") or own.get("coord_space"),
+                                        # the free turns the run's episodes had (`Recipe.describe`'s max_turns)
+                                        "max_turns": described.get("max_turns", own.get("max_turns"))}
             if "gate" not in described["export"] and "gate" in own:
                 # a run made before recipes declared their gate: the recipe's gate as resolved now (recorded)
                 self.by_recipe[m.recipe]["gate"] = {**own["gate"], "from": "the recipe as resolved now"}

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from vrag_data.env.geometry import DEFAULT_MAX_PIXELS
-from vrag_data.export.formats import FormatContext, FormatDefaults, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, Written, register_format
 from vrag_data.export.io import ShardWriter, write_json, write_text
 from vrag_data.schema.records import SftRecord
 
@@ -173,4 +173,4 @@ class LlamaFactoryFormat(FormatDefaults):
                 "llamafactory/sft_<recipe>_<family>.yaml` (dataset_dir and media_dir are relative to it)\n")
 
 
-FORMAT = LlamaFactoryFormat()
+FORMAT = register_format(LlamaFactoryFormat())

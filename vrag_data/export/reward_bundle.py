@@ -2,9 +2,13 @@
 trainer environment that has no vrag-data installed and nothing beyond the Python standard library.
 
 The folder holds a package `vrag_reward`, generated from this installation's reward code: the modules the entry
-points import (`REWARD_MODULES`: the rewards, the action grammar's parser, the box geometry, the judge client), copied
-with their `vrag_data` imports renamed to `vrag_reward` (so the bundle never mixes with an installed vrag-data), and
-one file per trainer:
+points import (`REWARD_MODULES`: the scoring code, the action grammar's parser, the box geometry, the judge client, and
+every reward module of `vrag_data/rewards/kinds/`, found as the registry finds them), plus the module of every other
+reward the exported rows name (`RewardBundle.add`: a plugin's reward, copied into `vrag_reward/rewards/kinds/`, where
+the bundle's registry finds it by the same rule). All are copied with their `vrag_data` imports renamed to
+`vrag_reward` (so the bundle never mixes with an installed vrag-data). A row whose reward cannot travel (unknown, or
+its module imports something beyond the standard library and the modules the bundle carries) stops the export with
+one line naming the row, the reward and the import. One file per trainer:
 
 - verl >= 0.9: `reward.custom_reward_function.path=reward/compute_score.py`, `.name=compute_score` (a dict with
   `score`; verl's older top-level `custom_reward_function.*` keys load the same file);
@@ -17,26 +21,116 @@ closure of the entry points; tests check it against a fresh interpreter without 
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 
+from vrag_data.errors import VragError
 from vrag_data.export.io import write_text
+from vrag_data.plugins import registering_modules, registers
+from vrag_data.rewards.registry import REWARDS, get_reward
 from vrag_data.version import __version__
 
 PACKAGE = "vrag_reward"
-# the modules copied (package `__init__` files are written empty: the library's re-export everything)
-REWARD_MODULES = (
+KINDS = "rewards/kinds"
+# the scoring code every bundle carries (package `__init__` files are written empty: the library's re-export everything)
+BASE_MODULES = (
     "__init__",
     "env/__init__", "env/geometry", "env/grammar", "env/parse", "env/tags",
     "rewards/__init__", "rewards/answer", "rewards/crop", "rewards/easyr1", "rewards/episode", "rewards/format",
     "rewards/judge_client", "rewards/judge_prompts", "rewards/recipes", "rewards/registry", "rewards/retrieval",
-    "rewards/verl", "rewards/vragrl",
-    "rewards/kinds/__init__", "rewards/kinds/evisrag", "rewards/kinds/mmdoc_r1", "rewards/kinds/unidoc_rl",
-    "rewards/kinds/visor", "rewards/kinds/vrag_rl",
+    "rewards/verl", "rewards/vragrl", f"{KINDS}/__init__",
     "inert", "plugins", "secrets",
 )
-_EMPTY_INIT = {"__init__", "env/__init__", "rewards/kinds/__init__"}
+# ... and the library's own rewards, found in their folder as the registry finds them (VRAG-RL's fork dispatches its
+# data sources to VRAG-RL's reward whatever the rows name)
+REWARD_MODULES = BASE_MODULES + tuple(m.removeprefix("vrag_data.").replace(".", "/")
+                                      for m in registering_modules(REWARDS.folder or "", REWARDS.call))
+_EMPTY_INIT = {"__init__", "env/__init__", f"{KINDS}/__init__"}
+
+
+class UnshippableReward(VragError):
+    """A row names a reward the bundle cannot carry: the export stops with one line (never a bundle that fails in
+    the trainer)."""
+
+
+def _carried(module: str) -> bool:
+    """Whether an import of `module` works inside the bundle: the standard library, or a module the bundle carries."""
+    root = module.split(".")[0]
+    if root != "vrag_data":
+        return root in sys.stdlib_module_names or root == "__future__"
+    rel = module.removeprefix("vrag_data").lstrip(".").replace(".", "/") or "__init__"
+    return rel in REWARD_MODULES and rel not in _EMPTY_INIT or f"{rel}/__init__" in REWARD_MODULES and f"{rel}/__init__" not in _EMPTY_INIT
+
+
+def _foreign_import(source: str) -> str | None:
+    """The first import of `source` the bundle cannot satisfy (a relative one included); None when there is none."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                return f"a relative import (from {'.' * node.level}{node.module or ''})"
+            if not _carried(node.module or ""):
+                return repr(node.module)
+        elif isinstance(node, ast.Import):
+            bad = next((a.name for a in node.names if not _carried(a.name)), None)
+            if bad:
+                return repr(bad)
+    return None
+
+
+def reward_module(name: str) -> tuple[str, str] | None:
+    """(path under `reward/`, text) of the module holding reward `name` when the library's bundle does not carry it
+    already (a plugin's); None for the library's own. Raises `UnshippableReward`'s message as ValueError when the
+    module cannot travel."""
+    reward = get_reward(name)  # an unknown name: one line naming the known ones
+    cls = type(reward)
+    module = sys.modules.get(cls.__module__)
+    if cls.__module__.startswith(f"vrag_data.{KINDS.replace('/', '.')}."):
+        return None
+    path = getattr(module, "__file__", None)
+    if module is None or not path or not path.endswith(".py") or getattr(module, cls.__name__, None) is not cls:
+        raise ValueError(f"its class {cls.__qualname__} is not a top-level name of a module file ({cls.__module__}); "
+                         "define it at the top of a module of its own")
+    source = Path(path).read_text(encoding="utf-8")
+    foreign = _foreign_import(source)
+    if foreign:
+        raise ValueError(f"its module {cls.__module__} imports {foreign}, which the bundle does not carry (only the "
+                         "standard library and vrag_data's reward code travel); import only those in the reward's module")
+    if not registers(source, REWARDS.call):  # registered by an entry point naming the class
+        source += f"\n\nfrom vrag_data.rewards.registry import register_reward  # noqa: E402\nregister_reward({cls.__name__})\n"
+    leaf = "plugin_" + re.sub(r"\W", "_", cls.__module__)
+    head = (f"# Generated from {cls.__module__} (the module of reward {name!r}, vrag-data {__version__}) for this "
+            "export's reward bundle; do not edit.\n")
+    return f"{PACKAGE}/{KINDS}/{leaf}.py", head + _IMPORT.sub(lambda m: f"{m.group(1)}{m.group(2)} {PACKAGE}", source)
+
+
+class RewardBundle:
+    """The rewards an export's rows name (`add` per row), and the bundle that scores them (`write`)."""
+
+    def __init__(self) -> None:
+        self.extra: dict[str, str] = {}  # path under reward/ -> text, the plugins' reward modules
+        self.seen: set[str] = set()
+
+    def add(self, reward: object, row: str) -> None:
+        """Row `row` names `reward`: its module goes into the bundle, or the export stops with one line."""
+        name = str(reward or "")
+        if name in self.seen:
+            return
+        try:
+            if not name:
+                raise ValueError("the row names no reward (extra_info.reward)")
+            found = reward_module(name)
+        except ValueError as err:
+            raise UnshippableReward(f"export: row {row} names reward {name!r}, which the reward bundle cannot carry: "
+                                    f"{err}") from None
+        self.seen.add(name)
+        if found is not None:
+            self.extra[found[0]] = found[1]
+
+    def write(self, out_root: Path) -> Path:
+        return write_reward_bundle(out_root, self.extra)
 _IMPORT = re.compile(r"^(\s*)(from|import) vrag_data(?=[.\s])", re.M)
 
 _ENTRY = '''"""{what}
@@ -95,8 +189,9 @@ def _transform(text: str, source: str) -> str:
     return head + _IMPORT.sub(lambda m: f"{m.group(1)}{m.group(2)} {PACKAGE}", text)
 
 
-def bundle_files() -> dict[str, str]:
-    """Relative path under `reward/` -> text, for every file of the bundle."""
+def bundle_files(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Relative path under `reward/` -> text, for every file of the bundle (`extra`: the plugins' reward modules the
+    rows name, `RewardBundle`)."""
     src = resources.files("vrag_data")
     files: dict[str, str] = {}
     for mod in REWARD_MODULES:
@@ -109,14 +204,15 @@ def bundle_files() -> dict[str, str]:
         files[name] = _ENTRY.format(what=what, version=__version__, module=module, names=", ".join(names),
                                     quoted=", ".join(f'"{n}"' for n in names))
     files["README.md"] = _README.format(version=__version__)
-    return files
+    return {**files, **(extra or {})}
 
 
-def write_reward_bundle(out_root: Path) -> Path:
-    """Write `<out_root>/reward/` (idempotent: the same files for the same installation; files an older bundle left
-    there, such as its `requirements.txt`, are removed)."""
+def write_reward_bundle(out_root: Path, extra: dict[str, str] | None = None) -> Path:
+    """Write `<out_root>/reward/` (idempotent: the same files for the same installation and rows; files an older
+    bundle left there, such as its `requirements.txt`, are removed). `extra`: the plugins' reward modules
+    (`RewardBundle`)."""
     dest = out_root / "reward"
-    files = bundle_files()
+    files = bundle_files(extra)
     for rel, text in files.items():
         write_text(out_root, dest / rel, text)
     for p in sorted(dest.rglob("*"), key=lambda q: len(q.parts), reverse=True):

@@ -250,7 +250,9 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     summary.stats["gate"] = gate.counts()  # recipe -> "<kind>:<code>" -> records stopped (the report's export_gate)
     summary.stats.update(stats.stats(ctx.store.written + ctx.store.reused, ctx.store.written, n_rl))
     summary.provenance = {**stats.provenance(summary.run_id), "unfiltered": summary.provenance.get("unfiltered", False),
-                          "gate": {name: g.describe() for name, g in sorted(gate.by_recipe.items())}}
+                          "gate": {name: g.describe() for name, g in sorted(gate.by_recipe.items())},
+                          # each recipe's turn budget (free policy turns), which RL rollouts of these rows default to
+                          "max_turns": {name: ctx.hints(name).get("max_turns") for name in recipes}}
     summary.stats["validation"] = {"tasks": len(held_out), "share": ctx.cfg.val_share, "seed": ctx.cfg.val_seed}
     m = run.manifest()
     summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section

@@ -20,9 +20,9 @@ import yaml
 
 from vrag_data.env.geometry import FACTOR
 from vrag_data.export.hf import SHARD_BYTES, rl_row
-from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written
+from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
 from vrag_data.export.io import ShardWriter, write_text
-from vrag_data.export.reward_bundle import write_reward_bundle
+from vrag_data.export.reward_bundle import RewardBundle
 from vrag_data.export.rl import PromptBudget
 
 _MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -82,6 +82,7 @@ class VerlWriter:
         self.schema = verl_schema(with_images, image_mode)
         self.writers: dict[str, ShardWriter] = {}
         self.budget = PromptBudget(out_root)
+        self.rewards = RewardBundle()  # the reward modules the rows name travel in reward/
         self.seen: set[str] = set()  # images of the shard being filled (bytes mode: a shard is cut by their bytes)
 
     def _writer(self, split: str) -> ShardWriter:
@@ -119,6 +120,7 @@ class VerlWriter:
 
     def write_rl(self, item: RlItem) -> None:
         rec = item.rec
+        self.rewards.add(rec.extra_info.get("reward"), rec.id)  # a reward the bundle cannot carry stops the export
         split = str(rec.extra_info.get("split") or "train")
         self._writer(split).add(rl_row(rec))
         self.budget.add("\n".join(m["content"] for m in rec.prompt), list(rec.images) if self.with_images else [])
@@ -131,7 +133,7 @@ class VerlWriter:
             w.close()  # no zero-row shards: `datasets` cannot read them
             counts[split] = w.rows
         warnings = self._write_config(counts)
-        write_reward_bundle(self.out_root)
+        self.rewards.write(self.out_root)
         # embedded bytes (the fork's rows) name no file: the export then keeps no images/ on verl's account
         return Written(counts, warnings=warnings, names_image_files=self.with_images and self.image_mode == "path")
 
@@ -242,4 +244,4 @@ class VerlFormat(FormatDefaults):
                 "`--config-name=vragrl`; rewards in `reward/` (standard library only)\n")
 
 
-FORMAT = VerlFormat()
+FORMAT = register_format(VerlFormat())

@@ -18,9 +18,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from vrag_data.errors import ConfigError
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.registry import register_filter
 from vrag_data.filters.difficulty import student_accuracy
 from vrag_data.schema.records import Trajectory, Verdict
 
@@ -105,3 +107,20 @@ class RlOrder(KeepPassed):
                 why.append("student accuracy " + ("unknown" if acc is None else f"{acc:.2f}"))
             out.append(verdict(t, self.name, True, "; ".join(why), float(rank)))
         return out
+
+
+def check_split(recipe: str, sft: Sequence[Any], rl: Sequence[Any]) -> None:
+    """SFT and RL task splits must cut the tasks the same way (same share, same seed) and keep opposite sides."""
+    a = [f for f in sft if isinstance(f, TaskSplit)]
+    b = [f for f in rl if isinstance(f, TaskSplit)]
+    if not a or not b:
+        return
+    x, y = a[0], b[0]
+    if (x.rl_share, x.seed) != (y.rl_share, y.seed) or x.part != "sft" or y.part != "rl":
+        raise ConfigError(f"filters.options.{recipe}.split / filters.rl_options.{recipe}.split: the SFT chain's split "
+                          f"(part {x.part}, rl_share {x.rl_share}, seed {x.seed!r}) and the RL chain's (part {y.part}, "
+                          f"rl_share {y.rl_share}, seed {y.seed!r}) disagree; set the same rl_share and seed in both")
+
+
+register_filter(TaskSplit)
+register_filter(RlOrder)

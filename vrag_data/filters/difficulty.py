@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.registry import register_filter
 from vrag_data.schema.role_need import RoleNeed
 from vrag_data.schema.records import Trajectory, Verdict
 
@@ -80,3 +81,6 @@ class Difficulty(KeepPassed):
             return verdict(item, self.name, ok, f"rule not applied: no student (missing: {self.missing}) for task {item.task_id}")
         keep, reason = difficulty_keep(self.rule, attempts)
         return verdict(item, self.name, keep, f"{self.rule}: {reason}", student_accuracy(attempts))
+
+
+register_filter(Difficulty)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.registry import register_filter
 from vrag_data.rewards.answer import answer_correct
 from vrag_data.schema.records import Trajectory, Verdict
 
@@ -129,3 +130,8 @@ class Structure(KeepPassed):
             return True
         w, h = size
         return x2 <= w + tol and y2 <= h + tol
+
+
+register_filter(Correctness)
+register_filter(RetrievalCompleteness)
+register_filter(Structure)

@@ -6,6 +6,11 @@ by names (`filters.chains.<recipe>`, `filters.rl_chains.<recipe>`) and set optio
 (`filters.options.<recipe>.<filter>`, `filters.rl_options.<recipe>.<filter>`); options are applied over the recipe's
 settings of that filter. An unknown filter, an unknown option, or an option for a filter that the chain does not
 run fails with one line; so do SFT and RL task splits that disagree (a task would land on both sides or neither).
+
+A filter is one class (a dataclass with `name`, `score` or `score_all`, and `keep`) and one `register_filter(Cls)`
+line; its name is the class's `name` (what its verdicts say and what chains and options use), nothing else. Found by
+the one discovery rule (`vrag_data.plugins`): a module of `vrag_data/filters/` holding that line (the shipped
+filters), or one an installed package announces under the entry-point group `vrag_data.filters`.
 """
 
 from __future__ import annotations
@@ -18,25 +23,9 @@ from typing import Any, Protocol, TypeVar
 from vrag_data.config import FiltersConfig
 from vrag_data.errors import ConfigError
 from vrag_data.filters.base import AnyFilter
-from vrag_data.filters.curriculum import RlOrder, TaskSplit
-from vrag_data.filters.difficulty import Difficulty
-from vrag_data.filters.quality import Correctness, RetrievalCompleteness, Structure
-from vrag_data.filters.setlevel import Balance, Dedup
 from vrag_data.plugins import Registry
 
-ENTRY_POINT_GROUP = "vrag_data.filters"  # a package's filters: `<name> = "package.module:FilterClass"`
-
-# The built-in filters; `register_filter` and the entry points of installed packages add to it (`known_filters()`).
-FILTERS: dict[str, type] = {
-    "correctness": Correctness,
-    "retrieval_completeness": RetrievalCompleteness,
-    "structure": Structure,
-    "difficulty": Difficulty,
-    "balance": Balance,
-    "dedup": Dedup,
-    "split": TaskSplit,
-    "rl_order": RlOrder,
-}
+ENTRY_POINT_GROUP = "vrag_data.filters"  # a package's filters: a module that registers them, or a filter class
 
 
 def _check(cls: type, others: dict[str, type]) -> None:
@@ -45,17 +34,25 @@ def _check(cls: type, others: dict[str, type]) -> None:
                           "vrag_data.filters.base.Filter")
 
 
-# a filter is registered under the name its chains use (an entry point's name), not read from the class
+def filter_name(cls: type) -> str:
+    """A filter class's name: its `name` (the dataclass field's default), the one its verdicts carry."""
+    name = getattr(cls, "name", "")
+    return name if isinstance(name, str) else ""
+
+
 REGISTRY: Registry[type] = Registry("filter", ENTRY_POINT_GROUP, lambda obj: isinstance(obj, type), expected="filter class",
-                                    name_of=lambda cls: "", check=_check, error=ConfigError)
-REGISTRY.items.update(FILTERS)
-FILTERS = REGISTRY.items
+                                    name_of=filter_name, check=_check, error=ConfigError, call="register_filter",
+                                    folder="vrag_data.filters")
+FILTERS: dict[str, type] = REGISTRY.items  # every filter by name, once `known_filters()` has loaded them
 
 
-def register_filter(name: str, cls: type) -> type:
-    """Make `cls` (a dataclass with `name`, `score` or `score_all`, and `keep`) available by `name` to
-    `filters.chains.<recipe>`; a name already taken by another class is refused in one line."""
-    return REGISTRY.register(cls, name)
+def register_filter(cls: type, *rest: object) -> type:
+    """Make `cls` (a dataclass with a default `name`, `score` or `score_all`, and `keep`) available to
+    `filters.chains.<recipe>` under its `name`; a name already taken by another class is refused in one line."""
+    if isinstance(cls, str) or rest:
+        raise ConfigError(f"register_filter({cls!r}, ...): a filter is registered under its own `name`; call "
+                          "register_filter(FilterClass) and give the class `name: str = \"<name>\"`")
+    return REGISTRY.register(cls)
 
 
 def known_filters() -> dict[str, type]:
@@ -80,7 +77,8 @@ F = TypeVar("F")
 def make_filter(name: str, options: Mapping[str, Any] | None = None) -> AnyFilter:
     cls = known_filters().get(name)
     if cls is None:
-        raise ValueError(f"unknown filter {name!r}; known filters: {sorted(FILTERS)}")
+        raise ValueError(f"unknown filter {name!r}; known filters: {sorted(FILTERS)} (a filter is added by "
+                         f"{REGISTRY.how_to_add()})")
     try:
         return cls(**dict(options or {}))
     except TypeError as err:
@@ -134,19 +132,6 @@ def configure_filters(recipe: str, filters: Sequence[Any], chain: Sequence[str] 
         except ValueError as err:
             raise ConfigError(f"{ok}.{recipe}.{n}: {err}") from None
     return out
-
-
-def check_split(recipe: str, sft: Sequence[Any], rl: Sequence[Any]) -> None:
-    """SFT and RL task splits must cut the tasks the same way (same share, same seed) and keep opposite sides."""
-    a = [f for f in sft if isinstance(f, TaskSplit)]
-    b = [f for f in rl if isinstance(f, TaskSplit)]
-    if not a or not b:
-        return
-    x, y = a[0], b[0]
-    if (x.rl_share, x.seed) != (y.rl_share, y.seed) or x.part != "sft" or y.part != "rl":
-        raise ConfigError(f"filters.options.{recipe}.split / filters.rl_options.{recipe}.split: the SFT chain's split "
-                          f"(part {x.part}, rl_share {x.rl_share}, seed {x.seed!r}) and the RL chain's (part {y.part}, "
-                          f"rl_share {y.rl_share}, seed {y.seed!r}) disagree; set the same rl_share and seed in both")
 
 
 def default_chain(recipe: ChainOwner, config: FiltersConfig | None = None) -> FilterChain:

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from vrag_data.filters.base import FilterContext, KeepPassed, verdict
+from vrag_data.filters.registry import register_filter
 from vrag_data.rewards.answer import normalize_answer
 from vrag_data.schema.records import Trajectory, Verdict
 
@@ -200,3 +201,7 @@ class Dedup(KeepPassed):
                     buckets.setdefault(k, []).append(i)
             out.append(verdict(t, self.name, True, "no earlier near-duplicate", 0.0))
         return out
+
+
+register_filter(Balance)
+register_filter(Dedup)

@@ -4,14 +4,14 @@ A backend is one module: a `LayoutBackend` subclass and one `register_backend(..
 It declares the block sources it writes and their rank (`block_sources`: lower = more structured; when two blocks
 cover the same region, question generation keeps the better-ranked one), and runs either on each PDF page in the
 ingest process (`per_page`: `page_layout(page, words)`) or once per PDF, out of process (`per_document`:
-`document_layout(path, sizes, opts)`; such documents are never split across workers). The shipped backends:
-`pymupdf` (`vrag_data.ingest.layout`), `mineru` (`vrag_data.ingest.mineru`) and `off`; another package adds one
-through the entry-point group `vrag_data.layout_backends`.
+`document_layout(path, sizes, opts)`; such documents are never split across workers). Found by the one discovery
+rule (`vrag_data.plugins`): a module of `vrag_data/ingest/` holding a `register_backend(...)` line (the shipped
+`pymupdf` and `mineru`; `off` is registered here), or one an installed package announces under the entry-point group
+`vrag_data.layout_backends`.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,7 +21,6 @@ from vrag_data.plugins import Registry
 from vrag_data.schema.records import LayoutBlock, LayoutClass
 
 ENTRY_POINT_GROUP = "vrag_data.layout_backends"
-SHIPPED_MODULES = ("vrag_data.ingest.layout", "vrag_data.ingest.mineru")
 # block sources every ingest may write whatever the backend: OCR engines, the sample corpus, the text layer
 BASE_SOURCES: dict[str, int] = {"paddleocr": 3, "rapidocr": 4, "synthetic": 5, "text_layer": 6}
 
@@ -95,12 +94,10 @@ def _check(backend: LayoutBackend, others: dict[str, LayoutBackend]) -> None:
 
 def _shipped() -> None:
     BACKENDS.register(NoLayout)
-    for mod in SHIPPED_MODULES:
-        importlib.import_module(mod)
 
 
 BACKENDS: Registry[LayoutBackend] = Registry.of_class("layout backend", ENTRY_POINT_GROUP, LayoutBackend, check=_check,
-                                                      shipped=_shipped)
+                                                      shipped=_shipped, call="register_backend", folder="vrag_data.ingest")
 
 
 def register_backend(backend: LayoutBackend | type[LayoutBackend]) -> LayoutBackend:

@@ -32,9 +32,11 @@ from vrag_data.config import ConfigError
 from vrag_data.env import AppendOnly, ContextPolicy, EnvSettings
 from vrag_data.env.geometry import QWEN_MIN_PIXELS, CoordSpace
 from vrag_data.env.grammar import Grammar, describe_grammar
+from vrag_data.filters.base import AnyFilter
 from vrag_data.ids import short_hash
 from vrag_data.recipe.episode_state import EpisodeState
 from vrag_data.recipe.spec import ExportHints, OracleSpec, RewardSpec, RoleSpec, coord_words
+from vrag_data.schema.extra_keys import ExtraKey, extra_problem
 from vrag_data.schema.records import Action, Message, Task, Turn
 
 
@@ -88,14 +90,17 @@ class Recipe:
     export: ExportHints
     context: Callable[[RecipeOptions], ContextPolicy] = append_only
     roles: tuple[RoleSpec, ...] = (RoleSpec("policy", "takes the actions of an episode", vision=True),)
-    filters: tuple[Any, ...] = ()  # configured filter instances, run in order: the SFT data
+    filters: tuple[AnyFilter, ...] = ()  # configured filter instances, run in order: the SFT data
     # the RL data's chain (which tasks become RL rows, in which order); empty = RL rows from the SFT-kept trajectories
-    rl_filters: tuple[Any, ...] = ()
+    rl_filters: tuple[AnyFilter, ...] = ()
     augmentations: tuple[Augmentation, ...] = ()
     oracle: OracleSpec = field(default_factory=OracleSpec)
     options_model: type[RecipeOptions] = RecipeOptions  # the knobs this recipe understands (extra="forbid")
     options: RecipeOptions = field(default_factory=RecipeOptions)
     extra_prompts: Mapping[str, str] = field(default_factory=dict)  # role prompts (grounding, reader, planner, ...)
+    # every key the recipe's hooks write into an episode's `extra`, typed (`vrag_data.schema.extra_keys`): what a
+    # filter or the exporter reads back has one declaration, and an episode whose key holds another type ends in error
+    extra_keys: tuple[ExtraKey, ...] = ()
     setup_steps: int = 0  # environment steps the recipe takes before the policy's first turn (a retrieval)
 
     # the options model this class's hooks read (`self.options.grounding`...): a subclass with knobs of its own binds
@@ -163,22 +168,31 @@ class Recipe:
         with `options[filter]` (`filters.options.<recipe>`) applied over the recipe's settings, and the same for the
         RL chain (`filters.rl_chains`, `filters.rl_options`). An unknown filter, an unknown option, an option for a
         filter the chain does not run, or SFT/RL splits that disagree fail with one line."""
-        from vrag_data.filters.registry import check_split, configure_filters
+        from vrag_data.filters.curriculum import check_split
+        from vrag_data.filters.registry import configure_filters
 
         sft = tuple(configure_filters(self.name, self.filters, chain, options))
         rl = tuple(configure_filters(self.name, self.rl_filters, rl_chain, rl_options, stage="rl"))
         check_split(self.name, sft, rl)
         return dataclasses.replace(self, filters=sft, rl_filters=rl)
 
-    def for_rl(self, max_turns: int, max_pixels: int, coord_space: str | None = None) -> "Recipe":
+    def for_rl(self, max_turns: int | None, max_pixels: int, coord_space: str | None = None) -> "Recipe":
         """The recipe as the RL trainer rolls it out: pages at the model's pixel budget and boxes in the model
         family's coordinates (so its boxes refer to the image it was shown, in the words its prompt uses), with
-        `max_turns` free policy turns (the same rule as synthesis). A recipe that calls helper models during
-        synthesis switches them off here."""
+        `max_turns` free policy turns (`TURN_BUDGET_RULE`, as in synthesis; None: the recipe's own budget, the one its
+        synthesis ran under and its export records). A recipe that calls helper models during synthesis switches them
+        off here."""
         return self.configure(self._rl_options(max_turns, max_pixels, coord_space))
 
-    def _rl_options(self, max_turns: int, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
-        return {"max_turns": max_turns, "max_pixels": max_pixels, **({"coord_space": coord_space} if coord_space else {})}
+    def _rl_options(self, max_turns: int | None, max_pixels: int, coord_space: str | None) -> dict[str, Any]:
+        return {**({"max_turns": max_turns} if max_turns is not None else {}), "max_pixels": max_pixels,
+                **({"coord_space": coord_space} if coord_space else {})}
+
+    def extra_problem(self, extra: Mapping[str, Any]) -> str:
+        """The first declared key (the recipe's or the library's) whose value in an episode's `extra` has another
+        shape, as one line; "" when none."""
+        problem = extra_problem(self.extra_keys, extra)
+        return f"recipe {self.name}: {problem}" if problem else ""
 
     def context_policy(self) -> ContextPolicy:
         return self.context(self.options)

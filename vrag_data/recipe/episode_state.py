@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from vrag_data.env.environment import Environment
 from vrag_data.env.grammar import Grammar
 from vrag_data.schema.records import Action, LayoutBlock, Message, Observation, Page, Task, Turn
 
@@ -21,7 +22,7 @@ class ReplyLike(Protocol):
 class EpisodeState(Protocol):
     task: Task
     sample: int
-    env: Any  # the episode's `vrag_data.env.Environment`
+    env: Environment  # the episode's environment (its state: `env.state`)
     deps: Any  # the episode's dependencies (searcher, pages, layout, roles)
     prompt: list[Message]
     turns: list[Turn]

@@ -1,21 +1,25 @@
 """Recipe names -> recipes, filled by registration.
 
-A recipe module registers its recipe with `register(RECIPE)`. Installed recipe packages announce their
-modules under the `vrag_data.recipes` entry-point group (this project's own recipes, in `pipelines/`, are
-announced in `pyproject.toml`); they are imported the first time a name is looked up. Only entry points
-(CLI, flows, trainer) resolve names; the stages get the resolved object.
+A recipe module registers its recipe with one `RECIPE = register(...)` line. Registration is validation: the reward,
+every filter of its chains and every role it names must be registered in their registries (`vrag_data.rewards`,
+`vrag_data.filters`, `vrag_data.schema.roles`), else `register` stops with one line naming the missing part and how to
+register it. Recipes are found by the one discovery rule (`vrag_data.plugins`): modules announced under the
+`vrag_data.recipes` entry-point group (a package there: each of its modules holding a `register(...)` line; this
+project's `pipelines/` is announced so in `pyproject.toml`), imported the first time a name is looked up. Only entry
+points (CLI, flows, trainer) resolve names; the stages get the resolved object.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from importlib.metadata import entry_points
 from typing import Any
 
-from vrag_data.config import ConfigError, RunConfig, add_role_source
+from vrag_data.config import ConfigError, RunConfig
 from vrag_data.env.grammar import register_grammar
+from vrag_data.plugins import discover
 from vrag_data.recipe.base import Recipe
+from vrag_data.schema.extra_keys import declaration_problem
 
 ENTRY_POINT_GROUP = "vrag_data.recipes"
 _RECIPES: dict[str, Recipe] = {}
@@ -23,10 +27,14 @@ _loaded = False
 
 
 def register(recipe: Recipe, *, replace: bool = False) -> Recipe:
-    """Make `recipe` resolvable by its name (and its grammar by the grammar's name)."""
+    """Make `recipe` resolvable by its name (and its grammar by the grammar's name), once its reward, filters and roles
+    are registered (`missing_part`: ConfigError with one line otherwise)."""
     old = _RECIPES.get(recipe.name)
     if old is not None and old is not recipe and not replace:
         raise ValueError(f"recipe {recipe.name!r} is already registered ({old.paper}); pass replace=True to override it")
+    problem = missing_part(recipe)
+    if problem:
+        raise ConfigError(f"register recipe {recipe.name}: {problem}")
     register_grammar(recipe.grammar)
     _RECIPES[recipe.name] = recipe
     return recipe
@@ -36,16 +44,47 @@ def unregister(name: str) -> None:
     _RECIPES.pop(name, None)
 
 
+def missing_part(recipe: Recipe) -> str:
+    """The first reward, filter or role `recipe` names that is not registered (as the class it uses), with how to
+    register it; "" when every part is."""
+    from vrag_data.filters.registry import REGISTRY as FILTERS, known_filters
+    from vrag_data.schema.roles import ROLES, is_role
+    from vrag_data.rewards.registry import REWARDS, known_rewards
+
+    if recipe.reward.name not in known_rewards():
+        return (f"reward {recipe.reward.name!r} is not registered (known: {', '.join(known_rewards())}); add it as "
+                f"{REWARDS.how_to_add()}")
+    for chain in (recipe.filters, recipe.rl_filters):
+        for f in chain:
+            cls = known_filters().get(f.name)
+            if cls is None or not isinstance(f, cls):
+                held = f" (the name is taken by {cls.__name__})" if cls is not None else ""
+                return (f"filter {f.name!r} ({type(f).__name__}) is not registered{held}; add it as "
+                        f"{FILTERS.how_to_add()}")
+    declared = declaration_problem(recipe.extra_keys)
+    if declared:
+        return declared
+    for spec in recipe.roles:
+        if not is_role(spec.name):
+            return (f"role {spec.name!r} is not registered; add `register_role(RoleSpec({spec.name!r}, ...))` in the "
+                    f"recipe's module, or {ROLES.how_to_add()}")
+    return ""
+
+
+def _announced(obj: object, label: str) -> None:
+    if not isinstance(obj, Recipe):
+        raise ConfigError(f"{label} is neither a Recipe nor a module; point the entry point at the module that registers "
+                          "the recipe")
+    if _RECIPES.get(obj.name) is not obj:
+        register(obj)
+
+
 def _load_installed() -> None:
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            importlib.import_module(ep.value.split(":")[0])
-        except ImportError as err:
-            raise ConfigError(f"recipe package {ep.value!r} (entry point {ep.name!r}) cannot be imported: {err}") from None
+    discover(ENTRY_POINT_GROUP, "register", _announced, error=ConfigError, kind="recipe")
 
 
 def recipe_names() -> list[str]:
@@ -119,11 +158,3 @@ def resolve_recipe(recipe: "Recipe | str", cfg: RunConfig | None = None) -> Reci
 def all_recipes() -> dict[str, Recipe]:
     return {name: get_recipe(name) for name in recipe_names()}
 
-
-def declared_roles() -> set[str]:
-    """Every role a registered recipe declares (`Recipe.roles`): the run config may set each of them."""
-    _load_installed()
-    return {spec.name for recipe in _RECIPES.values() for spec in recipe.roles}
-
-
-add_role_source(declared_roles)

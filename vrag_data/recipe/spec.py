@@ -6,9 +6,11 @@ recipe's code); verl and EasyR1 read the reward name from each RL row's `extra_i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from vrag_data.schema.extra_keys import ExtraKey  # noqa: F401  (re-exported: a recipe declares its extra keys)
+from vrag_data.schema.roles import RoleSpec  # noqa: F401  (re-exported: a recipe lists its roles)
 
 
 # How a prompt names the coordinate convention of a box, per coordinate space. A recipe prompt writes
@@ -23,31 +25,6 @@ COORD_WORDS: dict[str, str] = {
 
 def coord_words(words: dict[str, str] | None, space: str) -> str:
     return (words or COORD_WORDS).get(space) or COORD_WORDS[space]
-
-
-@dataclass(frozen=True)
-class RoleSpec:
-    """One model role the recipe calls: what it is for, whether the pipeline needs it, and whether it is shown page
-    images (`vision`: its model must read them; `vrag_data.teacher.vision` checks the configured model).
-
-    A role the recipe brings (not one of the library's: policy, judge, student, question writer) is known to the run
-    config by being declared here, and says how it is played: `kinds` (the `RoleConfig.kind`s that may play it),
-    `offline` (the role it plays as, `same_as`, when `--policy oracle` runs and the config leaves it unset; None: the
-    config must set it) and `oracle` (how the oracle answers its requests: a function of the episode returning the
-    reply text; None: the oracle's own phase of that name)."""
-
-    name: str
-    purpose: str
-    required: bool = True
-    vision: bool = False
-    kinds: tuple[str, ...] = ("openai", "oracle")
-    offline: str | None = "policy"
-    oracle: Callable[[Any], str] | None = field(default=None, compare=False)
-
-    def describe(self) -> dict[str, Any]:
-        """What a run manifest records of the role (how it may be played is checked before a run: not recorded, so
-        it does not change the run id)."""
-        return {"name": self.name, "purpose": self.purpose, "required": self.required, "vision": self.vision}
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,15 @@
 `RewardSpec` and an exported row's `extra_info.reward` give).
 
 A reward is one module: a `Reward` subclass (its weights, knobs, whether its answer term is a judge's verdict, its
-format check, its score) and one `register_reward(...)` line. The shipped rewards live in `vrag_data.rewards.kinds`
-(`SHIPPED`); another package adds one through the entry-point group `vrag_data.rewards` (a module whose import
-registers it, or a `Reward` subclass). Standard library only: the export's reward bundle carries this module.
+format check, its score) and one `register_reward(...)` line. Found by the one discovery rule (`vrag_data.plugins`):
+a module of `vrag_data/rewards/kinds/` holding that line, or one an installed package announces under the entry-point
+group `vrag_data.rewards` (a module whose import registers it, or a `Reward` subclass). A reward module that is to
+travel in an export's reward bundle imports only the standard library and `vrag_data.rewards` / `vrag_data.env`
+modules the bundle carries (`vrag_data.export.reward_bundle`). Standard library only: the bundle carries this module.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from vrag_data.rewards.episode import Episode, Gold
 
 ENTRY_POINT_GROUP = "vrag_data.rewards"
-# the shipped rewards, modules of `vrag_data.rewards.kinds` (each registers itself on import)
-SHIPPED = ("vrag_rl", "unidoc_rl", "visor", "evisrag", "mmdoc_r1")
 # What each reward component reads from a trainer's row (`extra_info` of a verl / HF / EasyR1 RL row) besides the
 # rollout text and the ground truth. A reward needs the keys of its components (`Reward.row_keys`): a row without one
 # is refused by `vrag_data.rewards.verl.compute_score` instead of scored with a default. Present but empty is valid
@@ -94,12 +93,10 @@ def _check(reward: Reward, others: dict[str, Reward]) -> None:
         raise ValueError(f"register reward: {type(reward).__name__} needs a `name` and non-empty `weights`")
 
 
-def _shipped() -> None:
-    for mod in SHIPPED:
-        importlib.import_module(f"{__package__}.kinds.{mod}")
-
-
-REWARDS: Registry[Reward] = Registry.of_class("reward", ENTRY_POINT_GROUP, Reward, check=_check, shipped=_shipped)
+# the shipped rewards: the modules of `kinds/` holding a `register_reward(...)` line (in the reward bundle, the modules of
+# the rewards its rows name); `__package__` keeps the bundle's renamed copy pointing at its own folder
+REWARDS: Registry[Reward] = Registry.of_class("reward", ENTRY_POINT_GROUP, Reward, check=_check, call="register_reward",
+                                              folder=f"{__package__}.kinds")
 
 
 def register_reward(reward: Reward | type[Reward]) -> Reward:

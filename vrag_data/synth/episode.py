@@ -302,8 +302,10 @@ class EpisodeRun:
         deps, st = self.deps, self.env.state
         fields = st.trajectory_fields()
         extra = {**fields.pop("extra"), **self.extra, "calls": dict(self.calls), "request_bytes": self.request_bytes}
-        if self.error:
-            fields["status"], fields["reason"] = "error", self.error
+        # a key the recipe declares (or the library reads) holding another type: an error, never exported as it is
+        error = self.error or self.recipe.extra_problem(extra)
+        if error:
+            fields["status"], fields["reason"] = "error", error
         return Trajectory(
             traj_id=traj_id(deps.run_id, self.task.task_id, self.sample), run_id=deps.run_id, task_id=self.task.task_id,
             sample=self.sample, recipe=self.recipe.name, prompt=self.prompt, turns=self.turns, usage=self.usage,

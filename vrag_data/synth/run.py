@@ -45,7 +45,7 @@ from vrag_data.tasks.store import load_tasks
 from vrag_data.teacher.cache import RequestCache
 from vrag_data.teacher.messages import workspace_image_loader
 from vrag_data.teacher.pool import TeacherPool
-from vrag_data.teacher.roles import check_roles, describe_roles, substitutions
+from vrag_data.teacher.roles import check_roles, describe_roles, roles_for, substitutions
 from vrag_data.recipe.base import Recipe
 from vrag_data.version import code_version
 
@@ -164,6 +164,7 @@ async def synth_async(
     check_bound("synth.samples", samples, "--samples")
     check_bound("synth.limit", limit, "--limit")
     roles = resolved_roles(cfg, rec)
+    cfg = cfg.model_copy(update={"roles": roles_for(rec, cfg.roles)})  # the manifest holds the roles the recipe calls
     kind = policy_kind(roles)
     samples = samples or cfg.synth.samples
     tasks = list(tasks) if tasks is not None else load_tasks(ws, limit if limit is not None else cfg.synth.limit)

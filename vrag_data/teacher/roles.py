@@ -151,12 +151,32 @@ def role_problem(recipe: Any, roles: Mapping[str, RoleConfig]) -> str:
     return one_line(role_problems([recipe], roles))
 
 
+def roles_called(recipe: Any) -> list[str]:
+    """The roles a run of `recipe` calls: those it lists (`Recipe.roles`), the judge (`vrag-data filter` judges every
+    recipe's answers) and those the filters of its SFT and RL chains need (`needs_roles`), in that order."""
+    names = [s.name for s in getattr(recipe, "roles", ())] + ["judge"]
+    for _, attr, _ in _CHAINS:
+        names += [need.role for _, need in role_needs(getattr(recipe, attr, ()))]
+    return list(dict.fromkeys(names))
+
+
+def roles_for(recipe: Any, roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
+    """The configured roles a run of `recipe` holds (as configured, `same_as` kept): the roles it calls
+    (`roles_called`) and the roles they are `same_as`; another recipe's roles in a shared config stay out of the
+    run's manifest and run id."""
+    called = roles_called(recipe)
+    keep = set(called) | {roles[r].same_as for r in called if r in roles and roles[r].same_as}
+    return {k: v for k, v in roles.items() if k in keep}
+
+
 def check_roles(recipe: Any, roles: Mapping[str, RoleConfig]) -> dict[str, RoleConfig]:
-    """`resolve_roles` after `role_problem` found nothing; ConfigError (exit 2) with its line otherwise."""
+    """The roles `recipe` calls (`roles_for`), `same_as` resolved, after `role_problem` found nothing; ConfigError
+    (exit 2) with its line otherwise."""
     problem = role_problem(recipe, roles) or recipe_vision_problem([recipe], roles)  # and a model for each role shown pages
     if problem:
         raise ConfigError(problem)
-    return resolve_roles(roles)
+    called = set(roles_called(recipe))
+    return {k: v for k, v in resolve_roles(roles_for(recipe, roles)).items() if k in called}
 
 
 def describe_roles(roles: Mapping[str, RoleConfig]) -> dict[str, str]:

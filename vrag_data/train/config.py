@@ -125,7 +125,9 @@ class RlConfig(_Section):
     group_size: int = 5  # trajectories per task (VRAG-RL / UniDoc-RL: 5)
     tasks_per_step: int = 2
     max_steps: int = 10
-    max_turns: int = 4
+    # the policy's free turns per rollout, the one meaning of `max_turns` (`vrag_data.recipe.TURN_BUDGET_RULE`); unset:
+    # the recipe's own budget, the one its synthesis ran under and its export records (summary.json `max_turns`)
+    max_turns: int | None = Field(None, ge=1, le=64)
     max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
