@@ -27,7 +27,7 @@ import pytest
 
 from tests.support.openai_server import BehaviourMode, Call, OpenAIServer
 from tests.support.synth_workspace import sample_workspace
-from tests.synth.test_misbehaving_policy import SEED, payload, phase_of, recipe_of, run_config, side_role
+from tests.synth.test_misbehaving_policy import SEED, clean_path, payload, phase_of, recipe_of, run_config, side_role
 from vrag_data.export.gate import prompt_tags
 from vrag_data.export.targets import render_target
 from vrag_data.inert import sanitize_text
@@ -57,18 +57,8 @@ def four_tags(n: int, answer: str = ANSWER) -> str:
 
 
 def clean(call: Call, recipe: str) -> str:
-    """The well-behaved reply of turn n: search, (select,) answer; MM-Doc-R1: search, read, <FINISH>."""
-    n = call.n
-    think = f"<think>The question is: {call.episode} Step {n}.</think>\n"
-    if recipe == "evisrag":
-        return four_tags(max(1, n_images(call)))
-    if recipe == "mmdoc_r1":
-        return think + ['<search>["net income"]</search>', '<read>[{"page_ids": [1], "query": "net income"}]</read>', "<FINISH>"][min(n, 2)]
-    if n == 0:
-        return think + "<search>Zephyra net income</search>"
-    if recipe == "unidoc_rl" and n == 1:
-        return think + "<select>[1]</select>"
-    return think + f"<answer>{ANSWER}</answer>"
+    """The well-behaved reply of turn n (the soak matrix's clean path); EVisRAG's with one evidence line per image."""
+    return four_tags(max(1, n_images(call))) if recipe == "evisrag" else clean_path(call, recipe, call.n)
 
 
 def _answer(text: str, value: str) -> str:
