@@ -55,9 +55,10 @@ PAGE = "\n".join([
 
 
 def test_each_table_takes_the_caption_next_to_its_own_edge_not_the_one_below_the_table_above() -> None:
-    assert table_name(DUMPS, PAGE) == "Table 5 (Hurricane table and the actual expressions we used...)"
-    assert table_name(STORMS, PAGE) == "Table 6 (Hurricanes in North America between mid-Sep. and Nov)"
-    assert table_name(NOMINEES, PAGE) == "Table 7 (Nomination table (nominee confirmed by organisation))"
+    tables = [DUMPS, STORMS, NOMINEES]  # the page's tables, as ingest lists them
+    assert table_name(DUMPS, PAGE, tables) == "Table 5 (Hurricane table and the actual expressions we used...)"
+    assert table_name(STORMS, PAGE, tables) == "Table 6 (Hurricanes in North America between mid-Sep. and Nov)"
+    assert table_name(NOMINEES, PAGE, tables) == "Table 7 (Nomination table (nominee confirmed by organisation))"
 
 
 def test_a_caption_above_its_table_does_not_run_on_into_the_header() -> None:

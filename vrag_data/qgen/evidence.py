@@ -189,8 +189,8 @@ class EvidencePool:
         if not self.possible(kind):
             return None
         stems = sorted(self.by_doc)
-        if kind == "single":
-            first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
+        if kind == "single":  # a document first, so every document is tried however few regions it has
+            first = _weighted(rng, self.by_doc[rng.choice(stems)])
             return Evidence(kind, (first,))
         if kind == "multi_page":
             links = self.doc_links()

@@ -33,7 +33,7 @@ from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
-from vrag_data.qgen.tally import Tally
+from vrag_data.qgen.tally import Tally, unusable_documents
 from vrag_data.qgen.plan import check_generation_vision
 from vrag_data.qgen.verify import Known, Verifier, VerifyReport, duplicate_score, known_question
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
@@ -274,7 +274,8 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
                    [known_question(t.question, t.answer) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
-                                  notices=notices, tally=Tally(requested=list(gcfg.kinds)))
+                                  notices=notices, tally=Tally(requested=list(gcfg.kinds),
+                                                               unusable=unusable_documents(docs, pages, pool_ev)))
         kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only)
     finally:
         if pool is not None:
@@ -369,6 +370,8 @@ def _store(ws: Workspace, run_id: str, previous: list[Task], kept: dict[str, Tas
     summary.rejections_file = _record_rejections(ws, run_id, rejections)
     summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
     summary.tally.reject([(r.kind, r.reason) for r in rejections])
+    summary.tally.reject_docs([(s, r.reason) for r in rejections
+                               for s in dict.fromkeys(p.rsplit("_", 1)[0] for p in r.evidence_pages)])
     new = list(kept.values())
     summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
     summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))
