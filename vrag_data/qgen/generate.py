@@ -139,6 +139,8 @@ def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Do
                "layout_blocks": [r.block.block_id for r in ev.regions],
                # the printed values the answer rests on (known to the oracle; a model writer's answer itself)
                "support": list(w.visible), "documents": [labels.get(s, "") for s in ev.stems],
+               # the asked cells: (page, row label, value), so a report outlines the cell, not every equal value
+               "cells": [[ev.regions[i].page_id, row, value] for i, row, _, value in w.cells],
                "hops": [{"question": sanitize_text(h.question), "answer": sanitize_text(h.answer),
                          "page_id": ev.regions[h.region].page_id}
                         for h in w.hops]},

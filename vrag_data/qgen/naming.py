@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from vrag_data.qgen.captions import caption_of
+from vrag_data.qgen.captions import caption_of, table_span
 from vrag_data.qgen.grid import Grid, markdown_rows
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
@@ -131,6 +131,12 @@ def _lead_in(zone: list[str], i: int) -> str:
     return subject[0].lower() + subject[1:] if first[:2].istitle() and not re.search(r"[A-Z.]", first[1:]) else subject
 
 
+def _prose(line: str) -> bool:
+    """A line of running text: a sentence's end after four words or more, or twelve words or more."""
+    words = line.split()
+    return len(words) >= 12 or (len(words) >= 4 and line.rstrip().endswith(".") and not line.rstrip().endswith(":"))
+
+
 def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence[set[str]] = ()) -> str:
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
     lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
@@ -142,6 +148,8 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
             break
         if not line or _own_cell(line, cells):
             continue
+        if _prose(line):  # a paragraph between a heading and the table: the heading is the section's or the page's
+            break
         above = _norm(zone[i + 1]) if i + 1 < len(zone) else ""
         if any(_norm(line) in o and above in o for o in others):  # two rows of another table: a title above is its
             break
@@ -199,3 +207,26 @@ def named_by_columns(where: str) -> bool:
 def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tables: Sequence[str] = ()) -> str:
     """`describe` for a table region read from its page."""
     return describe(grid, label, table_name(table_md, page_text, page_tables), table_scale(table_md, page_text))
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+def position_reference(table_md: str, page_text: str, page_no: int, page_tables: Sequence[str], label: str) -> str:
+    """A neutral, true reference to a table that has no name of its own: "the second table on page 8 of <doc>"
+    (its order among the page's tables, top first, by where their rows are printed), or "" when its place cannot
+    be told (a table whose rows are not found on the page, or a document without a name)."""
+    if not label:
+        return ""
+    lines = page_text.splitlines()
+    tables = list(dict.fromkeys(md.strip() for md in page_tables if md.strip()))
+    if table_md.strip() not in tables:
+        return ""
+    if len(tables) == 1:
+        return f"the table on page {page_no} of {label}"
+    spans = [table_span(md, lines) for md in tables]
+    if any(sp is None for sp in spans):
+        return ""
+    order = sorted(range(len(tables)), key=lambda k: spans[k])  # type: ignore[arg-type,return-value]
+    k = order.index(tables.index(table_md.strip()))
+    return f"the {_ORDINALS[k]} table on page {page_no} of {label}" if k < len(_ORDINALS) else ""

@@ -25,7 +25,8 @@ from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
-from vrag_data.qgen.naming import named_by_columns, region_where, table_name
+from vrag_data.qgen.codes import code_column
+from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
@@ -157,8 +158,10 @@ def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rej
     if not label:
         return unnamed(region.stem)
     where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):
-        return untitled(region.page_id)
+    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
+        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
+        if not where:
+            return untitled(region.page_id)
     row, col, value = rng.choice(grid.cells)
     q = _cell_question(where, grid.row_phrase(row), col, value)
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
@@ -188,11 +191,16 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     if not label:
         return unnamed(region.stem)
     where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):
-        return untitled(region.page_id)
+    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
+        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
+        if not where:
+            return untitled(region.page_id)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     blocks = _blocks(grid)
+    codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
     for row, col, value in grid.cells:
+        if col in codes:  # a code, an identifier, a year or a phone number is no amount to weigh
+            continue
         n = quantity(value)  # a year is a date, not an amount to compare
         # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
         # signed changes of balances, not amounts one weighs against another
@@ -230,7 +238,9 @@ class OracleWriter:
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
-                and bool(table_name(region.text, region.page.text, region.page.tables_md)))  # a table no reader could find by name gives none
+                # a table no reader could find, by its name or its place on the page, gives none
+                and bool(table_name(region.text, region.page.text, region.page.tables_md)
+                         or position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, "-")))
 
     def viable(self, evidence: Evidence, qtype: str) -> bool:
         """Whether the templates can write a question of `qtype` over `evidence` at all (a dry run: they are pure
