@@ -121,8 +121,17 @@ def _caption_text(lines: list[str], at_cap: int, start: int) -> str:
     for nxt in after[:2]:  # a caption wrapped over lines ("... incorrectly-" / "predicted ...")
         if _STOP.search(text + " ") or text.endswith(":") or len(text.split()) >= CAPTION_WORDS or not nxt.strip():
             break
-        text = text + nxt.strip() if re.search(r"[a-z]-$", text) else f"{text} {nxt.strip()}"
+        text = _join(text, nxt.strip(), lines) if re.search(r"[a-z]-$", text) else f"{text} {nxt.strip()}"
     words = text.split()
     first_sentence = _STOP.split(" ".join(words) + " ", maxsplit=1)[0].split()
     text = " ".join(first_sentence[:CAPTION_WORDS]).rstrip(".,;:") + ("..." if len(first_sentence) > CAPTION_WORDS else "")
     return f"{' '.join(cap.group(1).split())} ({text})"
+
+
+def _join(text: str, nxt: str, lines: list[str]) -> str:
+    """A word broken at a line end: "re-" + "sults" is "results" when the page prints that word elsewhere, else a
+    compound ("incorrectly-" + "predicted")."""
+    head, tail = re.search(r"(\w+)-$", text), re.match(r"\w+", nxt)
+    if head and tail and re.search(rf"\b{head.group(1) + tail.group(0)}\b", " ".join(lines), re.I):
+        return text[:-1] + nxt
+    return text + nxt

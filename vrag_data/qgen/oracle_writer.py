@@ -150,11 +150,20 @@ def _pairable(ra: str, rb: str) -> bool:
                 and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())
 
 
+def _form_fields(grid: Grid) -> bool:
+    """Rows labelled as a form's fields ("ELT:", "Model/Series:"): the "column" above them is a filled-in value
+    (the aircraft's make), not a column name a question can ask under."""
+    rows = {r for r, _, _ in grid.cells}
+    return 2 * sum(r.rstrip().endswith(":") for r in rows) >= len(rows)
+
+
 def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    if _form_fields(grid):
+        return Rejected("writer", "table_malformed", "oracle: a form's fields, no table with named columns")
     if not label:
         return unnamed(region.stem)
     where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
