@@ -299,11 +299,12 @@ def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
     if accepts is None:
         return pool_ev, kinds, notices
     before = pool_ev.sources()
-    pool_ev = pool_ev.restrict(accepts)
+    pool_ev = pool_ev.restrict(accepts).tables_first()
     lost = sorted(before - pool_ev.sources())
     if lost:
         notices.append(f"writer {writer.name}: no usable {', '.join(lost)} region (it writes those only for "
-                       "sample-corpus documents; real documents give table questions): pass --writer-url and "
+                       "sample-corpus documents; real documents give table questions, and text questions where they have no "
+                       "table): pass --writer-url and "
                        "--writer-model for the other sources")
     lost_kinds = [k for k in kinds if not pool_ev.possible(k)]
     if lost_kinds:

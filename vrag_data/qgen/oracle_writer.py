@@ -11,7 +11,8 @@ Documents without known facts (any real corpus) get questions from their extract
 document (company, report, period: `docname`): a cell (single/extraction), the higher of two rows in a column
 (single/logic), and over tables on two pages or two documents a linked two-hop question (`table_hops`: a bridge row
 for extraction, a difference or ratio for logic). Tables without column names or unique row labels are not used.
-Text, chart and figure regions of such documents need a model writer.
+A document without a usable table gets text questions: a sentence's one number, blanked (`cloze`). Chart and
+figure regions of such documents need a model writer.
 Everything is deterministic for an attempt (seeded by its index).
 """
 
@@ -25,6 +26,7 @@ from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
+from vrag_data.qgen.cloze import cloze_candidates, cloze_question
 from vrag_data.qgen.codes import code_column
 from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
@@ -233,6 +235,19 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     return Written(q, plain(ra) if na > nb else plain(rb), "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
+def _text_blank(rng: random.Random, ev: Evidence, label: str) -> Written | Rejected:
+    """A sentence's one number, blanked (`cloze`): single questions over the text of a document without tables."""
+    if ev.kind != "single":
+        return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
+    if not label:
+        return unnamed(ev.regions[0].stem)
+    got = cloze_question(rng, ev.regions[0].text, label)
+    if got is None:
+        return Rejected("writer", "writer_declined", "oracle: no sentence with one number a blank can ask for")
+    q, value = got
+    return Written(q, value, "Str", "extraction", (value,), NAME)
+
+
 class OracleWriter:
     """Template questions from known facts; `facts` maps a document stem to its facts."""
 
@@ -246,6 +261,8 @@ class OracleWriter:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
+        if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
+            return bool(cloze_candidates(region.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 # a table no reader could find, by its name or its place on the page, gives none
                 and bool(table_name(region.text, region.page.text, region.page.tables_md)
@@ -264,6 +281,8 @@ class OracleWriter:
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
+        if not any(found) and all(r.source == "text" for r in ev.regions):  # a document without tables
+            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""))
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
         if tables_only:  # a document without known facts: questions from its extracted tables
             if ev.kind != "single":
