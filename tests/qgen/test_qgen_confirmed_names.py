@@ -98,23 +98,25 @@ def test_the_report_outlines_the_asked_cell_not_every_cell_printing_its_value(tm
     assert len(rects) == 1 and 88 < (rects[0][1] + rects[0][3]) / 2 < 100  # on Beta's line (baseline 100)
 
 
-def test_a_document_without_tables_gets_a_text_question_with_one_number_blanked() -> None:
+def test_a_document_without_tables_gets_a_text_question_with_a_number_blanked() -> None:
     from vrag_data.qgen.cloze import cloze_candidates
 
     text = ("The survey was conducted among 2,010 adults living in all 50 states.\n"
             "As many as 7 attempts were made to contact every sampled telephone number.\n"
             "Pursuant to the Executive Order 13788, the agency reviews its grants each year.\n"
             "This shows that 12 of them answered.\nThe figure was first printed in 1789 by the department.")
-    # one number only; no number of a name ("Order 13788"); no pronoun needing the sentence before; no year
-    assert cloze_candidates(text) == [("As many as ___ attempts were made to contact every sampled telephone number.",
-                                       "7")]
+    # no number of a name ("Order 13788"), no pronoun needing the sentence before, no year
+    blanks = [("The survey was conducted among ___ adults living in all 50 states.", "2,010"),
+              ("The survey was conducted among 2,010 adults living in all ___ states.", "50"),
+              ("As many as ___ attempts were made to contact every sampled telephone number.", "7")]
+    assert cloze_candidates(text) == blanks
     region = _region("x", stem="methods", page=2, title="")
     block = region.block.model_copy(update={"cls": "text", "text": text})
     region = type(region)(block, region.page, "text")
     w = OracleWriter({}, {"methods": LABEL}).write_sync(Attempt(0, Evidence("single", (region,)), "extraction"))
-    assert isinstance(w, Written) and w.answer == "7"
-    assert w.question == (f"In {LABEL}, what number fills the blank in the sentence \u201cAs many as ___ attempts "
-                          "were made to contact every sampled telephone number.\u201d?")
+    assert isinstance(w, Written)
+    assert (w.question, w.answer) in [(f"In {LABEL}, what number fills the blank in the sentence \u201c{b}\u201d?", v)
+                                      for b, v in blanks]
 
 
 def test_a_forms_fields_give_no_table_question() -> None:

@@ -1,12 +1,12 @@
-"""Text questions for documents without tables: the one number of a printed sentence, asked as a blank.
+"""Text questions for documents without tables: a number of a printed sentence, asked as a blank.
 
 A manual, a press release, a methodology statement or a protocol holds few tables the offline writer can read, but
 its sentences state figures ("The survey was conducted among 2,010 adults."). A sentence is used when a reader can
-find it and the blank has one answer: a whole sentence of 8 to 30 words, starting with a capital and ending with a
-period, that holds exactly one number (no year, no section, table, figure or form number, no number of a name
-("Executive Order 13788"), no citation or parenthesis, no word broken at a line end, no pronoun at its start that
-needs the sentence before), in words that read as text (no glued
-columns). The question quotes it with the number blanked; its answer is the number as printed.
+find it and the blank has one answer: a whole sentence of 8 to 30 words that starts with a capital, ends with a
+period, reads as text (no glued columns, citations, numbered parentheses, words broken at a line end, or a pronoun
+at its start that needs the sentence before) and holds one to three numbers. The blanked number is no year and no
+number of a name ("Section 4", "Form 1040", "Executive Order 13788"). The question quotes the sentence with the
+number blanked; its answer is the number as printed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import random
 import re
 import unicodedata
 
-MIN_WORDS, MAX_WORDS = 8, 30
+MIN_WORDS, MAX_WORDS, MAX_NUMBERS = 8, 30, 3
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9%)][.!?])\s+(?=[A-Z])")
 _NUMBER = re.compile(r"^(\$?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%?)([.,;:]?)$")
 _YEAR = re.compile(r"^(?:1[5-9]|20)\d\d$")
@@ -33,37 +33,39 @@ def _sentences(text: str) -> list[str]:
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
 
-def _blank(sentence: str) -> tuple[str, str] | None:
-    """(the sentence with its number blanked, the number as printed), or None when the sentence is no fit."""
+def _blanks(sentence: str) -> list[tuple[str, str]]:
+    """(the sentence with one of its numbers blanked, that number as printed) for each number a blank can ask for;
+    [] when the sentence is no fit (module doc)."""
+    sentence = re.sub(r"^(?:[\u2022\u2013*\-]\s*|\d{1,2}\s+(?=[A-Z][a-z]))", "", sentence)  # a bullet, a note mark
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
-        return None
-    if re.search(r"[()\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|[a-z]- [a-z]", sentence, re.I):
-        return None
+        return []
+    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|[a-z]- [a-z]",
+                 sentence, re.I):
+        return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
-        return None
+        return []
     digits = [i for i, w in enumerate(words) if re.search(r"\d", w)]
-    if len(digits) != 1:
-        return None
-    i = digits[0]
-    m = _NUMBER.match(words[i])
-    if not m or _YEAR.match(m.group(2)) and not m.group(3):
-        return None
-    if i > 0 and words[i - 1].lower().strip(".,;:") in _NAMED_BY:  # "Section 4", "Form 1040": a name, not a figure
-        return None
-    if i > 1 and words[i - 1][:1].isupper():  # "Executive Order 13788", "COVID 19": part of a name
-        return None
-    others = [w for k, w in enumerate(words) if k != i]
-    if sum(bool(_WORD.match(w)) for w in others) < 0.9 * len(others):  # glued cells, symbols: not running text
-        return None
-    value = f"{m.group(2)}{m.group(3) or ''}"
-    words[i] = f"{m.group(1)}___{m.group(4)}{m.group(5)}"
-    return " ".join(words), value
+    others = [w for k, w in enumerate(words) if k not in digits]
+    if not 1 <= len(digits) <= MAX_NUMBERS or sum(bool(_WORD.match(w.strip("()\u201c\u201d\"'"))) for w in others) < 0.9 * len(others):
+        return []  # glued cells, symbols: not running text
+    out = []
+    for i in digits:
+        m = _NUMBER.match(words[i])
+        if not m or _YEAR.match(m.group(2)) and not m.group(3):
+            continue
+        if i > 0 and words[i - 1].lower().strip(".,;:") in _NAMED_BY:  # "Section 4", "Form 1040": a name
+            continue
+        if i > 1 and words[i - 1][:1].isupper():  # "Executive Order 13788", "COVID 19": part of a name
+            continue
+        blanked = [*words[:i], f"{m.group(1)}___{m.group(4)}{m.group(5)}", *words[i + 1:]]
+        out.append((" ".join(blanked), f"{m.group(2)}{m.group(3) or ''}"))
+    return out
 
 
 def cloze_candidates(text: str) -> list[tuple[str, str]]:
     """Every usable (blanked sentence, number) of a text region (module doc)."""
-    return [b for s in _sentences(text) for b in [_blank(s)] if b]
+    return [b for s in _sentences(text) for b in _blanks(s)]
 
 
 def cloze_question(rng: random.Random, text: str, label: str) -> tuple[str, str] | None:

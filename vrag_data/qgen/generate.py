@@ -103,9 +103,16 @@ class GenerateSummary(BaseModel):
         return self.calls / done if done else float("nan")
 
 
-def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool) -> list[str]:
+BARREN_TRIES = 30  # attempts after which a best-effort kind that kept nothing gives its turn to the others
+
+
+def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool, best_effort: bool = False) -> list[str]:
     """The kinds attempts go to: for the first two thirds of the attempt budget only the kinds still under their
-    share of --n (a kind that is easy to write fills its share and then waits), then every kind."""
+    share of --n (a kind that is easy to write fills its share and then waits), then every kind. Kinds the user did
+    not ask for (`best_effort`) that kept nothing after `BARREN_TRIES` attempts leave the turn to kinds that keep."""
+    if best_effort:
+        live = [k for k in kinds if tally.kept_by_kind.get(k, 0) or tally.asked_by_kind.get(k, 0) < BARREN_TRIES]
+        kinds = live or kinds
     under = [k for k in kinds if tally.kept_by_kind.get(k, 0) < n / len(kinds)]
     return under if share_first and under else kinds
 
@@ -232,11 +239,12 @@ def generate_tasks(ws: Workspace, cfg: RunConfig | None = None, n: int | None = 
         raise VragError(f"tasks generate: {str(err).splitlines()[-1].strip()} (kinds: {', '.join(KINDS)}; "
                         "types: extraction, logic; sources: text, table, chart, figure, layout)") from None
     check_generation_vision(cfg.roles, model_writer=writer == "model")  # the writer and the verifier see pages
-    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress, new_only))
+    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress, new_only, best_effort=kinds is None))
 
 
 async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_spec: str | Writer,
-                    progress: Callable[[int, int], None] | None, new_only: bool = False) -> GenerateSummary:
+                    progress: Callable[[int, int], None] | None, new_only: bool = False,
+                    best_effort: bool = False) -> GenerateSummary:
     from vrag_data.retrieve import build_index, load_index
     from vrag_data.teacher import RequestCache, TeacherPool
 
@@ -278,7 +286,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
                                   notices=notices, tally=Tally(requested=list(gcfg.kinds),
                                                                unusable=unusable_documents(docs, pages, pool_ev)))
-        kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only)
+        kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only, best_effort)
     finally:
         if pool is not None:
             stats = pool.stats()
@@ -317,7 +325,8 @@ def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
 
 
 async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, kinds: list[str], summary: GenerateSummary,
-                    progress: Callable[[int, int], None] | None, new_only: bool) -> tuple[dict[str, Task], list[Rejection]]:
+                    progress: Callable[[int, int], None] | None, new_only: bool,
+                    best_effort: bool = False) -> tuple[dict[str, Task], list[Rejection]]:
     """Attempts in batches until `gcfg.n` tasks count (this run's, plus an earlier run's met again unless `new_only`)
     or the attempt limit; returns the kept tasks and every rejection (each attempt is accounted for)."""
     kept: dict[str, Task] = {}
@@ -332,7 +341,7 @@ async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, ki
         # near the target, fewer attempts per batch: each one may cost several teacher calls
         size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
         attempts = []
-        turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3)
+        turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3, best_effort)
         for i in range(summary.attempted, summary.attempted + size):
             kind, qtype = _schedule(i, turn, list(gcfg.types))
             ev = fresh_pick(pool_ev, kind, qtype, f"{rng_seed}:{i}", barren, getattr(run.writer, "viable", None))
