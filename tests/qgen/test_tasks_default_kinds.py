@@ -24,10 +24,12 @@ def test_the_default_command_exits_0_and_names_the_default_kind_it_could_not_mak
 
 
 def test_a_document_that_gave_nothing_is_named_with_why() -> None:
-    t = Tally(requested=["single"], unusable={"scan": "no text layer"})
+    t = Tally(requested=["single"], unusable={"scan": "no text layer"}, documents=["form", "report", "scan", "slides"])
     for stem in ("report", "slides", "report"):
         t.ask("single", [stem])
     t.keep("single", ["report"])
     t.reject_docs([("slides", "untitled_table"), ("slides", "untitled_table"), ("slides", "writer_declined"),
                    ("report", "writer_declined")])
-    assert t.why_empty() == ["scan (not attempted: no text layer)", "slides (untitled_table 2, writer_declined 1)"]
+    assert t.why_empty() == ["scan (not attempted: no text layer)",
+                             "form (drawn, but the writer could write for none of its regions)",
+                             "slides (untitled_table 2, writer_declined 1)"]

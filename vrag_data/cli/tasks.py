@@ -156,7 +156,7 @@ def _print_tally(tally: "Tally") -> None:
     console.print(f"kept/asked per document: {docs or 'none'}", highlight=False, soft_wrap=True)
     empty = tally.why_empty()
     if empty:
-        total = len(set(tally.asked_by_doc) | set(tally.unusable))
+        total = len(set(tally.documents) | set(tally.asked_by_doc) | set(tally.unusable))
         console.print(f"[yellow]warning:[/] {len(empty)} of {total} documents gave no task: "
                       f"{escape('; '.join(empty))}", highlight=False, soft_wrap=True)
 

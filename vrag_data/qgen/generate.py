@@ -285,7 +285,8 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
                    [known_question(t.question, t.answer) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
                                   notices=notices, tally=Tally(requested=list(gcfg.kinds),
-                                                               unusable=unusable_documents(docs, pages, pool_ev)))
+                                                               unusable=unusable_documents(docs, pages, pool_ev),
+                                                               documents=sorted(docs)))
         kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only, best_effort)
     finally:
         if pool is not None:

@@ -29,6 +29,7 @@ class Tally(BaseModel):
     rejected_by_kind: dict[str, dict[str, int]] = Field(default_factory=dict)  # kind -> reason -> attempts
     rejected_by_doc: dict[str, dict[str, int]] = Field(default_factory=dict)  # stem -> reason -> attempts
     unusable: dict[str, str] = Field(default_factory=dict)  # stem -> why no attempt could use the document
+    documents: list[str] = Field(default_factory=list)  # every document of the workspace
 
     def ask(self, kind: str, stems: list[str]) -> None:
         _add(self.asked_by_kind, [kind])
@@ -53,6 +54,8 @@ class Tally(BaseModel):
         """Every document that gave no task, with why: never usable (no text layer, no table ...) or the largest
         causes of its rejected attempts."""
         out = [f"{d} (not attempted: {why})" for d, why in sorted(self.unusable.items())]
+        out += [f"{d} (drawn, but the writer could write for none of its regions)" for d in sorted(self.documents)
+                if d not in self.unusable and d not in self.asked_by_doc]
         for d in self.empty_docs():
             causes = sorted((self.rejected_by_doc.get(d) or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:2]
             out.append(f"{d} ({', '.join(f'{r} {k}' for r, k in causes) or 'no attempt kept'})")
