@@ -40,8 +40,8 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
         return []
-    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|[a-z]- [a-z]",
-                 sentence, re.I):
+    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|[a-z]- [a-z]|"
+                 r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
         return []
@@ -54,7 +54,7 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
         m = _NUMBER.match(words[i])
         if not m or _YEAR.match(m.group(2)) and not m.group(3):
             continue
-        if i > 0 and words[i - 1].lower().strip(".,;:") in _NAMED_BY:  # "Section 4", "Form 1040": a name
+        if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"
             continue
         if i > 1 and words[i - 1][:1].isupper():  # "Executive Order 13788", "COVID 19": part of a name
             continue

@@ -47,8 +47,14 @@ _COMPANY_LINE = re.compile(r"^([A-Z0-9][A-Za-z0-9&.,' \-]{0,60}?\b(?:COMPANY|Com
 
 
 def names_an_entity(name: str) -> bool:
-    """A name a reader knows the document by (a company, a title), not a date line or a form heading."""
-    return bool(name.strip()) and not _NO_ENTITY.search(name.strip()) and bool(re.search(r"[A-Za-z]{2,}", name))
+    """A name a reader knows the document by (a company, a title), not a date line, a form heading or a line of
+    prose (most of its longer words in lower case: "Our failure to address these risks or other problems ...")."""
+    name = name.strip()
+    if not name or _NO_ENTITY.search(name) or not re.search(r"[A-Za-z]{2,}", name):
+        return False
+    long = [w for w in re.findall(r"[A-Za-z][\w'\u2019-]*", name) if len(w) >= 4]
+    prose = len(long) >= 6 and sum(w[0].islower() for w in long) * 2 > len(long)
+    return not prose
 
 
 def _clean(text: str) -> str:
