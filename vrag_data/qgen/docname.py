@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 MAX_CHARS = 120
+MAX_TITLE_WORDS = 18  # a longer first-page line is a sentence of prose, not a title
 _FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.I)  # a cover prints "FORM 10-K" or "Form 10-K"
 _REGISTRANT = re.compile(r"([^\n]{2,100})\n[\s\n]*\(\s*Exact name of registrant", re.I)
 _PERIOD = re.compile(r"For the (fiscal year|quarterly period) ended\s+([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)", re.I)
@@ -48,13 +49,14 @@ _COMPANY_LINE = re.compile(r"^([A-Z0-9][A-Za-z0-9&.,' \-]{0,60}?\b(?:COMPANY|Com
 
 def names_an_entity(name: str) -> bool:
     """A name a reader knows the document by (a company, a title), not a date line, a form heading or a line of
-    prose (most of its longer words in lower case: "Our failure to address these risks or other problems ...")."""
+    prose (a sentence cut at a line end, "Our failure to address these risks ... acquisitions and", or longer than
+    a title)."""
     name = name.strip()
     if not name or _NO_ENTITY.search(name) or not re.search(r"[A-Za-z]{2,}", name):
         return False
-    long = [w for w in re.findall(r"[A-Za-z][\w'\u2019-]*", name) if len(w) >= 4]
-    prose = len(long) >= 6 and sum(w[0].islower() for w in long) * 2 > len(long)
-    return not prose
+    words = name.split()
+    cut = words[-1].lower() in {"and", "or", "of", "the", "to", "for", "with", "in", "on", "by", "a", "an", "that"}
+    return not (cut or len(words) > MAX_TITLE_WORDS)
 
 
 def _clean(text: str) -> str:

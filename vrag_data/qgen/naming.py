@@ -46,6 +46,7 @@ _GENERIC_WORDS = frozenset("total totals notes amount amounts description balanc
 _UNIT_LINE = re.compile(r"\(?[^()]{0,40}\b(millions?|thousands?|billions?|unaudited)\b[^()]{0,40}\)?", re.I)
 _SECTION = re.compile(r"^(note|item)\s+\d+[a-z]?\b", re.I)  # a note's or an item's heading starts another section
 MAX_TITLE_WORDS, MAX_LEAD_IN_WORDS = 10, 14
+MAX_PROSE_LINES = 1  # a definition line may stand between a title and its table ("Free cash flow is ...")
 ZONE_LINES = 32  # page lines above a table searched for its title (a stacked header prints a date a line)
 
 
@@ -141,15 +142,13 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
     lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
     note's heading ("Note 4 :") ends the search (a title above it is another section's)."""
-    cells, passed = cells or set(), False
+    cells, passed, prose = cells or set(), False, 0
     for i, raw in enumerate(zone):
         line = raw.strip()
         if _SECTION.match(line):  # another section's heading
             break
         if not line or _own_cell(line, cells):
             continue
-        if _prose(line):  # a paragraph between a heading and the table: the heading is the section's or the page's
-            break
         above = _norm(zone[i + 1]) if i + 1 < len(zone) else ""
         if any(_norm(line) in o and above in o for o in others):  # two rows of another table: a title above is its
             break
@@ -158,6 +157,9 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
             if subject:
                 return f"table of {subject}"
             continue
+        prose += _prose(line)
+        if prose > MAX_PROSE_LINES:  # a paragraph between a heading and the table: the section's or page's heading
+            break
         starts_block = i + 1 >= len(zone) or not zone[i + 1].strip()
         alone = (i == 0 or not zone[i - 1].strip()) and starts_block
         title = _title_line(line, alone, starts_block)
