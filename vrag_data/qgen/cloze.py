@@ -3,8 +3,8 @@
 A manual, a press release, a methodology statement or a protocol holds few tables the offline writer can read, but
 its sentences state figures ("The survey was conducted among 2,010 adults."). A sentence is used when a reader can
 find it and the blank has one answer: a whole sentence of 8 to 30 words that starts with a capital, ends with a
-period, reads as text (no glued columns, citations, numbered parentheses, words broken at a line end, or a pronoun
-at its start that needs the sentence before) and holds one to three numbers. The blanked number is no year and no
+period, reads as text (no glued columns, citations or numbered parentheses, no pronoun at its start that needs the
+sentence before; a word broken at a line end is rejoined) and holds one to three numbers. The blanked number is no year and no
 number of a name ("Section 4", "Form 1040", "Executive Order 13788"). The question quotes the sentence with the
 number blanked; its answer is the number as printed.
 """
@@ -27,9 +27,18 @@ _NEEDS_CONTEXT = frozenset("this these that those it its they their them he she 
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'\u2019\-]*[.,;:]?$")
 
 
+def _mend(m: re.Match[str]) -> str:
+    """A word broken at a line end ("imple- mented"), rejoined; a compound keeps its hyphen ("state-of-the- art",
+    "low- and middle-income")."""
+    head, tail = m.group(1), m.group(2)
+    if tail in ("and", "or", "to"):
+        return m.group(0)
+    return f"{head}-{tail}" if "-" in head else head + tail
+
+
 def _sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
-    text = re.sub(r"([a-z])-\n([a-z])", r"\1\2", text)  # a word broken at a line end
+    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)", _mend, text)  # words broken at a line end
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
 
@@ -40,7 +49,7 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
         return []
-    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|[a-z]- [a-z]|"
+    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|"
                  r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
