@@ -125,3 +125,21 @@ def test_a_forms_fields_give_no_table_question() -> None:
     out = OracleWriter({}, {"ntsb": "\u201cAviation Accident Final Report\u201d"}).write_sync(
         Attempt(0, Evidence("single", (region,)), "extraction"))
     assert isinstance(out, Rejected) and out.reason == "table_malformed", out
+
+
+def test_labels_and_counts_of_different_things_are_no_amounts_to_ask_or_weigh() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+    from vrag_data.qgen.docname import names_an_entity
+
+    # a number that labels the noun before it is no amount: no blank for it
+    assert cloze_candidates("According to the pilot, he was landing on runway 21 and the winds were light.") == []
+    assert cloze_candidates("These orders served as the basis for the strategic objective 4.1 of the plan.") == []
+    # a page header with the publisher's address, or a form's note, names no document
+    assert not names_an_entity("1 PEW RESEARCH CENTER www.pewresearch.org AUGUST 2016 POLITICAL SURVEY")
+    assert not names_an_entity("Ask Form 1 Only [N=740]")
+    stats = "| Statistic | C++1000 | Python800 |\n|---|---|---|\n| #problems | 1,000 | 800 |\n" \
+            "| #samples | 500,000 | 240,000 |"
+    region = _region(stats, stem="codenet", page=8, title="Benchmark Statistics")
+    out = [OracleWriter({}, {"codenet": LABEL}).write_sync(Attempt(i, Evidence("single", (region,)), "logic"))
+           for i in range(4)]
+    assert all(isinstance(o, Rejected) for o in out), out

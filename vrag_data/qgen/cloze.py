@@ -67,9 +67,31 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
             continue
         if i > 1 and words[i - 1][:1].isupper():  # "Executive Order 13788", "COVID 19": part of a name
             continue
+        if not _amount(words, i, m):  # "runway 21 and", "strategic objective 4.1.": a label, not an amount
+            continue
         blanked = [*words[:i], f"{m.group(1)}___{m.group(4)}{m.group(5)}", *words[i + 1:]]
         out.append((" ".join(blanked), f"{m.group(2)}{m.group(3) or ''}"))
     return out
+
+
+# words after which a number states an amount ("is 1.32", "approximately 30", "from August 9 to 16")
+_BEFORE_AMOUNT = frozenset("is are was were be been of by to than about around approximately nearly almost over under "
+                           "up least most exceed exceeds from and or with at for in on only just some all total every "
+                           "per the a roughly exactly more less fewer between within after before last first next top "
+                           "additional another reached reach".split())
+_CONJUNCTIONS = frozenset("and or but nor so yet".split())
+
+
+def _amount(words: list[str], i: int, m: re.Match[str]) -> bool:
+    """Whether the number at `words[i]` states an amount: a share, a sum of money, a number that counts the word
+    after it ("22 episodes"), or one after a word that introduces an amount ("is", "approximately"); a number
+    after a noun it labels ("runway 21", "objective 4.1") is none."""
+    if m.group(4) or m.group(1):  # "80%", "$40"
+        return True
+    after = words[i + 1].lower().strip(".,;:") if i + 1 < len(words) else ""
+    if not m.group(5) and after and after.isalpha() and after not in _CONJUNCTIONS:
+        return True
+    return i == 0 or words[i - 1].lower().strip(".,;:") in _BEFORE_AMOUNT
 
 
 def cloze_candidates(text: str) -> list[tuple[str, str]]:

@@ -54,6 +54,8 @@ def names_an_entity(name: str) -> bool:
     name = name.strip()
     if not name or _NO_ENTITY.search(name) or not re.search(r"[A-Za-z]{2,}", name):
         return False
+    if re.search(r"www\.|https?:|@|\[|=|^\d+\s", name, re.I):  # a page header's address, a page number, a form's note
+        return False
     words = name.split()
     cut = words[-1].lower() in {"and", "or", "of", "the", "to", "for", "with", "in", "on", "by", "a", "an", "that"}
     return not (cut or len(words) > MAX_TITLE_WORDS)

@@ -138,11 +138,16 @@ _SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sal
                        re.I)  # and a balance (cash at the start of the year) against a flow of the year
 
 
+_COUNT_OF = re.compile(r"^\s*(#|number\s+of\b|no\.\s+of\b|num\b)|\b(size|count)\s*$", re.I)
+
+
 def _pairable(ra: str, rb: str) -> bool:
     """Two rows a reader would compare: not a part against its total ("Net sales" / "Total net sales", a label
     whose words all lie in the other's), not basic against diluted of one figure (they differ by dilution only),
     not two rows that name periods ("Net earnings, three months 2023" / "... six months 2022": two periods'
     lines compared in one column say nothing)."""
+    if all(_COUNT_OF.search(r) for r in (ra, rb)):  # "#problems" and "#samples": counts of different things
+        return False
     wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
     if not wa or not wb or wa <= wb or wb <= wa:
         return False
