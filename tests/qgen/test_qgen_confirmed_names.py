@@ -143,3 +143,26 @@ def test_labels_and_counts_of_different_things_are_no_amounts_to_ask_or_weigh() 
     out = [OracleWriter({}, {"codenet": LABEL}).write_sync(Attempt(i, Evidence("single", (region,)), "logic"))
            for i in range(4)]
     assert all(isinstance(o, Rejected) for o in out), out
+
+
+def test_no_place_reference_where_the_page_prints_a_table_the_extractor_missed() -> None:
+    from vrag_data.qgen.naming import position_reference
+
+    page = "Table 1. Results on five models.\nModel\nAUROC\nTable 2. Detection of GPT-3 text.\n" + PAGE_BODY
+    assert position_reference(AUROC, page, 6, [AUROC], LABEL) == ""  # two tables printed, one extracted
+    assert position_reference(AUROC, PAGE_BODY, 6, [AUROC], LABEL) == f"the table on page 6 of {LABEL}"
+
+
+AUROC = "| Method | Avg. |\n|---|---|\n| RoB-base | 0.77 |\n| DetectGPT | 0.83 |"
+PAGE_BODY = "Method\nAvg.\nRoB-base\n0.77\nDetectGPT\n0.83\n"
+
+
+def test_a_caption_names_no_document_and_a_sentence_keeps_its_compounds_and_drops_run_in_headings() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+    from vrag_data.qgen.docname import names_an_entity
+
+    assert not names_an_entity("Table 1. Interpretation of Sequoia-Kings Canyon National Parks cluster analysis.")
+    assert cloze_candidates("DAUs were 2.06 billion on average, an increase of 5% year-\nover-year.") == [
+        ("DAUs were ___ billion on average, an increase of 5% year-over-year.", "2.06"),
+        ("DAUs were 2.06 billion on average, an increase of ___% year-over-year.", "5")]
+    assert cloze_candidates("Random Seeds & Example Sampling All experiments are run over the same set of 4 seeds.") == []

@@ -31,14 +31,14 @@ def _mend(m: re.Match[str]) -> str:
     """A word broken at a line end ("imple- mented"), rejoined; a compound keeps its hyphen ("state-of-the- art",
     "low- and middle-income")."""
     head, tail = m.group(1), m.group(2)
-    if tail in ("and", "or", "to"):
-        return m.group(0)
+    if tail in ("and", "or", "to") or m.group(3):  # "low- and middle-income"; "year- over-year" keeps its hyphen
+        return re.sub(r"-\s+", "-", m.group(0)) if m.group(3) else m.group(0)
     return f"{head}-{tail}" if "-" in head else head + tail
 
 
 def _sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
-    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)", _mend, text)  # words broken at a line end
+    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", _mend, text)  # words broken at a line end
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
 
@@ -53,6 +53,9 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
                  r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
+        return []
+    lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
+    if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
         return []
     digits = [i for i, w in enumerate(words) if re.search(r"\d", w)]
     others = [w for k, w in enumerate(words) if k not in digits]

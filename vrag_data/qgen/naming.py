@@ -211,6 +211,7 @@ def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tab
     return describe(grid, label, table_name(table_md, page_text, page_tables), table_scale(table_md, page_text))
 
 
+_NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+(\d+|[IVXL]+)\s*[:.]", re.M)  # a numbered caption's start
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
 
@@ -223,6 +224,8 @@ def position_reference(table_md: str, page_text: str, page_no: int, page_tables:
     lines = page_text.splitlines()
     tables = list(dict.fromkeys(md.strip() for md in page_tables if md.strip()))
     if table_md.strip() not in tables:
+        return ""
+    if len(set(_NUMBERED.findall(page_text))) > len(tables):  # the page prints a table the extractor missed
         return ""
     if len(tables) == 1:
         return f"the table on page {page_no} of {label}"
