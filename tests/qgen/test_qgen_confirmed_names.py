@@ -166,3 +166,9 @@ def test_a_caption_names_no_document_and_a_sentence_keeps_its_compounds_and_drop
         ("DAUs were ___ billion on average, an increase of 5% year-over-year.", "2.06"),
         ("DAUs were 2.06 billion on average, an increase of ___% year-over-year.", "5")]
     assert cloze_candidates("Random Seeds & Example Sampling All experiments are run over the same set of 4 seeds.") == []
+
+
+def test_a_caption_ending_in_an_acronym_stops_there_not_in_the_header() -> None:
+    md = "| Parameter | Layers | Hidden Size |\n|---|---|---|\n| 336M | 24 | 1024 |\n| 1.3B | 24 | 2048 |"
+    page = "Table 4. Model configurations used for BERT.\nParameter\nLayers\nHidden Size\n336M\n24\n1024\n1.3B\n24\n2048\n"
+    assert table_name(md, page, [md]) == "Table 4 (Model configurations used for BERT)"

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from vrag_data.qgen.grid import markdown_rows
 
 _CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
-# the end of a caption's first sentence; "mid-Sep. and Nov." or "et al." ends none
-_STOP = re.compile(r"(?<=[a-z0-9)])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")
+# the end of a caption's first sentence ("... used for BERT."); "mid-Sep. and Nov.", "J. Smith" or "et al." ends none
+_STOP = re.compile(r"(?<=[A-Za-z0-9)])(?<!\b[A-Z])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")  # "BERT." ends one
 CAPTION_WORDS, CAPTION_REACH = 8, 60
 
 
