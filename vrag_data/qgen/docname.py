@@ -56,7 +56,7 @@ def names_an_entity(name: str) -> bool:
         return False
     if re.search(r"www\.|https?:|@|\[|=|^\d+\s", name, re.I):  # a page header's address, a page number, a form's note
         return False
-    if re.match(r"(table|figure|fig\.|exhibit|chart)\s+[\dIVX]+\b", name, re.I):  # a caption printed large on page 1
+    if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b", name, re.I):  # a caption printed large on page 1
         return False
     words = name.split()
     cut = words[-1].lower() in {"and", "or", "of", "the", "to", "for", "with", "in", "on", "by", "a", "an", "that"}
