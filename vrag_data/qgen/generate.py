@@ -108,8 +108,8 @@ BARREN_TRIES = 30  # attempts after which a best-effort kind that kept nothing g
 
 def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool, best_effort: bool = False) -> list[str]:
     """The kinds attempts go to: for the first two thirds of the attempt budget only the kinds still under their
-    share of --n (a kind that is easy to write fills its share and then waits), then every kind. Kinds the user did
-    not ask for (`best_effort`) that kept nothing after `BARREN_TRIES` attempts leave the turn to kinds that keep."""
+    share of --n, then every kind; unasked kinds (`best_effort`) that kept nothing after `BARREN_TRIES` attempts
+    leave the turn to kinds that keep."""
     if best_effort:
         live = [k for k in kinds if tally.kept_by_kind.get(k, 0) or tally.asked_by_kind.get(k, 0) < BARREN_TRIES]
         kinds = live or kinds
@@ -183,7 +183,6 @@ class _Run:
                          sources=list(ev.sources), evidence_pages=ev.page_ids, stage=r.stage, reason=r.reason,
                          detail=r.detail, question=r.question, answer=r.answer, writer=self.writer.name,
                          requests=len(attempt.request_ids))
-
 
 
 async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt, Task, bool]], list[Rejection]]:
