@@ -97,7 +97,7 @@ COVER = ("Table of Contents\nUNITED STATES\nSECURITIES AND EXCHANGE COMMISSION\n
 def test_a_cover_and_a_paper_are_named_by_their_own_titles_not_by_headers_or_cited_works() -> None:
     largest = "UNITED STATES SECURITIES AND EXCHANGE COMMISSION FORM 10-K 3M COMPANY"
     assert document_label(COVER, "0000066740-19-000010", [], largest) == (
-        "the Form 10-K of 3m Company for the fiscal year ended December 31, 2018")
+        "the Form 10-K of 3M Company for the fiscal year ended December 31, 2018")
     assert document_label(PAPER, "", [], "Retrieval Grounded Answers for Tables") == (
         "\u201cRetrieval Grounded Answers for Tables\u201d (2023)")
     assert document_label("Form 10-K\nAcme Corp\n(Exact name of registrant)\nFor the fiscal year ended May 1, 2020\n") \

@@ -55,9 +55,10 @@ PAGE = "\n".join([
 
 
 def test_each_table_takes_the_caption_next_to_its_own_edge_not_the_one_below_the_table_above() -> None:
-    assert table_name(DUMPS, PAGE) == "Table 5 (Hurricane table and the actual expressions we used...)"
-    assert table_name(STORMS, PAGE) == "Table 6 (Hurricanes in North America between mid-Sep. and Nov)"
-    assert table_name(NOMINEES, PAGE) == "Table 7 (Nomination table (nominee confirmed by organisation))"
+    tables = [DUMPS, STORMS, NOMINEES]  # the page's tables, as ingest lists them
+    assert table_name(DUMPS, PAGE, tables) == "Table 5 (Hurricane table and the actual expressions we used...)"
+    assert table_name(STORMS, PAGE, tables) == "Table 6 (Hurricanes in North America between mid-Sep. and Nov)"
+    assert table_name(NOMINEES, PAGE, tables) == "Table 7 (Nomination table (nominee confirmed by organisation))"
 
 
 def test_a_caption_above_its_table_does_not_run_on_into_the_header() -> None:
@@ -225,9 +226,9 @@ def test_a_one_word_heading_after_a_paragraph_and_a_title_repeating_a_later_row_
             "After the sale, we remit payment to the third-party financial institution.\nInventories\n(In Millions)\n"
             "Jul 1, 2023\nDec 31, 2022\nRaw materials\n$\n1,300\n")
     assert table_name(inv, page) == "Inventories"
-    # a header fragment or a word inside the table's header lines is no heading
-    assert table_name(inv, page.replace("Inventories\n", "Trend\n").replace("institution.\n", "FY 2015-\n")) == \
-        "Accounts Receivable"
+    # a header fragment or a word inside the table's header lines is no heading, and a heading with a paragraph
+    # between it and the table names its section, not the table (these rows are inventories, not receivables)
+    assert table_name(inv, page.replace("Inventories\n", "Trend\n").replace("institution.\n", "FY 2015-\n")) == ""
     fcf = ("|  | Twelve Months Ended March 31, 2022 | Twelve Months Ended March 31, 2023 |\n|---|---|---|\n"
            "| Net cash provided by (used in) operating activities | $ 39,324 | $ 54,330 |\n"
            "| Purchases of property and equipment | (61,053) | (58,321) |\n| Free cash flow | $ (21,729) | $ (3,991) |")

@@ -51,7 +51,8 @@ def test_n_out_of_range_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_generate_exits_3_on_a_kind_under_its_share_and_the_report_shows_kept_asked(tmp_path: Path) -> None:
     ws = qgen_workspace(tmp_path / "ws")
     # table regions only: no page of the sample corpus gives a second table, so multi_page can never be tried
-    r = CliRunner().invoke(app, ["tasks", "generate", "-w", ws.root, "--n", "6", "--sources", "table"])
+    r = CliRunner().invoke(app, ["tasks", "generate", "-w", ws.root, "--n", "6", "--sources", "table",
+                                 "--kinds", "single,multi_page,cross_doc"])  # asked for: each kind's share is owed
     out = _flat(r.output)
     assert r.exit_code == 3, r.output
     assert "multi_page kept 0 of 0 asked (share 2 of --n 6" in out and "kept 6 of 6 asked" in out

@@ -139,7 +139,11 @@ def generate_cmd(
             fail(f"tasks generate: {line}; below the floor of {floor:.0%} of --n (--min-share)"
                  + (f"; kinds under their share: {'; '.join(short_kinds)}" if short_kinds else ""), code=3)
         console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
-    if short_kinds:
+    if short_kinds and kinds is None:  # default kinds are best-effort: one the corpus cannot give is said, not fatal
+        console.print(f"[yellow]notice:[/] default kinds this corpus gave under {floor:.0%} of their share of --n "
+                      f"{target}: {escape('; '.join(short_kinds))}; the other kinds filled --n (ask for a kind with "
+                      "--kinds to make its share required)", highlight=False, soft_wrap=True)
+    elif short_kinds:
         fail(f"tasks generate: kinds under {floor:.0%} of their share of --n {target} (--min-share): "
              f"{'; '.join(short_kinds)}; ask only the kinds this corpus gives (--kinds), raise "
              "tasks.generate.max_attempts or use a model writer", code=3)
@@ -150,10 +154,11 @@ def _print_tally(tally: "Tally") -> None:
     console.print(f"kept/asked per kind: {tally.per_kind_line()}", highlight=False, soft_wrap=True)
     docs = ", ".join(f"{escape(d)} {tally.kept_by_doc.get(d, 0)}/{a}" for d, a in sorted(tally.asked_by_doc.items()))
     console.print(f"kept/asked per document: {docs or 'none'}", highlight=False, soft_wrap=True)
-    empty = tally.empty_docs()
+    empty = tally.why_empty()
     if empty:
-        console.print(f"[yellow]warning:[/] {len(empty)} of {len(tally.asked_by_doc)} documents gave no task: "
-                      f"{escape(', '.join(empty))}", highlight=False, soft_wrap=True)
+        total = len(set(tally.documents) | set(tally.asked_by_doc) | set(tally.unusable))
+        console.print(f"[yellow]warning:[/] {len(empty)} of {total} documents gave no task: "
+                      f"{escape('; '.join(empty))}", highlight=False, soft_wrap=True)
 
 
 @tasks_app.command("report")

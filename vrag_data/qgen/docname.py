@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 MAX_CHARS = 120
+MAX_TITLE_WORDS = 18  # a longer first-page line is a sentence of prose, not a title
 _FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.I)  # a cover prints "FORM 10-K" or "Form 10-K"
 _REGISTRANT = re.compile(r"([^\n]{2,100})\n[\s\n]*\(\s*Exact name of registrant", re.I)
 _PERIOD = re.compile(r"For the (fiscal year|quarterly period) ended\s+([A-Z][a-z]+\s+\d{1,2},\s*(?:19|20)\d\d)", re.I)
@@ -35,6 +36,31 @@ _YEAR = re.compile(r"(?<!\d)(19[5-9]\d|20[0-4]\d)(?!\d)")
 # a year a paper cites another work by ("(Riloff, 1996; Yangarber et al., 2000)", "Brown et al. (2020)"): not its own
 _CITED_YEAR = re.compile(r"(?:[A-Z][\w'\u2019-]+,|et\s+al\.?,?)\s+\(?(?:19|20)\d\d[a-z]?\)?(?=\s*[);,\]])")
 _ACCESSION = re.compile(r"[\d\-_.\s]+")
+_MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+# a line that dates or files a document and names no one: "For the fiscal year ended December 31, 2018",
+# "ANNUAL REPORT PURSUANT TO SECTION 13 ...", "Commission file number 1-3285", "December 31, 2018"
+_NO_ENTITY = re.compile(
+    rf"^(?:for\s+the\b|fiscal\s+year\b|(?:annual|quarterly|transition)\s+report\b|commission\s+file\b|"
+    rf"\(?exact\s+name\b|{_MONTH}\s+\d{{1,2}},?\s+\d{{4}}$|\d{{4}}$)|\bended\s+{_MONTH}\b", re.I)
+# a company printed on the cover: "3M COMPANY", "Acme Holdings, Inc."
+_COMPANY_LINE = re.compile(r"^([A-Z0-9][A-Za-z0-9&.,' \-]{0,60}?\b(?:COMPANY|Company|CORPORATION|Corporation|INC\.?|Inc\.?|"
+                           r"CORP\.?|Corp\.?|LTD\.?|Ltd\.?|PLC|plc|LLC|N\.V\.|S\.A\.|AG|SE))\s*$", re.M)
+
+
+def names_an_entity(name: str) -> bool:
+    """A name a reader knows the document by (a company, a title), not a date line, a form heading or a line of
+    prose (a sentence cut at a line end, "Our failure to address these risks ... acquisitions and", or longer than
+    a title)."""
+    name = name.strip()
+    if not name or _NO_ENTITY.search(name) or not re.search(r"[A-Za-z]{2,}", name):
+        return False
+    if re.search(r"www\.|https?:|@|\[|=|^\d+\s", name, re.I):  # a page header's address, a page number, a form's note
+        return False
+    if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b", name, re.I):  # a caption printed large on page 1
+        return False
+    words = name.split()
+    cut = words[-1].lower() in {"and", "or", "of", "the", "to", "for", "with", "in", "on", "by", "a", "an", "that"}
+    return not (cut or len(words) > MAX_TITLE_WORDS)
 
 
 def _clean(text: str) -> str:
@@ -59,7 +85,7 @@ def _case(name: str) -> str:
     """An all-capitals name as a reader writes it ("AMAZON.COM, INC." -> "Amazon.com, Inc.")."""
     if not name.isupper():
         return name
-    return " ".join(w.capitalize() if len(w) > 1 else w for w in name.split())
+    return " ".join(w.capitalize() if len(w) > 1 and not re.search(r"\d", w) else w for w in name.split())
 
 
 def readable_title(title: str) -> bool:
@@ -79,12 +105,10 @@ def sec_filing_name(text: str, largest: str = "") -> str:
     after_file_no = _AFTER_FILE_NUMBER.search(text)  # a cover without the "(Exact name ...)" caption
     if not form or not (reg or re.search(r"Exact name of registrant", text, re.I) or after_file_no and _PERIOD.search(text)):
         return ""
-    if reg and strip_boilerplate(reg.group(1)):
-        company = _case(_clean(reg.group(1)))
-    elif after_file_no and not reg and strip_boilerplate(after_file_no.group(1)):
-        company = _case(_clean(after_file_no.group(1)))
-    else:
-        company = _case(strip_boilerplate(largest))
+    cands = [reg.group(1) if reg else "", after_file_no.group(1) if after_file_no and not reg else "", largest,
+             *(m.group(1) for m in _COMPANY_LINE.finditer(text))]
+    company = next((_case(_clean(strip_boilerplate(c))) for c in cands
+                    if strip_boilerplate(c) and names_an_entity(strip_boilerplate(c))), "")
     period = _PERIOD.search(text)
     if period:
         when = f" for the {period.group(1).lower()} ended {' '.join(period.group(2).split())}"
@@ -103,7 +127,7 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
         return sec
     cited = _CITATION.search(first_page_text)
     blocks = [strip_boilerplate(b) for b in (largest, *title_blocks)]
-    blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2]
+    blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2 and names_an_entity(b)]
     if cited:  # the title the publisher asks to be cited by
         title = _clean(cited.group(1))
     elif blocks:

@@ -141,6 +141,12 @@ class EvidencePool:
         by_doc = {s: [r for r in rs if keep(r)] for s, rs in self.by_doc.items()}
         return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
 
+    def tables_first(self) -> "EvidencePool":
+        """Text regions only for documents without a table region: a document with tables is asked about them."""
+        by_doc = {s: rs if not any(r.source == "table" for r in rs) else [r for r in rs if r.source != "text"]
+                  for s, rs in self.by_doc.items()}
+        return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
+
     def cross_links(self) -> list[tuple[Region, list[Region]]]:
         """Tables with a table of another document that shares a line (a non-generic row label with an amount, under
         the same section) and a year in its column names, or a line item of one year (`line_items`: revenue, total
@@ -189,8 +195,8 @@ class EvidencePool:
         if not self.possible(kind):
             return None
         stems = sorted(self.by_doc)
-        if kind == "single":
-            first = _weighted(rng, [r for s in stems for r in self.by_doc[s]])
+        if kind == "single":  # a document first, so every document is tried however few regions it has
+            first = _weighted(rng, self.by_doc[rng.choice(stems)])
             return Evidence(kind, (first,))
         if kind == "multi_page":
             links = self.doc_links()

@@ -33,7 +33,7 @@ from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
-from vrag_data.qgen.tally import Tally
+from vrag_data.qgen.tally import Tally, unusable_documents
 from vrag_data.qgen.plan import check_generation_vision
 from vrag_data.qgen.verify import Known, Verifier, VerifyReport, duplicate_score, known_question
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
@@ -103,9 +103,16 @@ class GenerateSummary(BaseModel):
         return self.calls / done if done else float("nan")
 
 
-def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool) -> list[str]:
+BARREN_TRIES = 30  # attempts after which a best-effort kind that kept nothing gives its turn to the others
+
+
+def _open_kinds(kinds: list[str], tally: Tally, n: int, share_first: bool, best_effort: bool = False) -> list[str]:
     """The kinds attempts go to: for the first two thirds of the attempt budget only the kinds still under their
-    share of --n (a kind that is easy to write fills its share and then waits), then every kind."""
+    share of --n, then every kind; unasked kinds (`best_effort`) that kept nothing after `BARREN_TRIES` attempts
+    leave the turn to kinds that keep."""
+    if best_effort:
+        live = [k for k in kinds if tally.kept_by_kind.get(k, 0) or tally.asked_by_kind.get(k, 0) < BARREN_TRIES]
+        kinds = live or kinds
     under = [k for k in kinds if tally.kept_by_kind.get(k, 0) < n / len(kinds)]
     return under if share_first and under else kinds
 
@@ -139,6 +146,8 @@ def _task(attempt: Attempt, w: Written, report: VerifyReport, docs: dict[str, Do
                "layout_blocks": [r.block.block_id for r in ev.regions],
                # the printed values the answer rests on (known to the oracle; a model writer's answer itself)
                "support": list(w.visible), "documents": [labels.get(s, "") for s in ev.stems],
+               # the asked cells: (page, row label, value), so a report outlines the cell, not every equal value
+               "cells": [[ev.regions[i].page_id, row, value] for i, row, _, value in w.cells],
                "hops": [{"question": sanitize_text(h.question), "answer": sanitize_text(h.answer),
                          "page_id": ev.regions[h.region].page_id}
                         for h in w.hops]},
@@ -174,7 +183,6 @@ class _Run:
                          sources=list(ev.sources), evidence_pages=ev.page_ids, stage=r.stage, reason=r.reason,
                          detail=r.detail, question=r.question, answer=r.answer, writer=self.writer.name,
                          requests=len(attempt.request_ids))
-
 
 
 async def _batch(run: _Run, attempts: list[Attempt]) -> tuple[list[tuple[Attempt, Task, bool]], list[Rejection]]:
@@ -230,11 +238,12 @@ def generate_tasks(ws: Workspace, cfg: RunConfig | None = None, n: int | None = 
         raise VragError(f"tasks generate: {str(err).splitlines()[-1].strip()} (kinds: {', '.join(KINDS)}; "
                         "types: extraction, logic; sources: text, table, chart, figure, layout)") from None
     check_generation_vision(cfg.roles, model_writer=writer == "model")  # the writer and the verifier see pages
-    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress, new_only))
+    return asyncio.run(_generate(ws, cfg, gcfg, writer, progress, new_only, best_effort=kinds is None))
 
 
 async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_spec: str | Writer,
-                    progress: Callable[[int, int], None] | None, new_only: bool = False) -> GenerateSummary:
+                    progress: Callable[[int, int], None] | None, new_only: bool = False,
+                    best_effort: bool = False) -> GenerateSummary:
     from vrag_data.retrieve import build_index, load_index
     from vrag_data.teacher import RequestCache, TeacherPool
 
@@ -274,8 +283,10 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         run = _Run(ws, gcfg, run_id, writer, verifier, docs, labels,
                    [known_question(t.question, t.answer) for t in load_tasks(ws)], {t.task_id for t in previous})
         summary = GenerateSummary(run_id=run_id, writer=writer.name, verify_mode=verifier.mode, target=gcfg.n,
-                                  notices=notices, tally=Tally(requested=list(gcfg.kinds)))
-        kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only)
+                                  notices=notices, tally=Tally(requested=list(gcfg.kinds),
+                                                               unusable=unusable_documents(docs, pages, pool_ev),
+                                                               documents=sorted(docs)))
+        kept, rejections = await _attempts(run, gcfg, pool_ev, kinds, summary, progress, new_only, best_effort)
     finally:
         if pool is not None:
             stats = pool.stats()
@@ -296,11 +307,12 @@ def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
     if accepts is None:
         return pool_ev, kinds, notices
     before = pool_ev.sources()
-    pool_ev = pool_ev.restrict(accepts)
+    pool_ev = pool_ev.restrict(accepts).tables_first()
     lost = sorted(before - pool_ev.sources())
     if lost:
         notices.append(f"writer {writer.name}: no usable {', '.join(lost)} region (it writes those only for "
-                       "sample-corpus documents; real documents give table questions): pass --writer-url and "
+                       "sample-corpus documents; real documents give table questions, and text questions where they have no "
+                       "table): pass --writer-url and "
                        "--writer-model for the other sources")
     lost_kinds = [k for k in kinds if not pool_ev.possible(k)]
     if lost_kinds:
@@ -313,7 +325,8 @@ def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],
 
 
 async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, kinds: list[str], summary: GenerateSummary,
-                    progress: Callable[[int, int], None] | None, new_only: bool) -> tuple[dict[str, Task], list[Rejection]]:
+                    progress: Callable[[int, int], None] | None, new_only: bool,
+                    best_effort: bool = False) -> tuple[dict[str, Task], list[Rejection]]:
     """Attempts in batches until `gcfg.n` tasks count (this run's, plus an earlier run's met again unless `new_only`)
     or the attempt limit; returns the kept tasks and every rejection (each attempt is accounted for)."""
     kept: dict[str, Task] = {}
@@ -328,7 +341,7 @@ async def _attempts(run: "_Run", gcfg: GenerateConfig, pool_ev: EvidencePool, ki
         # near the target, fewer attempts per batch: each one may cost several teacher calls
         size = min(gcfg.concurrency, limit - summary.attempted, max(1, 2 * (gcfg.n - counted())))
         attempts = []
-        turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3)
+        turn = _open_kinds(kinds, summary.tally, gcfg.n, summary.attempted < limit * 2 // 3, best_effort)
         for i in range(summary.attempted, summary.attempted + size):
             kind, qtype = _schedule(i, turn, list(gcfg.types))
             ev = fresh_pick(pool_ev, kind, qtype, f"{rng_seed}:{i}", barren, getattr(run.writer, "viable", None))
@@ -369,6 +382,8 @@ def _store(ws: Workspace, run_id: str, previous: list[Task], kept: dict[str, Tas
     summary.rejections_file = _record_rejections(ws, run_id, rejections)
     summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
     summary.tally.reject([(r.kind, r.reason) for r in rejections])
+    summary.tally.reject_docs([(s, r.reason) for r in rejections
+                               for s in dict.fromkeys(p.rsplit("_", 1)[0] for p in r.evidence_pages)])
     new = list(kept.values())
     summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
     summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))

@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
+from vrag_data.qgen.captions import caption_of, table_span
 from vrag_data.qgen.grid import Grid, markdown_rows
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
@@ -44,10 +45,8 @@ _GENERIC_WORDS = frozenset("total totals notes amount amounts description balanc
                            "results highlights".split())
 _UNIT_LINE = re.compile(r"\(?[^()]{0,40}\b(millions?|thousands?|billions?|unaudited)\b[^()]{0,40}\)?", re.I)
 _SECTION = re.compile(r"^(note|item)\s+\d+[a-z]?\b", re.I)  # a note's or an item's heading starts another section
-_CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
-# the end of a caption's first sentence; "mid-Sep. and Nov." or "et al." ends none
-_STOP = re.compile(r"(?<=[a-z0-9)])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")
-MAX_TITLE_WORDS, MAX_LEAD_IN_WORDS, CAPTION_WORDS, CAPTION_REACH = 10, 14, 8, 60
+MAX_TITLE_WORDS, MAX_LEAD_IN_WORDS = 10, 14
+MAX_PROSE_LINES = 1  # a definition line may stand between a title and its table ("Free cash flow is ...")
 ZONE_LINES = 32  # page lines above a table searched for its title (a stacked header prints a date a line)
 
 
@@ -133,11 +132,17 @@ def _lead_in(zone: list[str], i: int) -> str:
     return subject[0].lower() + subject[1:] if first[:2].istitle() and not re.search(r"[A-Z.]", first[1:]) else subject
 
 
+def _prose(line: str) -> bool:
+    """A line of running text: a sentence's end after four words or more, or twelve words or more."""
+    words = line.split()
+    return len(words) >= 12 or (len(words) >= 4 and line.rstrip().endswith(".") and not line.rstrip().endswith(":"))
+
+
 def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence[set[str]] = ()) -> str:
     """The name printed right above a table (nearest first), or "": a title line, or "table of <subject>" from a
     lead-in sentence ending in a colon; lines that are the table's own cells (`cells`, normalised) are skipped; a
     note's heading ("Note 4 :") ends the search (a title above it is another section's)."""
-    cells, passed = cells or set(), False
+    cells, passed, prose = cells or set(), False, 0
     for i, raw in enumerate(zone):
         line = raw.strip()
         if _SECTION.match(line):  # another section's heading
@@ -152,6 +157,9 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
             if subject:
                 return f"table of {subject}"
             continue
+        prose += _prose(line)
+        if prose > MAX_PROSE_LINES:  # a paragraph between a heading and the table: the section's or page's heading
+            break
         starts_block = i + 1 >= len(zone) or not zone[i + 1].strip()
         alone = (i == 0 or not zone[i - 1].strip()) and starts_block
         title = _title_line(line, alone, starts_block)
@@ -165,66 +173,6 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
     return ""
 
 
-def _span(table_md: str, lines: list[str]) -> tuple[int, int] | None:
-    """The page lines a table occupies: from its first header line to the last cell of its last row, or None
-    when its first row labels are not lines of the page."""
-    rows = markdown_rows(table_md)
-    norm = [_line(ln) for ln in lines]
-    cells_of = [[_line(c) for c in r if c.strip()] for r in rows]
-    # a first row found by all its cells in order (a label alone, "Article", may head another table of the page),
-    # else by its label
-    at = next((i for r in cells_of[1:4] if len(r) > 1 for i in range(len(norm)) if norm[i:i + len(r)] == r), None)
-    if at is None:
-        labels = [_line(r[0]) for r in rows[1:4] if r and r[0]]
-        at = next((i for lab in labels for i, ln in enumerate(norm) if ln == lab), None)
-    if at is None:
-        return None
-    cells = _cells(table_md) - {""}
-    start = at
-    while start > 0 and _norm(norm[start - 1]) in cells:  # the header lines printed above the first row
-        start -= 1
-    last, end = cells_of[-1], at
-    for i in range(at, len(norm) - len(last) + 1):  # the last row, all its cells in order
-        if last and norm[i:i + len(last)] == last:
-            end = i + len(last) - 1
-            break
-    return start, end
-
-
-def caption_of(table_md: str, page_text: str) -> str:
-    """A numbered caption next to the table ("Table 2: Results on ..."; papers print it above or below): the one
-    nearest to the table's extent (the end of a caption above to its first line, its last line to a caption below),
-    unique at that distance: "Table 2 (Results on ...)", or "". Measured from the table's edges, a caption printed
-    below a table is not taken for the caption of the next table, printed above that one."""
-    lines = page_text.splitlines()
-    span = _span(table_md, lines)
-    caps = [(i, m) for i, ln in enumerate(lines) for m in [_CAPTION.match(ln)] if m]
-    if span is None or not caps:
-        return ""
-    start, end = span
-    dist = [((start - i) if i < start else (i - end) if i > end else CAPTION_REACH + 1, i, m) for i, m in caps]
-    best = min(d for d, _, _ in dist)
-    near = [(i, m) for d, i, m in dist if d == best]
-    if best > CAPTION_REACH or len(near) != 1:
-        return ""
-    at_cap, cap = near[0]
-    text = cap.group(2).strip()
-    after = lines[at_cap + 1: start if at_cap < start else len(lines)]  # a caption above wraps no further than the table
-    if not text:  # "Table 7:" alone, its text on a following line
-        first = next((k for k, ln in enumerate(after[:4]) if ln.strip()), None)
-        if first is None:
-            return ""
-        text, after = after[first].strip(), after[first + 1:]
-    for nxt in after[:2]:  # a caption wrapped over lines ("... incorrectly-" / "predicted ...")
-        if _STOP.search(text + " ") or text.endswith(":") or len(text.split()) >= CAPTION_WORDS or not nxt.strip():
-            break
-        text = text + nxt.strip() if re.search(r"[a-z]-$", text) else f"{text} {nxt.strip()}"
-    words = text.split()
-    first = _STOP.split(" ".join(words) + " ", maxsplit=1)[0].split()  # its first sentence
-    text = " ".join(first[:CAPTION_WORDS]).rstrip(".,;:") + ("..." if len(first) > CAPTION_WORDS else "")
-    return f"{' '.join(cap.group(1).split())} ({text})"
-
-
 def table_name(table_md: str, page_text: str, page_tables: Sequence[str] = ()) -> str:
     """What a table is called on its page: its numbered caption, else its title or lead-in, else "". The search for
     a title stops at two lines that are cells of another table of the page (`page_tables`, markdown): the rows of
@@ -236,7 +184,7 @@ def table_name(table_md: str, page_text: str, page_tables: Sequence[str] = ()) -
 @lru_cache(maxsize=8192)
 def _table_name(table_md: str, page_text: str, page_tables: tuple[str, ...]) -> str:
     others = [_cells(md) - {""} for md in page_tables if md.strip() != table_md.strip()]
-    return caption_of(table_md, page_text) or table_title(zone_above(table_md, page_text, ZONE_LINES), _top_cells(table_md),
+    return caption_of(table_md, page_text, page_tables) or table_title(zone_above(table_md, page_text, ZONE_LINES), _top_cells(table_md),
                                                           others)
 
 
@@ -261,3 +209,29 @@ def named_by_columns(where: str) -> bool:
 def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tables: Sequence[str] = ()) -> str:
     """`describe` for a table region read from its page."""
     return describe(grid, label, table_name(table_md, page_text, page_tables), table_scale(table_md, page_text))
+
+
+_NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+(\d+|[IVXL]+)\s*[:.]", re.M)  # a numbered caption's start
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+def position_reference(table_md: str, page_text: str, page_no: int, page_tables: Sequence[str], label: str) -> str:
+    """A neutral, true reference to a table that has no name of its own: "the second table on page 8 of <doc>"
+    (its order among the page's tables, top first, by where their rows are printed), or "" when its place cannot
+    be told (a table whose rows are not found on the page, or a document without a name)."""
+    if not label:
+        return ""
+    lines = page_text.splitlines()
+    tables = list(dict.fromkeys(md.strip() for md in page_tables if md.strip()))
+    if table_md.strip() not in tables:
+        return ""
+    if len(set(_NUMBERED.findall(page_text))) > len(tables):  # the page prints a table the extractor missed
+        return ""
+    if len(tables) == 1:
+        return f"the table on page {page_no} of {label}"
+    spans = [table_span(md, lines) for md in tables]
+    if any(sp is None for sp in spans):
+        return ""
+    order = sorted(range(len(tables)), key=lambda k: spans[k])  # type: ignore[arg-type,return-value]
+    k = order.index(tables.index(table_md.strip()))
+    return f"the {_ORDINALS[k]} table on page {page_no} of {label}" if k < len(_ORDINALS) else ""

@@ -11,7 +11,8 @@ Documents without known facts (any real corpus) get questions from their extract
 document (company, report, period: `docname`): a cell (single/extraction), the higher of two rows in a column
 (single/logic), and over tables on two pages or two documents a linked two-hop question (`table_hops`: a bridge row
 for extraction, a difference or ratio for logic). Tables without column names or unique row labels are not used.
-Text, chart and figure regions of such documents need a model writer.
+A document without a usable table gets text questions: a sentence's one number, blanked (`cloze`). Chart and
+figure regions of such documents need a model writer.
 Everything is deterministic for an attempt (seeded by its index).
 """
 
@@ -25,7 +26,9 @@ from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
-from vrag_data.qgen.naming import named_by_columns, region_where, table_name
+from vrag_data.qgen.cloze import cloze_candidates, cloze_question
+from vrag_data.qgen.codes import code_column
+from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
@@ -135,11 +138,16 @@ _SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sal
                        re.I)  # and a balance (cash at the start of the year) against a flow of the year
 
 
+_COUNT_OF = re.compile(r"^\s*(#|number\s+of\b|no\.\s+of\b|num\b)|\b(size|count)\s*$", re.I)
+
+
 def _pairable(ra: str, rb: str) -> bool:
     """Two rows a reader would compare: not a part against its total ("Net sales" / "Total net sales", a label
     whose words all lie in the other's), not basic against diluted of one figure (they differ by dilution only),
     not two rows that name periods ("Net earnings, three months 2023" / "... six months 2022": two periods'
     lines compared in one column say nothing)."""
+    if all(_COUNT_OF.search(r) for r in (ra, rb)):  # "#problems" and "#samples": counts of different things
+        return False
     wa, wb = (set(re.sub(r"[^a-z0-9]+", " ", r.lower()).split()) - {"total", "net", "of", "the"} for r in (ra, rb))
     if not wa or not wb or wa <= wb or wb <= wa:
         return False
@@ -149,16 +157,27 @@ def _pairable(ra: str, rb: str) -> bool:
                 and _BASIC_DILUTED.sub("", ra.lower()).strip() == _BASIC_DILUTED.sub("", rb.lower()).strip())
 
 
+def _form_fields(grid: Grid) -> bool:
+    """Rows labelled as a form's fields ("ELT:", "Model/Series:"): the "column" above them is a filled-in value
+    (the aircraft's make), not a column name a question can ask under."""
+    rows = {r for r, _, _ in grid.cells}
+    return 2 * sum(r.rstrip().endswith(":") for r in rows) >= len(rows)
+
+
 def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
+    if _form_fields(grid):
+        return Rejected("writer", "table_malformed", "oracle: a form's fields, no table with named columns")
     if not label:
         return unnamed(region.stem)
     where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):
-        return untitled(region.page_id)
+    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
+        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
+        if not where:
+            return untitled(region.page_id)
     row, col, value = rng.choice(grid.cells)
     q = _cell_question(where, grid.row_phrase(row), col, value)
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
@@ -188,11 +207,16 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     if not label:
         return unnamed(region.stem)
     where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):
-        return untitled(region.page_id)
+    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
+        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
+        if not where:
+            return untitled(region.page_id)
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     blocks = _blocks(grid)
+    codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
     for row, col, value in grid.cells:
+        if col in codes:  # a code, an identifier, a year or a phone number is no amount to weigh
+            continue
         n = quantity(value)  # a year is a date, not an amount to compare
         # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
         # signed changes of balances, not amounts one weighs against another
@@ -216,6 +240,19 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     return Written(q, plain(ra) if na > nb else plain(rb), "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
+def _text_blank(rng: random.Random, ev: Evidence, label: str) -> Written | Rejected:
+    """A sentence's one number, blanked (`cloze`): single questions over the text of a document without tables."""
+    if ev.kind != "single":
+        return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
+    if not label:
+        return unnamed(ev.regions[0].stem)
+    got = cloze_question(rng, ev.regions[0].text, label)
+    if got is None:
+        return Rejected("writer", "writer_declined", "oracle: no sentence with one number a blank can ask for")
+    q, value = got
+    return Written(q, value, "Str", "extraction", (value,), NAME)
+
+
 class OracleWriter:
     """Template questions from known facts; `facts` maps a document stem to its facts."""
 
@@ -229,8 +266,12 @@ class OracleWriter:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
+        if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
+            return bool(cloze_candidates(region.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
-                and bool(table_name(region.text, region.page.text, region.page.tables_md)))  # a table no reader could find by name gives none
+                # a table no reader could find, by its name or its place on the page, gives none
+                and bool(table_name(region.text, region.page.text, region.page.tables_md)
+                         or position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, "-")))
 
     def viable(self, evidence: Evidence, qtype: str) -> bool:
         """Whether the templates can write a question of `qtype` over `evidence` at all (a dry run: they are pure
@@ -245,6 +286,8 @@ class OracleWriter:
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
+        if not any(found) and all(r.source == "text" for r in ev.regions):  # a document without tables
+            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""))
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
         if tables_only:  # a document without known facts: questions from its extracted tables
             if ev.kind != "single":

@@ -57,9 +57,22 @@ def _counts(title: str, counts: dict[str, int] | dict[str, str]) -> str:
     return f"<table><caption>{_e(title)}</caption>{rows}</table>"
 
 
-def _cells(pdf: str, ev: EvidenceBox, values: list[str], w: int) -> list[tuple[float, float, float, float]]:
+def _on_row(hits: list, rows: list) -> list:  # noqa: ANN001 - PyMuPDF rects
+    """The hits of a value printed on the line of its row label (the one nearest to it when the label is on
+    several lines), else every hit: a value printed in other cells too is outlined where it is asked."""
+    if not rows or not hits:
+        return hits
+    def gap(h) -> float:  # noqa: ANN001
+        return min(abs((h.y0 + h.y1) / 2 - (r.y0 + r.y1) / 2) + (0 if h.x0 >= r.x0 else 1e4) for r in rows)
+    best = min(gap(h) for h in hits)
+    return [h for h in hits if gap(h) == best][:1]
+
+
+def _cells(pdf: str, ev: EvidenceBox, values: list[str], w: int,
+           cells: list[tuple[str, str]] = ()) -> list[tuple[float, float, float, float]]:  # type: ignore[assignment]
     """Where the task's printed values (`extra.support`) stand inside its evidence box, in the page image's px,
-    read from the source PDF's text layer; [] when the PDF is gone or a value is not printed as text there."""
+    read from the source PDF's text layer; [] when the PDF is gone or a value is not printed as text there.
+    `cells` = (row label, value) of the asked cells on this page: a value is outlined on its row only."""
     from pathlib import Path
 
     from vrag_data.ingest.render import import_pymupdf
@@ -73,13 +86,16 @@ def _cells(pdf: str, ev: EvidenceBox, values: list[str], w: int) -> list[tuple[f
             page = doc[int(page_no) - 1]
             k = w / page.rect.width  # px per point
             clip = pymupdf.Rect(*(c / k for c in ev.box.raw))
-            found = [r for v in values if v.strip() for r in page.search_for(v.strip(), clip=clip)]
+            rows = {v.strip(): [r for row, val in cells if val.strip() == v.strip() for r in page.search_for(row, clip=clip)]
+                    for v in values}
+            found = [r for v in values if v.strip() for r in _on_row(page.search_for(v.strip(), clip=clip), rows[v.strip()])]
     except (RuntimeError, ValueError, IndexError):
         return []
     return [(r.x0 * k, r.y0 * k, r.x1 * k, r.y1 * k) for r in found]
 
 
-def _crop(ws: Workspace, ev: EvidenceBox, pdf: str = "", values: list[str] = ()) -> str | None:  # type: ignore[assignment]
+def _crop(ws: Workspace, ev: EvidenceBox, pdf: str = "", values: list[str] = (),  # type: ignore[assignment]
+          asked: list[tuple[str, str]] = ()) -> str | None:  # type: ignore[assignment]
     """An evidence box outlined on its page's full width, `CONTEXT_ROWS` box heights above and below, at the
     page image's resolution (scaled down only above `CROP_SIDE`), as a data URI; None when the page image is
     missing."""
@@ -97,7 +113,7 @@ def _crop(ws: Workspace, ev: EvidenceBox, pdf: str = "", values: list[str] = ())
         return None
     sx, sy = img.width / max(1, ctx[2] - ctx[0]), img.height / max(1, ctx[3] - ctx[1])
     draw = ImageDraw.Draw(img)
-    cells = _cells(pdf, ev, list(values), w)
+    cells = _cells(pdf, ev, list(values), w, list(asked))
     for (a, b, c, d), colour, width in [((x1, y1, x2, y2), BLOCK if cells else OUTLINE, 2 if cells else 3),
                                         *((cell, OUTLINE, 3) for cell in cells)]:
         draw.rectangle([(a - ctx[0]) * sx - 3, (b - ctx[1]) * sy - 3, (c - ctx[0]) * sx + 3, (d - ctx[1]) * sy + 3],
@@ -128,7 +144,8 @@ def _task_html(ws: Workspace, t: Task, rep: TasksReport, sources: dict[str, str]
                    for h in extra.get("hops", []))
     crops = []
     for b in t.evidence_boxes:
-        uri = _crop(ws, b, sources.get(b.page_id.rsplit("_", 1)[0], ""), [str(v) for v in extra.get("support", [])])
+        asked = [(str(row), str(val)) for pid, row, val in extra.get("cells", []) if pid == b.page_id]
+        uri = _crop(ws, b, sources.get(b.page_id.rsplit("_", 1)[0], ""), [str(v) for v in extra.get("support", [])], asked)
         if uri is None:
             rep.missing_images += 1
             crops.append(f"<div class=miss>{_e(b.page_id)}: page image missing</div>")

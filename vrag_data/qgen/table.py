@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vrag_data.qgen.codes import code_column
 from vrag_data.qgen.grid import Grid, quantity
 from vrag_data.qgen.naming import describe
 
@@ -29,6 +30,8 @@ class Table:
 
     def numbers(self, col: str) -> list[tuple[str, float, str]]:
         """(row, number, printed value) of a column, in row order."""
+        if code_column(col, [v for _, c, v in self.grid.cells if c == col]):  # codes, years, phone numbers
+            return []
         out = []
         for r, c, v in self.grid.cells:
             n = quantity(v)

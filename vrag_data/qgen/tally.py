@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from vrag_data.qgen.evidence import EvidencePool
+    from vrag_data.schema.records import Page
 
 
 class Tally(BaseModel):
@@ -21,6 +27,9 @@ class Tally(BaseModel):
     asked_by_doc: dict[str, int] = Field(default_factory=dict)  # attempts whose evidence is on the document
     kept_by_doc: dict[str, int] = Field(default_factory=dict)
     rejected_by_kind: dict[str, dict[str, int]] = Field(default_factory=dict)  # kind -> reason -> attempts
+    rejected_by_doc: dict[str, dict[str, int]] = Field(default_factory=dict)  # stem -> reason -> attempts
+    unusable: dict[str, str] = Field(default_factory=dict)  # stem -> why no attempt could use the document
+    documents: list[str] = Field(default_factory=list)  # every document of the workspace
 
     def ask(self, kind: str, stems: list[str]) -> None:
         _add(self.asked_by_kind, [kind])
@@ -34,6 +43,23 @@ class Tally(BaseModel):
         """(kind, reason) of each rejected attempt."""
         for (kind, reason), k in sorted(Counter(pairs).items()):
             self.rejected_by_kind.setdefault(kind, {})[reason] = self.rejected_by_kind.get(kind, {}).get(reason, 0) + k
+
+    def reject_docs(self, pairs: list[tuple[str, str]]) -> None:
+        """(document stem, reason) of each rejected attempt, once per document it drew on."""
+        for (stem, reason), k in sorted(Counter(pairs).items()):
+            by = self.rejected_by_doc.setdefault(stem, {})
+            by[reason] = by.get(reason, 0) + k
+
+    def why_empty(self) -> list[str]:
+        """Every document that gave no task, with why: never usable (no text layer, no table ...) or the largest
+        causes of its rejected attempts."""
+        out = [f"{d} (not attempted: {why})" for d, why in sorted(self.unusable.items())]
+        out += [f"{d} (drawn, but the writer could write for none of its regions)" for d in sorted(self.documents)
+                if d not in self.unusable and d not in self.asked_by_doc]
+        for d in self.empty_docs():
+            causes = sorted((self.rejected_by_doc.get(d) or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+            out.append(f"{d} ({', '.join(f'{r} {k}' for r, k in causes) or 'no attempt kept'})")
+        return out
 
     def short_kinds(self, target: int, floor: float) -> list[str]:
         """One phrase per requested kind kept under `floor` x its share of `target`, with its largest causes."""
@@ -63,3 +89,15 @@ class Tally(BaseModel):
 def _add(counts: dict[str, int], keys: list[str]) -> None:
     for k in keys:
         counts[k] = counts.get(k, 0) + 1
+
+
+def unusable_documents(docs: Mapping[str, object], pages: Mapping[str, "Page"], pool: "EvidencePool") -> dict[str, str]:
+    """The documents no attempt can use, with why: no text layer on any page (a scan the OCR read nothing from),
+    or no region the writer can write for (no table, and no text it reads)."""
+    text = Counter(p.stem for p in pages.values() if p.text.strip())
+    out = {}
+    for stem in docs:
+        if stem in pool.by_doc:
+            continue
+        out[stem] = "no text layer" if not text.get(stem) else "no table or text region the writer can use"
+    return out

@@ -81,6 +81,7 @@ class Writer(Protocol):
 # -- checks on any writer's output (pure) ------------------------------------------------------------
 
 _PAGE_REF = re.compile(r"\b(page|slide|pg|p)\.?\s*(no\.?|number|#)?\s*\d+\b|\b(first|second|third|last|next|previous)\s+(page|slide)\b", re.I)
+_POSITION = re.compile(r"\bthe\s+(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth)\s+)?table\s+on\s+page\s+\d+\s+of\b")
 _DEICTIC = re.compile(
     r"\b(this|that|the|above|given|attached|provided|shown|following)\s+(document|pdf|file|image|picture|screenshot|page|slide)s?\b"
     r"|\b(highlighted|outlined|marked|boxed|red)\s+(box|region|area|rectangle|part|section)\b", re.I)
@@ -105,9 +106,11 @@ def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()
     q = f" {_norm(w.question)} "
     own = {d.doc_id for d in docs}
     named = [(d, document_names(d)) for d in docs] + [(d, document_names(d)) for d in corpus if d.doc_id not in own]
+    # a file saved under its title's word ("bert.pdf" for "BERT: Pre-training ...") is named by its title
+    titles = " ".join(f" {_norm(x)} " for x in (labels or {}).values())
     for d, names in named:
         for name in names:
-            if f" {name} " in q:
+            if f" {name} " in q and f" {name} " not in titles:
                 return Rejected("check", "names_document", f"the question copies the file name of document {d.stem!r}",
                                 w.question, w.answer)
     for d in docs:
@@ -115,7 +118,7 @@ def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()
         if terms and not terms & set(q.split()):
             return Rejected("check", "unnamed_document", f"the question does not say which document it is about "
                             f"(none of {sorted(terms)[:6]} from its readable name)", w.question, w.answer)
-    m = _PAGE_REF.search(w.question)
+    m = _PAGE_REF.search(_POSITION.sub(" ", w.question))  # a table's place on its page is a true reference
     if m:
         return Rejected("check", "names_page", f"the question names a page ({m.group(0)!r})", w.question, w.answer)
     m = _DEICTIC.search(w.question)

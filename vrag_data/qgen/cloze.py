@@ -1,0 +1,111 @@
+"""Text questions for documents without tables: a number of a printed sentence, asked as a blank.
+
+A manual, a press release, a methodology statement or a protocol holds few tables the offline writer can read, but
+its sentences state figures ("The survey was conducted among 2,010 adults."). A sentence is used when a reader can
+find it and the blank has one answer: a whole sentence of 8 to 30 words that starts with a capital, ends with a
+period, reads as text (no glued columns, citations or numbered parentheses, no pronoun at its start that needs the
+sentence before; a word broken at a line end is rejoined) and holds one to three numbers. The blanked number is no year and no
+number of a name ("Section 4", "Form 1040", "Executive Order 13788"). The question quotes the sentence with the
+number blanked; its answer is the number as printed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+
+MIN_WORDS, MAX_WORDS, MAX_NUMBERS = 8, 30, 3
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9%)][.!?])\s+(?=[A-Z])")
+_NUMBER = re.compile(r"^(\$?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%?)([.,;:]?)$")
+_YEAR = re.compile(r"^(?:1[5-9]|20)\d\d$")
+_NAMED_BY = frozenset("section sections table tables figure figures form item part chapter no appendix page pages eq "
+                      "equation step article rule title version level grade phase wave class schedule line lines "
+                      "exhibit note notes fig figs ref refs".split())
+_NEEDS_CONTEXT = frozenset("this these that those it its they their them he she his her here there such both each "
+                           "also however then thus".split())
+_WORD = re.compile(r"^[A-Za-z][A-Za-z'\u2019\-]*[.,;:]?$")
+
+
+def _mend(m: re.Match[str]) -> str:
+    """A word broken at a line end ("imple- mented"), rejoined; a compound keeps its hyphen ("state-of-the- art",
+    "low- and middle-income")."""
+    head, tail = m.group(1), m.group(2)
+    if tail in ("and", "or", "to") or m.group(3):  # "low- and middle-income"; "year- over-year" keeps its hyphen
+        return re.sub(r"-\s+", "-", m.group(0)) if m.group(3) else m.group(0)
+    return f"{head}-{tail}" if "-" in head else head + tail
+
+
+def _sentences(text: str) -> list[str]:
+    text = unicodedata.normalize("NFKC", text)
+    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", _mend, text)  # words broken at a line end
+    return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
+
+
+def _blanks(sentence: str) -> list[tuple[str, str]]:
+    """(the sentence with one of its numbers blanked, that number as printed) for each number a blank can ask for;
+    [] when the sentence is no fit (module doc)."""
+    sentence = re.sub(r"^(?:[\u2022\u2013*\-]\s*|\d{1,2}\s+(?=[A-Z][a-z]))", "", sentence)  # a bullet, a note mark
+    words = sentence.split()
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
+        return []
+    if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|"
+                 r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
+        return []
+    if words[0].lower().strip(",") in _NEEDS_CONTEXT:
+        return []
+    lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
+    if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
+        return []
+    digits = [i for i, w in enumerate(words) if re.search(r"\d", w)]
+    others = [w for k, w in enumerate(words) if k not in digits]
+    if not 1 <= len(digits) <= MAX_NUMBERS or sum(bool(_WORD.match(w.strip("()\u201c\u201d\"'"))) for w in others) < 0.9 * len(others):
+        return []  # glued cells, symbols: not running text
+    out = []
+    for i in digits:
+        m = _NUMBER.match(words[i])
+        if not m or _YEAR.match(m.group(2)) and not m.group(3):
+            continue
+        if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"
+            continue
+        if i > 1 and words[i - 1][:1].isupper():  # "Executive Order 13788", "COVID 19": part of a name
+            continue
+        if not _amount(words, i, m):  # "runway 21 and", "strategic objective 4.1.": a label, not an amount
+            continue
+        blanked = [*words[:i], f"{m.group(1)}___{m.group(4)}{m.group(5)}", *words[i + 1:]]
+        out.append((" ".join(blanked), f"{m.group(2)}{m.group(3) or ''}"))
+    return out
+
+
+# words after which a number states an amount ("is 1.32", "approximately 30", "from August 9 to 16")
+_BEFORE_AMOUNT = frozenset("is are was were be been of by to than about around approximately nearly almost over under "
+                           "up least most exceed exceeds from and or with at for in on only just some all total every "
+                           "per the a roughly exactly more less fewer between within after before last first next top "
+                           "additional another reached reach".split())
+_CONJUNCTIONS = frozenset("and or but nor so yet".split())
+
+
+def _amount(words: list[str], i: int, m: re.Match[str]) -> bool:
+    """Whether the number at `words[i]` states an amount: a share, a sum of money, a number that counts the word
+    after it ("22 episodes"), or one after a word that introduces an amount ("is", "approximately"); a number
+    after a noun it labels ("runway 21", "objective 4.1") is none."""
+    if m.group(4) or m.group(1):  # "80%", "$40"
+        return True
+    after = words[i + 1].lower().strip(".,;:") if i + 1 < len(words) else ""
+    if not m.group(5) and after and after.isalpha() and after not in _CONJUNCTIONS:
+        return True
+    return i == 0 or words[i - 1].lower().strip(".,;:") in _BEFORE_AMOUNT
+
+
+def cloze_candidates(text: str) -> list[tuple[str, str]]:
+    """Every usable (blanked sentence, number) of a text region (module doc)."""
+    return [b for s in _sentences(text) for b in _blanks(s)]
+
+
+def cloze_question(rng: random.Random, text: str, label: str) -> tuple[str, str] | None:
+    """(question, answer) for one sentence of the region naming its document, or None."""
+    cands = cloze_candidates(text)
+    if not cands or not label:
+        return None
+    blanked, value = rng.choice(cands)
+    return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value
