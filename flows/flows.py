@@ -137,7 +137,18 @@ def resolve_path(path: str | None, what: str, must_exist: bool = True) -> str | 
 def _summary(ctx: stages.Ctx, config: str | None, **extra: Any) -> dict[str, Any]:
     shards = [{**asdict(s), "failed": s.failed} for s in ctx.states]
     return {"workspace": ctx.ws.root, "config": config and str(Path(config).resolve()), "runner": describe_runner(ctx.cfg.runner),
-            "shards": shards, **extra}
+            "shards": shards, "notes": _notes(ctx), **extra}
+
+
+def _notes(ctx: stages.Ctx) -> list[str]:
+    """What the summary says besides its tables: why a filter or an export kept fewer than it was given (the filter
+    that dropped most, its reasons counted, the config keys that change it)."""
+    notes = []
+    for s in ctx.states:
+        r = s.result or {}
+        if s.stage in ("filter", "export") and r.get("dropped") and r.get("n_kept", 0) < r.get("n_trajectories", 0):
+            notes.append(f"{s.stage} {s.label}: kept {r['n_kept']} of {r['n_trajectories']}; dropped: {r['dropped'][0]}")
+    return notes
 
 
 def _exports(runs: dict[str, str], out_dirs: dict[str, str]) -> dict[str, dict[str, str]]:

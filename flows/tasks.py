@@ -235,8 +235,10 @@ def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, 
 
     with _progress_lines():
         res = run_filters(Workspace(ws_root), run_id, cfg, recipe, progress=True)
+    for line in res.drops:  # why fewer were kept, in the task's log (`--watch`, the UI) and its result
+        get_run_logger().info("dropped: %s", line)
     return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
-            "n_augmented": res.n_augmented, "judge": res.judge}
+            "n_augmented": res.n_augmented, "judge": res.judge, "dropped": res.drops}
 
 
 @task(name="export-run", cache_policy=SHARD_CACHE, persist_result=True)
@@ -255,7 +257,7 @@ def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[s
         s = run_export(ws, run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg, on_trajectory=step,
                        recipes=recipes)
     return {"run_id": run_id, "out_dir": s.out_dir, "n_trajectories": s.n_trajectories, "n_kept": s.n_kept,
-            "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings}
+            "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings, "dropped": s.stats.get("dropped") or []}
 
 
 @task(name="build-report", cache_policy=NO_CACHE)

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrag_data.config import ExportConfig
 from vrag_data.env.geometry import FAMILIES
@@ -30,8 +30,10 @@ from vrag_data.export.rl_items import RlSource, rl_items
 from vrag_data.export.search import write_search
 from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_records
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
-from vrag_data.schema.records import Task, Trajectory
+from vrag_data.filters.drops import drop_causes
+from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store import Workspace, read_records
+from vrag_data.store.shards import iter_records
 from vrag_data.store.run import ExportLock, RunDir, Verdicts, stale_hint
 
 if TYPE_CHECKING:
@@ -100,7 +102,8 @@ def export_run(
             skips = Skips()
             ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
                                 skips.add, hints, target=target)
-            _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered)
+            _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered,
+                    {r.name: list(r.filters) for r in recipes})
         except NothingToExport as err:
             # a definite answer, not an accident: the earlier export no longer matches the run's verdicts and goes
             previous.empty()
@@ -192,7 +195,8 @@ def _check_filter(run: RunDir, run_id: str, workspace: str) -> None:
 
 
 def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatContext, skips: Skips, summary: ExportSummary,
-            on_trajectory: Callable[[], None] | None, unfiltered: bool = False) -> None:
+            on_trajectory: Callable[[], None] | None, unfiltered: bool = False,
+            chains: dict[str, list[Any]] | None = None) -> None:
     pages = PageSizes(ws)
     stats = RunStats()
     # formats that take SFT records open now; the others once the SFT pass has told whether RL prompts carry images
@@ -202,6 +206,8 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     sources = _sft_pass(run, [f for f in selected if f.sft], writers, ctx, pages, stats, summary, skips, on_trajectory,
                         {tid: t.split or "train" for tid, t in tasks.items()}, gate, unfiltered)
     refuse_target(ctx.hints, {r for _, r in sources} | set(stats.per_recipe), ctx.target)
+    if not unfiltered and summary.n_kept < summary.n_trajectories:  # why fewer were kept: the card, the summary, the CLI
+        summary.stats["dropped"] = filter_drops(run, chains or {}, stats.recipe_of, summary.n_trajectories)
     if summary.n_kept == 0:
         summary.warnings.append(f"run {summary.run_id}: no kept trajectories; the export has empty splits")
 
@@ -230,9 +236,12 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     n_sft = sum(stats.per_recipe.values())
     if n_sft == 0 and not (n_rl and any(f.rl for f in selected)):
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(stats.per_status.items())) or "none"
+        drops = summary.stats.get("dropped") or []
+        cause = f"; the filter that dropped most: {drops[0]}" if drops else ""
         raise NothingToExport(
             f"run {summary.run_id}: nothing to export ({summary.n_kept} of {summary.n_trajectories} trajectories kept; "
-            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)}); no export written")
+            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)}){cause}; "
+            "no export written")
     written: dict[str, Written] = {}
     for f in selected:
         written[f.name] = w = writers[f.name].close()
@@ -255,6 +264,16 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     summary.provenance.update(run_roles(m.config if m is not None else None))  # the card's "Roles" section
     _sources(summary, ctx, tasks, {tid for tid, _ in sources} | stats.task_ids)
     _finish(selected, ctx, written, skips, summary)
+
+
+def filter_drops(run: RunDir, chains: dict[str, list[Any]], recipe_of: dict[str, str], n_total: int) -> list[str]:
+    """The filters that dropped the run's trajectories, most first, with their reasons and the config keys that change
+    them (`vrag_data.filters.drops`); `chains`: recipe -> its configured filter instances (their settings now);
+    `recipe_of`: trajectory id -> recipe."""
+    m = run.manifest()
+    default = m.recipe if m is not None else "<recipe>"
+    verdicts = [v for f in run.verdict_files() for v in iter_records(f, Verdict)]
+    return drop_causes(verdicts, chains, lambda tid: recipe_of.get(tid, default), n_total)
 
 
 OWNER_FILE = ".export-run"  # the run an export folder belongs to (summary.json names it too, once finished)
@@ -324,6 +343,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
     for traj in (run.episodes() if unfiltered else run.trajectories()):  # augmentations come from the filter
         summary.n_trajectories += 1
         stats.per_status[traj.status] += 1
+        stats.recipe_of[traj.traj_id] = traj.recipe
         if on_trajectory:
             on_trajectory()
         if rl_verdicts is not None and traj.prompt and rl_verdicts.keep(traj):
