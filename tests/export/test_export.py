@@ -80,7 +80,7 @@ def test_summary_counts_and_skips(exported):
 
 def test_hf_load_dataset_by_config_and_parquet(exported, monkeypatch):
     _, out, _ = exported
-    monkeypatch.chdir(out)  # images are the export's images/ files, named relative to the export folder
+    monkeypatch.chdir(out)  # loaded from the export folder, as a trainer started there would
     dd = {name: datasets.load_dataset("hf", name, split="train") for name in ("sft", "rl")}
     assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 3  # one task held out: `val`
     assert len(datasets.load_dataset("hf", "rl", split="val")) == 1
@@ -112,7 +112,7 @@ def test_hf_loads_from_another_folder_and_as_a_plain_copy(exported, tmp_path, mo
         ds = datasets.load_dataset(str(copy), name, split="train")
         sizes = [im.size for row in ds for im in row["images"]]
         assert sizes and all(w > 0 and h > 0 for w, h in sizes)
-    distinct = sum(p.stat().st_size for p in (out / "images").iterdir() if p.suffix == ".jpg")
+    distinct = sum(p.stat().st_size for p in (out / "hf" / "data" / "images").iterdir() if p.suffix == ".jpg")
     held = sum(p.stat().st_size for p in (out / "hf").rglob("*") if p.is_file() and p.name != "README.md")
     assert held <= 1.3 * distinct + 20_000  # each image once (hf/data/images), plus the rows' own bytes
 
@@ -243,10 +243,10 @@ def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 3
-    images = sorted(p.name for p in (tmp_path / "o" / "images").iterdir())
+    images = sorted(p.name for p in (tmp_path / "o" / "hf" / "data" / "images").iterdir())
     s = export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=100, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 1
-    assert sorted(p.name for p in (tmp_path / "o" / "images").iterdir()) == images
+    assert sorted(p.name for p in (tmp_path / "o" / "hf" / "data" / "images").iterdir()) == images
     assert s.stats["images"]["written"] == 0 and s.counts["hf"]["sft"] == 3
 
 

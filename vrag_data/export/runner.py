@@ -13,7 +13,8 @@ import hashlib
 import json
 import shutil
 from dataclasses import dataclass
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,8 @@ from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.export.card import card_body, front_matter, publish_problems, run_roles, source_licenses
 from vrag_data.export.gate import ExportGate, without_rejected
-from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats, takes_sft_split
+from vrag_data.export.formats import (DEFAULT_IMAGE_DIR, Format, FormatContext, FormatWriter, Written, image_dir, resolve_formats,
+                                      takes_sft_split)
 from vrag_data.export.hints import RecipeHints, refuse_target
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
@@ -93,15 +95,16 @@ def export_run(
         summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
                                 "answered episode that passes the recipe's gate is kept")
     elif state == "missing":
-        summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
+        summary.warnings.append(f"run {run_id}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
     summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
     with ExportLock(out):
-        previous = Previous.set_aside(out)  # the earlier export stays whole until this one has finished
+        folder = image_dir(selected, cfg)  # the export's one image folder, which every format names
+        previous = Previous.set_aside(out, folder)  # the earlier export stays whole until this one has finished
         try:
             (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
             skips = Skips()
-            ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
-                                skips.add, hints, target=target)
+            store = ImageStore(ws, out, model_family, folder=folder)
+            ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, store, skips.add, hints, target=target)
             _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered,
                     {r.name: list(r.filters) for r in recipes})
         except NothingToExport as err:
@@ -120,52 +123,61 @@ def export_run(
             raise
         previous.drop()
         shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
-        ctx.store.settle(replaced=overwrite)  # images/ only when a format names its files
+        ctx.store.settle(replaced=overwrite)  # the image folder only when a format names its files
+        if folder != DEFAULT_IMAGE_DIR:  # an earlier export's images/ (another layout) is no file of this one
+            shutil.rmtree(out / DEFAULT_IMAGE_DIR, ignore_errors=True)
+        (out / OWNER_FILE).unlink(missing_ok=True)  # finished: summary.json names the run
         register_export(ws, out)
     return summary
 
 
 ASIDE = ".previous-export"  # inside the export folder while a new export is written over an earlier one
-KEPT = (".export.lock", "images", ASIDE)  # the lock; images are content-addressed (a file is whole or absent)
+HELD = ".images-held"  # the image folder, for a moment, while what surrounds it is set aside or put back
+KEPT = (".export.lock", ASIDE, HELD)  # the lock, and the image folder (content-addressed: a file is whole or absent)
 
 
 @dataclass
 class Previous:
     """An earlier export in `out`, set aside (renamed, so it needs no space) while a new one is written: restored
-    when the new one cannot finish, dropped when it has. Page images stay in place and are reused; an image the
-    failed export added is removed again."""
+    when the new one cannot finish, dropped when it has. The image folder (`folder`, relative to `out`: `images` or
+    `hf/data/images`) stays in place and its files are reused; an image the failed export added is removed again."""
 
     out: Path
     aside: Path | None
     images: set[str]
+    folder: str = "images"
 
     @classmethod
-    def set_aside(cls, out: Path) -> "Previous":
+    def set_aside(cls, out: Path, folder: str = "images") -> "Previous":
         stale = out / ASIDE
         if stale.is_dir():  # a process killed while writing over an earlier export: that export comes back first
-            cls(out, stale, set()).restore(remove_new_images=False)
-        images = {p.name for p in (out / "images").iterdir()} if (out / "images").is_dir() else set()
-        names = [p for p in out.iterdir() if p.name not in KEPT]
-        if not names:
-            return cls(out, None, images)
-        stale.mkdir()
-        for p in names:
-            p.rename(stale / p.name)
-        return cls(out, stale, images)
+            cls(out, stale, set(), folder).restore(remove_new_images=False)
+        kept = out / folder
+        images = {p.name for p in kept.iterdir()} if kept.is_dir() else set()
+        with _held(out, folder):
+            names = [p for p in out.iterdir() if p.name not in KEPT and p.name != folder]
+            if not names:
+                return cls(out, None, images, folder)
+            stale.mkdir()
+            for p in names:
+                p.rename(stale / p.name)
+        return cls(out, stale, images, folder)
 
     def restore(self, remove_new_images: bool = True) -> None:
-        for p in list(self.out.iterdir()):
-            if p.name in KEPT:
-                continue
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        if remove_new_images and (self.out / "images").is_dir():
-            for p in (self.out / "images").iterdir():
-                if p.name not in self.images:
-                    p.unlink(missing_ok=True)
-        if self.aside is not None and self.aside.is_dir():
-            for p in self.aside.iterdir():
-                p.rename(self.out / p.name)
-            self.aside.rmdir()
+        with _held(self.out, self.folder) as held:
+            for p in list(self.out.iterdir()):
+                if p.name in KEPT or p.name == self.folder:
+                    continue
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            if remove_new_images and held is not None:
+                for p in held.iterdir():
+                    if p.name not in self.images:
+                        p.unlink(missing_ok=True)
+            if self.aside is not None and self.aside.is_dir():
+                for p in self.aside.iterdir():
+                    if not (self.out / p.name).exists():
+                        p.rename(self.out / p.name)
+                shutil.rmtree(self.aside, ignore_errors=True)
 
     def empty(self) -> None:
         """Everything but the lock goes: the new export and the earlier one, page images included."""
@@ -176,6 +188,28 @@ class Previous:
     def drop(self) -> None:
         if self.aside is not None:
             shutil.rmtree(self.aside, ignore_errors=True)
+
+
+@contextmanager
+def _held(out: Path, folder: str) -> Iterator[Path | None]:
+    """The image folder `out/folder` moved to `out/.images-held` for the block (a nested one would otherwise move with
+    the folder around it), then put back where `folder` says, its parents made again if the block removed them."""
+    kept, held = out / folder, out / HELD
+    if kept.is_dir() and not held.exists():
+        kept.rename(held)
+    try:
+        yield held if held.is_dir() else None
+    finally:
+        if held.is_dir() and not any(held.iterdir()):
+            held.rmdir()  # nothing to put back: no empty folder (nor its parents) where the block left none
+        elif held.is_dir():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            if kept.is_dir():  # a folder the block put back (an earlier export's): the held files join it
+                for p in held.iterdir():
+                    p.replace(kept / p.name)
+                held.rmdir()
+            else:
+                held.rename(kept)
 
 
 class NothingToExport(VragError):
@@ -225,6 +259,7 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
             gate.stopped(skips, "rl", item.recipe, item.rec.id, *problems[0])
             continue
         n_rl += 1
+        ctx.store.mark_used(item.rec.images)
         searched = searched or not item.refs
         if item.task.task_id in held_out:  # every RL format (and the HF rl split) sees the same validation tasks
             item.rec.extra_info["split"] = VAL_SPLIT
@@ -369,6 +404,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
                 continue
             rec.metadata["split"] = split
             stats.record(conv, rec)
+            ctx.store.mark_used(rec.images)
             for f in targets:
                 writers[f.name].write_sft(rec, conv.system)
     for _, key, src in sorted(ranked, key=lambda x: x[0]):  # the RL chain's order (quality-rejected first, simple first)
@@ -404,4 +440,5 @@ def _finish(selected: list[Format], ctx: FormatContext, written: dict[str, Writt
     write_text(out, out / "README.md", front_matter({}, license=ctx.cfg.license) + card)
     for f in selected:
         f.publish(ctx, written[f.name], card)
-    write_json(out, out / "summary.json", summary.model_dump(mode="json"))
+    # no folder path in the file: the export is moved and copied; the report reads where it found it
+    write_json(out, out / "summary.json", summary.model_dump(mode="json", exclude={"out_dir"}))
