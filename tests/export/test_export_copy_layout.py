@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from tests.support.oracle_runs import oracle_runs
 from vrag_data.cli.main import app
+from vrag_data.export.formats import FormatDefaults, register_format, unregister_format
 
 FORMATS = ["hf", "llamafactory", "verl", "easyr1"]
 
@@ -70,3 +71,50 @@ def test_a_finished_export_names_no_local_folder_and_keeps_no_lock(evisrag_expor
     summary = (out / "summary.json").read_text()
     assert str(out) not in summary and str(Path(ws.root).resolve()) not in summary and '"/' not in summary
     assert json.loads(summary)["run_id"]
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+class _Failing(FormatDefaults):
+    """A format whose writer fails once every record is written: the export cannot finish."""
+
+    name, label, entry, sft, rl = "failing", "failing", "failing", True, False
+
+    def open(self, ctx):  # noqa: ANN001, ANN201
+        class W:
+            def write_sft(self, rec, system):  # noqa: ANN001, ANN202
+                pass
+
+            def close(self):  # noqa: ANN202
+                raise OSError("disk gone")
+
+        return W()
+
+
+def test_a_failed_export_over_an_earlier_one_puts_it_back_with_its_images(evisrag_export, tmp_path):
+    """The image folder inside hf/ stays in place while the earlier export is set aside (its files are reused); an
+    export that cannot finish leaves the earlier one file for file, its hf/data/images/ included; so does putting back
+    what a killed export had set aside (a later start does that with `Previous(out, aside, set())`)."""
+    from vrag_data.export.runner import ASIDE, Previous
+
+    ws, first = evisrag_export
+    out = tmp_path / "export"
+    shutil.copytree(first, out)
+    run = json.loads((out / "summary.json").read_text())["run_id"]
+    before = _digest(out)
+    register_format(_Failing())
+    try:
+        res = CliRunner().invoke(app, ["export", "-w", str(ws.root), "--run", run, "--out", str(out),
+                                       "--format", "hf", "--format", "failing"])
+    finally:
+        unregister_format("failing")
+    assert res.exit_code != 0 and "disk gone" in str(res.exception or res.output), res.output
+    assert _digest(out) == before
+    # killed after setting the earlier export aside: what the next start does puts it back as it was
+    Previous.set_aside(out, "hf/data/images")
+    assert (out / ASIDE).is_dir() and (out / "hf" / "data" / "images").is_dir()
+    Previous(out, out / ASIDE, set()).restore(remove_new_images=False)
+    assert _digest(out) == before

@@ -132,6 +132,7 @@ def export_run(
 
 
 ASIDE = ".previous-export"  # inside the export folder while a new export is written over an earlier one
+FOLDER_NOTE = ".image-folder"  # inside ASIDE: the image folder the export that set it aside kept in place
 HELD = ".images-held"  # the image folder, for a moment, while what surrounds it is set aside or put back
 KEPT = (".export.lock", ASIDE, HELD)  # the lock, and the image folder (content-addressed: a file is whole or absent)
 
@@ -159,14 +160,17 @@ class Previous:
             if not names:
                 return cls(out, None, images, folder)
             stale.mkdir()
+            (stale / FOLDER_NOTE).write_text(folder)  # whoever restores it (a later start) learns where the images are
             for p in names:
                 p.rename(stale / p.name)
         return cls(out, stale, images, folder)
 
     def restore(self, remove_new_images: bool = True) -> None:
-        with _held(self.out, self.folder) as held:
+        note = self.aside / FOLDER_NOTE if self.aside is not None else None
+        folder = note.read_text().strip() if note is not None and note.is_file() else self.folder
+        with _held(self.out, folder) as held:
             for p in list(self.out.iterdir()):
-                if p.name in KEPT or p.name == self.folder:
+                if p.name in KEPT or p.name == folder:
                     continue
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
             if remove_new_images and held is not None:
@@ -175,7 +179,7 @@ class Previous:
                         p.unlink(missing_ok=True)
             if self.aside is not None and self.aside.is_dir():
                 for p in self.aside.iterdir():
-                    if not (self.out / p.name).exists():
+                    if p.name != FOLDER_NOTE and not (self.out / p.name).exists():
                         p.rename(self.out / p.name)
                 shutil.rmtree(self.aside, ignore_errors=True)
 
