@@ -26,7 +26,7 @@ from flows.run_hints import log_cancel_hint
 from flows.runner import describe_runner, make_task_runner, resolve_runner
 from flows.secret_keys import use_secret_blocks
 from flows.tasks import flush_logs, one_line
-from vrag_data.config import EndpointConfig, RunConfig, load_config, parse_config
+from vrag_data.config import RoleParameter, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
 from vrag_data.config_check import check_run_config
 from vrag_data.errors import VragError
@@ -207,7 +207,7 @@ def _run_name(kind: str) -> Callable[[], str]:
     return name
 
 
-def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, EndpointConfig] | None,
+def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, RoleParameter] | None,
                samples: int | None, questions: int | None) -> dict[str, Any]:
     over: dict[str, Any] = {}
     if input is not None:
@@ -220,16 +220,16 @@ def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dic
     if questions is not None:
         over["tasks"] = {"generate": {"n": questions}}
     if endpoints:
-        # a role given here is that endpoint (kind openai), whatever the config said; its other settings stay
-        over["roles"] = {role: {"kind": "openai", "same_as": None,
-                                "endpoints": [ep.model_dump(mode="json", exclude_unset=True)]}
+        # a role given here is that endpoint (kind openai), whatever the config said, with the role settings it gives
+        # (vision, timeout_s, sampling, ...); the config's other settings of the role stay
+        over["roles"] = {role: RoleParameter.model_validate(ep.model_dump(exclude_unset=True)).as_role()
                          for role, ep in endpoints.items()}
     return over
 
 
 @flow(name=FLOW, flow_run_name=_run_name("synth"), log_prints=True)
 def synth(config: str | None = None, input: str | None = None, recipe: str | list[str] | None = None,
-          workspace: str | None = None, endpoints: dict[str, EndpointConfig] | None = None, samples: int | None = None,
+          workspace: str | None = None, endpoints: dict[str, RoleParameter] | None = None, samples: int | None = None,
           questions: int | None = None, runner: str | None = None, sets: list[str] | None = None) -> dict[str, Any]:
     """The whole pipeline, PDFs to data: ingest -> index -> tasks (import a QA file, or generate questions with
     roles.question_writer) -> episodes per recipe and task shard -> judge, filters, augmentations -> exports -> report.
@@ -239,7 +239,7 @@ def synth(config: str | None = None, input: str | None = None, recipe: str | lis
         input: A folder (or one file) of PDFs or page images to build the data from; replaces the config's ingest.paths and sample corpus.
         recipe: The recipe to run (e.g. visor), or a list of recipes; replaces synth.recipes.
         workspace: Folder for every product (pages, index, tasks, runs, exports, report); replaces the config's workspace.
-        endpoints: OpenAI-compatible endpoints by role, e.g. {"policy": {"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}, "question_writer": {...}, "judge": {...}}; each replaces that role of the config.
+        endpoints: OpenAI-compatible endpoints by role, e.g. {"policy": {"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}, "question_writer": {...}, "judge": {...}}; each replaces that role of the config. A role may also give any setting of roles.<role>: vision (true for a vision model the name check does not know), timeout_s, max_retries, backoff_s, backoff_max_s, sampling.
         samples: Episodes per task and recipe (synth.samples).
         questions: Questions to generate from the documents (tasks.generate.n).
         runner: Where the shard tasks run: local (threads) or ray (default: the config's runner.kind).

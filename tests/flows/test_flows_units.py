@@ -89,3 +89,21 @@ def test_a_recipe_whose_filters_need_a_student_fails_before_any_work(tmp_path):
                                           r"chains\) is not configured; set roles\.student"):
         load(str(cfg))
     assert not (tmp_path / "ws").exists()  # nothing was created
+
+
+def test_every_role_setting_can_be_a_deployment_parameter():
+    """`--param endpoints=...` takes what `roles.<role>` can hold besides the endpoint (the vision error's own fix,
+    `vision: true`, timeouts, sampling): Prefect validates the parameter against the flow's signature, and the role
+    the run gets carries each setting given."""
+    from flows.flows import _merge, _overrides, synth
+
+    ep = {"base_url": "http://127.0.0.1:8000/v1", "model": "served-alias", "vision": True, "timeout_s": 30,
+          "sampling": {"temperature": 0.2}}
+    params = synth.validate_parameters({"endpoints": {"policy": ep}})
+    over = _overrides(None, None, params["endpoints"], None, None)
+    assert over["roles"]["policy"] == {"kind": "openai", "same_as": None,
+                                       "endpoints": [{"base_url": "http://127.0.0.1:8000/v1", "model": "served-alias"}],
+                                       "vision": True, "timeout_s": 30.0, "sampling": {"temperature": 0.2}}
+    cfg = parse_config(_merge({"roles": {"policy": {"kind": "oracle", "max_retries": 2}}}, over), "<parameters>")
+    policy = cfg.roles["policy"]
+    assert (policy.vision, policy.timeout_s, policy.sampling.temperature, policy.max_retries) == (True, 30.0, 0.2, 2)

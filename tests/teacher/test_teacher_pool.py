@@ -407,3 +407,24 @@ def test_a_reply_over_the_size_cap_is_a_recorded_error_not_a_memory_spike():
             _asyncio.run(go(10_000))
         text, *_ = _asyncio.run(go(1 << 20))
     assert text == "y" * 50_000
+
+
+def test_check_names_every_wrong_model_in_one_line(tmp_path):
+    """Three roles name models their servers do not serve: one line names all three with each fix, not the first only
+    (a config is not fixed one run at a time)."""
+    with OpenAIServer(models=["served-a"]) as a, OpenAIServer(models=["served-b"]) as b:
+        roles = {"policy": RoleConfig(endpoints=[EndpointConfig(base_url=a.base_url, model="polcy")]),
+                 "judge": RoleConfig(endpoints=[EndpointConfig(base_url=b.base_url, model="juge")]),
+                 "question_writer": RoleConfig(endpoints=[EndpointConfig(base_url=b.base_url, model="served-b")])}
+        pool = TeacherPool(roles, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.check()
+
+        with pytest.raises(TeacherError) as err:
+            run(go())
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("2 wrong model names: ")
+    assert "does not serve model 'polcy' (it serves ['served-a']); fix roles.policy.endpoints[0].model" in msg
+    assert "does not serve model 'juge' (it serves ['served-b']); fix roles.judge.endpoints[0].model" in msg
