@@ -28,8 +28,8 @@ from flows.secret_keys import use_secret_blocks
 from flows.tasks import flush_logs, one_line
 from vrag_data.config import RoleParameter, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
-from vrag_data.config_check import check_run_config
-from vrag_data.errors import VragError
+from vrag_data.config_check import check_run_config, set_origins, with_origins
+from vrag_data.errors import ConfigError, VragError
 from vrag_data.recipe import resolve_recipe
 from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
@@ -59,9 +59,20 @@ class ShardsFailed(VragError):
 
 def load(config: str | None, workspace: str | None = None, runner: str | None = None,
          overrides: dict[str, Any] | None = None, endpoints: bool = False,
-         sets: list[str] | None = None) -> tuple[RunConfig, Workspace]:
+         sets: list[str] | None = None, origins: dict[str, str] | None = None) -> tuple[RunConfig, Workspace]:
     """The config with the flow's parameters applied, checked completely (recipes, roles, endpoint URLs, every
-    stage's inputs), then every endpoint asked for its models: all before any work."""
+    stage's inputs), then every endpoint asked for its models: all before any work. `origins`: the config keys the
+    parameters set and which parameter set each; a problem with one of them says so (not only the config file)."""
+    origins = {**(origins or {}), **set_origins(sets or (), "--param sets"), **({"workspace": "--param workspace"} if workspace else {})}
+    try:
+        return _load(config, workspace, runner, overrides, endpoints, sets)
+    except (VragError, ConfigError) as err:
+        err.args = (with_origins(str(err), origins), *err.args[1:])
+        raise
+
+
+def _load(config: str | None, workspace: str | None, runner: str | None, overrides: dict[str, Any] | None,
+          endpoints: bool, sets: list[str] | None) -> tuple[RunConfig, Workspace]:
     use_secret_blocks()  # api keys: this process's environment, then Prefect Secret blocks (`flows.secret_keys`)
     cfg = load_config(config, sets or ())  # `--set key=value` items, as on every command that takes a config
     over = dict(overrides or {})
@@ -207,6 +218,15 @@ def _run_name(kind: str) -> Callable[[], str]:
     return name
 
 
+def _origins(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, RoleParameter] | None,
+             samples: int | None, questions: int | None) -> dict[str, str]:
+    """The config keys the synth flow's parameters set, each with the parameter that set it."""
+    given = {"ingest.paths": ("input", input), "synth.recipes": ("recipe", recipe), "synth.samples": ("samples", samples),
+             "tasks.generate.n": ("questions", questions)}
+    out = {key: f"--param {name}" for key, (name, value) in given.items() if value is not None}
+    return {**out, **{f"roles.{role}": f"--param endpoints.{role}" for role in endpoints or {}}}
+
+
 def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, RoleParameter] | None,
                samples: int | None, questions: int | None) -> dict[str, Any]:
     over: dict[str, Any] = {}
@@ -249,7 +269,7 @@ def synth(config: str | None = None, input: str | None = None, recipe: str | lis
         config = resolve_path(config, "config")
         over = _overrides(input, recipe, endpoints, samples, questions)
         cfg, ws = load(config, resolve_path(workspace, "workspace", must_exist=False), runner, over, endpoints=True,
-                       sets=sets)
+                       sets=sets, origins=_origins(input, recipe, endpoints, samples, questions))
         inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
         summary = inner(cfg)
         summary["config"] = config

@@ -53,12 +53,16 @@ def print_outputs(summary: dict[str, Any]) -> None:
 
 def _check(config: Path, workspace: Path | None = None, sets: list[str] | None = None) -> None:
     from vrag_data.config import load_config
-    from vrag_data.config_check import check_run_config
+    from vrag_data.config_check import check_run_config, set_origins, with_origins
+    from vrag_data.errors import ConfigError
 
     cfg = load_config(config, sets or ())
     if workspace is not None:  # the workspace the run will use (it may already hold the tasks)
         cfg = cfg.model_copy(update={"workspace": str(workspace)})
-    check_run_config(cfg, str(config))
+    try:
+        check_run_config(cfg, str(config))
+    except ConfigError as err:  # a key a --set gave is named as such, not as the file's
+        raise ConfigError(with_origins(str(err), set_origins(sets or ()))) from None
 
 
 def up_hints() -> list[str]:
