@@ -119,13 +119,23 @@ def register(app: typer.Typer) -> None:
     @app.command("recipes")
     @friendly_errors
     def recipes_cmd() -> None:
-        """List the registered recipes: paper, grammar, roles, filters, augmentations, reward, turn budget and the
-        options `synth.recipe_options.<recipe>` accepts."""
+        """List the registered recipes: paper, grammar, the roles a run needs and the optional ones (each shown page
+        images is marked: its model must read them), filters, augmentations, reward, turn budget and the options
+        `synth.recipe_options.<recipe>` accepts."""
         from vrag_data.recipe import all_recipes
+        from vrag_data.teacher.roles import needed_roles
+        from vrag_data.teacher.vision import recipe_shown_pages
 
         for name, r in all_recipes().items():
-            roles = ", ".join(f"{x.name}{'' if x.required else '?'}" for x in r.roles)
-            console.print(f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles {roles}; filters "
+            needed = needed_roles(r)  # what the config check demands, so the list cannot say otherwise
+            shown = {u.role for u in recipe_shown_pages([r])}  # roles shown page images: their model must read them
+            optional = [x.name for x in r.roles if x.name not in needed]
+
+            def listed(names: list[str], shown: set[str] = shown) -> str:
+                return ", ".join(f"{n} (sees pages)" if n in shown else n for n in names) or "-"
+
+            roles = f"needs {listed(needed)}" + (f"; optional {listed(optional)}" if optional else "")
+            console.print(f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles: {roles}; filters "
                           f"{', '.join(f.name for f in r.filters) or '-'}; augmentations "
                           f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}; "
                           f"max_turns {r.free_turns}; options {', '.join(r.options_model.model_fields)}",
