@@ -152,11 +152,14 @@ def _summary(ctx: stages.Ctx, config: str | None, **extra: Any) -> dict[str, Any
 
 
 def _notes(ctx: stages.Ctx) -> list[str]:
-    """What the summary says besides its tables: why a filter or an export kept fewer than it was given (the filter
-    that dropped most, its reasons counted, the config keys that change it)."""
+    """What the summary says besides its tables: the input files ingest skipped (each with its reason), and why a
+    filter or an export kept fewer than it was given (the filter that dropped most, its reasons counted, the config
+    keys that change it)."""
     notes = []
     for s in ctx.states:
         r = s.result or {}
+        if s.stage == "ingest":  # an input file the batch went on without: named, with its reason
+            notes += [f"ingest: skipped {err}" for err in r.get("errors") or []]
         if s.stage in ("filter", "export") and r.get("dropped") and r.get("n_kept", 0) < r.get("n_trajectories", 0):
             notes.append(f"{s.stage} {s.label}: kept {r['n_kept']} of {r['n_trajectories']}; dropped: {r['dropped'][0]}")
     return notes

@@ -6,7 +6,8 @@ run. API keys are the exception: a flow run reads them in the environment of the
 Secret block), which this process cannot see; a role whose key is not found here is checked by the flow run. Relative
 paths among the parameters are made absolute against the folder this command runs in (the flow runs where `up` was
 started). With `--watch` the run's states and log lines are printed until it ends; Ctrl-C cancels the flow run
-(Prefect's cancel, its subflows too) and says so; a second Ctrl-C leaves it running and prints how to cancel it."""
+(Prefect's cancel, its subflows too), waits until it has ended and says so; a second Ctrl-C stops waiting (the run
+is left to Prefect, still running until the cancel takes effect) and prints how to cancel it."""
 
 from __future__ import annotations
 
@@ -151,13 +152,15 @@ def watch(flow_run_id: UUID, say: Callable[[str], None], interval: float = 2.0) 
     with interrupts() as count, get_client(sync_client=True) as client:
         while True:
             if count() >= 2:
-                say(f"left running: flow run {flow_run_id} goes on; to stop it: {cancel_command(str(flow_run_id))}")
+                now = client.read_flow_run(flow_run_id).state
+                say(f"left running: stopped following flow run {flow_run_id} ({now.name if now else 'Pending'}: the cancel "
+                    f"asked for goes on without this command); to stop it yourself: {cancel_command(str(flow_run_id))}")
                 return "LEFT"
             if count() == 1 and not cancelled:
                 ids = cancel(flow_run_id)
                 cancelled = True
                 say(f"Ctrl-C: cancelling flow run {flow_run_id} ({len(ids)} run(s) with its subflows); "
-                    "Ctrl-C again to leave it running")
+                    "Ctrl-C again to stop waiting and leave it to Prefect")
             run = client.read_flow_run(flow_run_id)
             for log in client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))):
                 if str(log.id) not in seen_logs:

@@ -44,6 +44,8 @@ def print_outputs(summary: dict[str, Any]) -> None:
         lines = [(f.label, d / f.entry) for f in all_formats() if (d / f.entry.split("/")[0]).is_dir()]
         for name, path in lines:
             console.print(f"  {name + ':':<15} {path}", highlight=False, soft_wrap=True)
+    for line in summary.get("notes") or []:  # skipped inputs, why fewer were kept
+        console.print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
     if rep.get("db"):
         console.print(f"report.duckdb:   {rep['db']}", highlight=False, soft_wrap=True)
         console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
