@@ -250,7 +250,7 @@ def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, 
     with _progress_lines():
         res = run_filters(Workspace(ws_root), run_id, cfg, recipe, progress=True)
     for line in res.drops:  # why fewer were kept, in the run's log (`--watch`, the UI) and the task's result
-        log_to_root(f"filter {run_id}: dropped: {line}", warning=res.n_kept < res.n_trajectories)
+        log_to_root(f"filter {run_id}: dropped: {line}")
     return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
             "n_augmented": res.n_augmented, "judge": res.judge, "dropped": res.drops}
 
