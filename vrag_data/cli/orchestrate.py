@@ -194,6 +194,24 @@ def register(app: typer.Typer) -> None:
                 temporary.stop()  # not to a closed port ("Error logging to API" after every run)
         print_outputs(summary)
 
+    @app.command("demo")
+    @friendly_errors
+    def demo_cmd(
+        config: Path = typer.Option(Path("configs/demo.yaml"), "--config", help="Run config of the demo."),
+        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
+        keep_up: bool = typer.Option(False, "--keep-up", help="Leave the server running afterwards (stop it with `vrag-data down`)."),
+        port: int | None = typer.Option(None, "--port", min=1, max=65535,
+                                        help="Port of the Prefect server on 127.0.0.1 (default 4300; another one when it is in use)."),
+    ) -> None:
+        """up -> `prefect deployment run vrag-data/synth --param config=... --watch` -> where the outputs are -> down."""
+        ws = _workspace(config, workspace)
+        _check(config, ws)  # a bad config fails here, before any server starts
+        _demo(config, ws, port, keep_up)
+
+    register_submit(app)
+
+
+def register_submit(app: typer.Typer) -> None:
     @app.command("submit")
     @friendly_errors
     def submit_cmd(
@@ -216,17 +234,3 @@ def register(app: typer.Typer) -> None:
         code = run_submit(deployment, params, watch, main_say)
         if code:
             raise typer.Exit(code)
-
-    @app.command("demo")
-    @friendly_errors
-    def demo_cmd(
-        config: Path = typer.Option(Path("configs/demo.yaml"), "--config", help="Run config of the demo."),
-        workspace: Path | None = typer.Option(None, "-w", "--workspace", help="Workspace (default: the config's)."),
-        keep_up: bool = typer.Option(False, "--keep-up", help="Leave the server running afterwards (stop it with `vrag-data down`)."),
-        port: int | None = typer.Option(None, "--port", min=1, max=65535,
-                                        help="Port of the Prefect server on 127.0.0.1 (default 4300; another one when it is in use)."),
-    ) -> None:
-        """up -> `prefect deployment run vrag-data/synth --param config=... --watch` -> where the outputs are -> down."""
-        ws = _workspace(config, workspace)
-        _check(config, ws)  # a bad config fails here, before any server starts
-        _demo(config, ws, port, keep_up)

@@ -90,13 +90,7 @@ def export_run(
     _check_out(out, run_id, overwrite)
     fresh = not out.is_dir() or not any(p.name != ".export.lock" for p in out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
-    summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
-    if unfiltered:
-        summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
-                                "answered episode that passes the recipe's gate is kept")
-    elif state == "missing":
-        summary.warnings.append(f"run {run_id}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
-    summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
+    summary = _new_summary(run_id, out, selected, model_family, unfiltered, state)
     with ExportLock(out):
         folder = image_dir(selected, cfg)  # the export's one image folder, which every format names
         previous = Previous.set_aside(out, folder)  # the earlier export stays whole until this one has finished
@@ -122,13 +116,31 @@ def export_run(
                 shutil.rmtree(out, ignore_errors=True)
             raise
         previous.drop()
-        shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
-        ctx.store.settle(replaced=overwrite)  # the image folder only when a format names its files
-        if folder != DEFAULT_IMAGE_DIR:  # an earlier export's images/ (another layout) is no file of this one
-            shutil.rmtree(out / DEFAULT_IMAGE_DIR, ignore_errors=True)
-        (out / OWNER_FILE).unlink(missing_ok=True)  # finished: summary.json names the run
+        _finished(out, ctx.store, overwrite)
         register_export(ws, out)
     return summary
+
+
+def _new_summary(run_id: str, out: Path, selected: list[Format], model_family: str, unfiltered: bool,
+                 state: str) -> ExportSummary:
+    summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
+    if unfiltered:
+        summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
+                                "answered episode that passes the recipe's gate is kept")
+    elif state == "missing":
+        summary.warnings.append(f"run {run_id}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
+    summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
+    return summary
+
+
+def _finished(out: Path, store: ImageStore, overwrite: bool) -> None:
+    """A finished export keeps only what it is: no staging folder, no image no record names, no image folder of an
+    earlier layout, no bookkeeping file (summary.json names the run; the lock goes when it is released)."""
+    shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
+    store.settle(replaced=overwrite)  # the image folder only when a format names its files
+    if store.folder != DEFAULT_IMAGE_DIR:  # an earlier export's images/ (another layout) is no file of this one
+        shutil.rmtree(out / DEFAULT_IMAGE_DIR, ignore_errors=True)
+    (out / OWNER_FILE).unlink(missing_ok=True)
 
 
 ASIDE = ".previous-export"  # inside the export folder while a new export is written over an earlier one
