@@ -98,7 +98,7 @@ def test_a_failed_export_over_an_earlier_one_puts_it_back_with_its_images(evisra
     """The image folder inside hf/ stays in place while the earlier export is set aside (its files are reused); an
     export that cannot finish leaves the earlier one file for file, its hf/data/images/ included; so does putting back
     what a killed export had set aside (a later start does that with `Previous(out, aside, set())`)."""
-    from vrag_data.export.runner import ASIDE, Previous
+    from vrag_data.export.previous import ASIDE, Previous
 
     ws, first = evisrag_export
     out = tmp_path / "export"
