@@ -85,7 +85,7 @@ class Judge(http.server.BaseHTTPRequestHandler):
         text = body["messages"][0]["content"]
         ref = text.split("## Reference Answer\n", 1)[1].split("\n\n## Generated Answer", 1)[0].strip()
         gen = text.split("## Generated Answer\n", 1)[1].split("\n\nYour response", 1)[0].strip()
-        ref = (re.findall(r"<answer>(.*?)</answer>", ref, re.S) or [ref])[-1]  # EVisRAG's tagged target
+        assert "<answer>" not in ref and "<evidence>" not in ref, f"the judge's reference is a tagged target: {ref[:80]!r}"
         ok = Judge.answer_correct(gen, ref) >= 0.5
         type(self).asked += 1
         reply = json.dumps({"output": {"content": f"<judge>{ok}</judge>"}}).encode()

@@ -325,9 +325,8 @@ def test_verl_agent_loop(tiny, tmp_path):
 
 
 def image_bytes(root: Path) -> tuple[int, int, dict[str, int]]:
-    """(distinct image bytes, image files whose bytes another file holds too, bytes per top-level folder). hf/'s image
-    folder is left out of the duplicates: it holds hard links to images/ where the export was written, and a plain copy
-    of the export (this one was moved with one) makes them files of their own."""
+    """(distinct image bytes, image files whose bytes another file holds too, bytes per top-level folder). The export
+    was moved with a plain copy (hard links would have become files of their own): every image file counts."""
     import hashlib
 
     distinct: dict[str, int] = {}
@@ -337,7 +336,7 @@ def image_bytes(root: Path) -> tuple[int, int, dict[str, int]]:
         size, parts = p.stat().st_size, p.relative_to(root).parts
         if len(parts) > 1:
             folders[parts[0]] = folders.get(parts[0], 0) + size
-        if p.suffix == ".jpg" and parts[:3] != ("hf", "data", "images"):
+        if p.suffix == ".jpg":
             n_images += 1
             distinct.setdefault(hashlib.sha256(p.read_bytes()).hexdigest(), size)
     return sum(distinct.values()), n_images - len(distinct), folders

@@ -26,10 +26,10 @@ from flows.run_hints import log_cancel_hint
 from flows.runner import describe_runner, make_task_runner, resolve_runner
 from flows.secret_keys import use_secret_blocks
 from flows.tasks import flush_logs, one_line
-from vrag_data.config import EndpointConfig, RunConfig, load_config, parse_config
+from vrag_data.config import RoleParameter, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
-from vrag_data.config_check import check_run_config
-from vrag_data.errors import VragError
+from vrag_data.config_check import check_run_config, set_origins, with_origins
+from vrag_data.errors import ConfigError, VragError
 from vrag_data.recipe import resolve_recipe
 from vrag_data.store.run import RunDir
 from vrag_data.store.workspace import Workspace
@@ -59,9 +59,20 @@ class ShardsFailed(VragError):
 
 def load(config: str | None, workspace: str | None = None, runner: str | None = None,
          overrides: dict[str, Any] | None = None, endpoints: bool = False,
-         sets: list[str] | None = None) -> tuple[RunConfig, Workspace]:
+         sets: list[str] | None = None, origins: dict[str, str] | None = None) -> tuple[RunConfig, Workspace]:
     """The config with the flow's parameters applied, checked completely (recipes, roles, endpoint URLs, every
-    stage's inputs), then every endpoint asked for its models: all before any work."""
+    stage's inputs), then every endpoint asked for its models: all before any work. `origins`: the config keys the
+    parameters set and which parameter set each; a problem with one of them says so (not only the config file)."""
+    origins = {**(origins or {}), **set_origins(sets or (), "--param sets"), **({"workspace": "--param workspace"} if workspace else {})}
+    try:
+        return _load(config, workspace, runner, overrides, endpoints, sets)
+    except (VragError, ConfigError) as err:
+        err.args = (with_origins(str(err), origins), *err.args[1:])
+        raise
+
+
+def _load(config: str | None, workspace: str | None, runner: str | None, overrides: dict[str, Any] | None,
+          endpoints: bool, sets: list[str] | None) -> tuple[RunConfig, Workspace]:
     use_secret_blocks()  # api keys: this process's environment, then Prefect Secret blocks (`flows.secret_keys`)
     cfg = load_config(config, sets or ())  # `--set key=value` items, as on every command that takes a config
     over = dict(overrides or {})
@@ -137,7 +148,21 @@ def resolve_path(path: str | None, what: str, must_exist: bool = True) -> str | 
 def _summary(ctx: stages.Ctx, config: str | None, **extra: Any) -> dict[str, Any]:
     shards = [{**asdict(s), "failed": s.failed} for s in ctx.states]
     return {"workspace": ctx.ws.root, "config": config and str(Path(config).resolve()), "runner": describe_runner(ctx.cfg.runner),
-            "shards": shards, **extra}
+            "shards": shards, "notes": _notes(ctx), **extra}
+
+
+def _notes(ctx: stages.Ctx) -> list[str]:
+    """What the summary says besides its tables: the input files ingest skipped (each with its reason), and why a
+    filter or an export kept fewer than it was given (the filter that dropped most, its reasons counted, the config
+    keys that change it)."""
+    notes = []
+    for s in ctx.states:
+        r = s.result or {}
+        if s.stage == "ingest":  # an input file the batch went on without: named, with its reason
+            notes += [f"ingest: skipped {err}" for err in r.get("errors") or []]
+        if s.stage in ("filter", "export") and r.get("dropped") and r.get("n_kept", 0) < r.get("n_trajectories", 0):
+            notes.append(f"{s.stage} {s.label}: kept {r['n_kept']} of {r['n_trajectories']}; dropped: {r['dropped'][0]}")
+    return notes
 
 
 def _exports(runs: dict[str, str], out_dirs: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -196,7 +221,16 @@ def _run_name(kind: str) -> Callable[[], str]:
     return name
 
 
-def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, EndpointConfig] | None,
+def _origins(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, RoleParameter] | None,
+             samples: int | None, questions: int | None) -> dict[str, str]:
+    """The config keys the synth flow's parameters set, each with the parameter that set it."""
+    given = {"ingest.paths": ("input", input), "synth.recipes": ("recipe", recipe), "synth.samples": ("samples", samples),
+             "tasks.generate.n": ("questions", questions)}
+    out = {key: f"--param {name}" for key, (name, value) in given.items() if value is not None}
+    return {**out, **{f"roles.{role}": f"--param endpoints.{role}" for role in endpoints or {}}}
+
+
+def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dict[str, RoleParameter] | None,
                samples: int | None, questions: int | None) -> dict[str, Any]:
     over: dict[str, Any] = {}
     if input is not None:
@@ -209,16 +243,16 @@ def _overrides(input: str | None, recipe: str | list[str] | None, endpoints: dic
     if questions is not None:
         over["tasks"] = {"generate": {"n": questions}}
     if endpoints:
-        # a role given here is that endpoint (kind openai), whatever the config said; its other settings stay
-        over["roles"] = {role: {"kind": "openai", "same_as": None,
-                                "endpoints": [ep.model_dump(mode="json", exclude_unset=True)]}
+        # a role given here is that endpoint (kind openai), whatever the config said, with the role settings it gives
+        # (vision, timeout_s, sampling, ...); the config's other settings of the role stay
+        over["roles"] = {role: RoleParameter.model_validate(ep.model_dump(exclude_unset=True)).as_role()
                          for role, ep in endpoints.items()}
     return over
 
 
 @flow(name=FLOW, flow_run_name=_run_name("synth"), log_prints=True)
 def synth(config: str | None = None, input: str | None = None, recipe: str | list[str] | None = None,
-          workspace: str | None = None, endpoints: dict[str, EndpointConfig] | None = None, samples: int | None = None,
+          workspace: str | None = None, endpoints: dict[str, RoleParameter] | None = None, samples: int | None = None,
           questions: int | None = None, runner: str | None = None, sets: list[str] | None = None) -> dict[str, Any]:
     """The whole pipeline, PDFs to data: ingest -> index -> tasks (import a QA file, or generate questions with
     roles.question_writer) -> episodes per recipe and task shard -> judge, filters, augmentations -> exports -> report.
@@ -228,7 +262,7 @@ def synth(config: str | None = None, input: str | None = None, recipe: str | lis
         input: A folder (or one file) of PDFs or page images to build the data from; replaces the config's ingest.paths and sample corpus.
         recipe: The recipe to run (e.g. visor), or a list of recipes; replaces synth.recipes.
         workspace: Folder for every product (pages, index, tasks, runs, exports, report); replaces the config's workspace.
-        endpoints: OpenAI-compatible endpoints by role, e.g. {"policy": {"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}, "question_writer": {...}, "judge": {...}}; each replaces that role of the config.
+        endpoints: OpenAI-compatible endpoints by role, e.g. {"policy": {"base_url": "http://127.0.0.1:8000/v1", "model": "teacher"}, "question_writer": {...}, "judge": {...}}; each replaces that role of the config. A role may also give any setting of roles.<role>: vision (true for a vision model the name check does not know), timeout_s, max_retries, backoff_s, backoff_max_s, sampling.
         samples: Episodes per task and recipe (synth.samples).
         questions: Questions to generate from the documents (tasks.generate.n).
         runner: Where the shard tasks run: local (threads) or ray (default: the config's runner.kind).
@@ -238,7 +272,7 @@ def synth(config: str | None = None, input: str | None = None, recipe: str | lis
         config = resolve_path(config, "config")
         over = _overrides(input, recipe, endpoints, samples, questions)
         cfg, ws = load(config, resolve_path(workspace, "workspace", must_exist=False), runner, over, endpoints=True,
-                       sets=sets)
+                       sets=sets, origins=_origins(input, recipe, endpoints, samples, questions))
         inner = synth_shards.with_options(task_runner=make_task_runner(cfg.runner))
         summary = inner(cfg)
         summary["config"] = config

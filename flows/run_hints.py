@@ -17,6 +17,7 @@ def log_cancel_hint() -> str | None:
     run_id = flow_run.id
     if not run_id or flow_run.parent_flow_run_id:
         return None
-    line = f"to stop this run: {cancel_command(run_id)} (Ctrl-C on a --watch stops only the watcher)"
+    line = (f"to stop this run: {cancel_command(run_id)} (Ctrl-C on `vrag-data submit` cancels the run it started; on "
+            "`prefect deployment run --watch` it stops only the watcher)")
     get_run_logger().info(line)
     return line

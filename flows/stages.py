@@ -208,12 +208,12 @@ def ingest(ctx: Ctx, paths: list[str]) -> None:
 def _ingest_outcome(ctx: Ctx) -> None:
     """Files the shards could not use are named in the run's logs (the batch went on without them); when no shard
     ingested anything, the stage fails with their reasons, before the index says there are no pages."""
-    from prefect import get_run_logger
+    from flows.tasks import log_to_root
 
     mine = [s for s in ctx.states if s.stage == "ingest"]
     for s in mine:
         for err in (s.result or {}).get("errors") or []:
-            get_run_logger().warning("ingest: skipped %s", err)
+            log_to_root(f"ingest: skipped {err}", warning=True)  # in the run `--watch` follows, not only the inner flow's
     failed = [s for s in mine if s.failed]
     if mine and len(failed) == len(mine):
         raise VragError("ingest: nothing could be ingested: " + " | ".join(s.message for s in failed[:3])

@@ -66,6 +66,20 @@ def _root_flow_run(flow_run_id: str) -> str | None:
     return None
 
 
+def log_to_root(message: str, warning: bool = False) -> None:
+    """`message` in the logs of the flow run a user started (the deployment's, which `--watch` follows), from a task or
+    an inner flow; in the current run's logs when there is no API to ask (a test without a server)."""
+    from prefect.context import FlowRunContext
+
+    ctx = TaskRunContext.get()
+    here = str(ctx.task_run.flow_run_id) if ctx is not None else None
+    if here is None and (flow_ctx := FlowRunContext.get()) is not None and flow_ctx.flow_run is not None:
+        here = str(flow_ctx.flow_run.id)
+    root = _root_flow_run(here) if here else None
+    log = get_run_logger()
+    (log.warning if warning else log.info)(message, extra={"flow_run_id": root} if root else {})
+
+
 _PROGRESS_LOG = logging.getLogger("vrag_data.progress")
 if not any(isinstance(h, _ToTaskLogs) for h in _PROGRESS_LOG.handlers):
     _PROGRESS_LOG.addHandler(_ToTaskLogs())
@@ -235,8 +249,10 @@ def judge_and_filter(ws_root: str, run_id: str, cfg: RunConfig, recipe: Recipe, 
 
     with _progress_lines():
         res = run_filters(Workspace(ws_root), run_id, cfg, recipe, progress=True)
+    for line in res.drops:  # why fewer were kept, in the run's log (`--watch`, the UI) and the task's result
+        log_to_root(f"filter {run_id}: dropped: {line}")
     return {"run_id": run_id, "message": res.message, "n_trajectories": res.n_trajectories, "n_kept": res.n_kept,
-            "n_augmented": res.n_augmented, "judge": res.judge}
+            "n_augmented": res.n_augmented, "judge": res.judge, "dropped": res.drops}
 
 
 @task(name="export-run", cache_policy=SHARD_CACHE, persist_result=True)
@@ -255,7 +271,7 @@ def export_run(ws_root: str, run_id: str, cfg: ExportConfig, key: str) -> dict[s
         s = run_export(ws, run_id, formats=list(cfg.formats), model_family=cfg.model_family, config=cfg, on_trajectory=step,
                        recipes=recipes)
     return {"run_id": run_id, "out_dir": s.out_dir, "n_trajectories": s.n_trajectories, "n_kept": s.n_kept,
-            "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings}
+            "counts": s.counts, "skipped": s.skipped, "warnings": s.warnings, "dropped": s.stats.get("dropped") or []}
 
 
 @task(name="build-report", cache_policy=NO_CACHE)

@@ -57,6 +57,25 @@ class SamplingConfig(Section):
     extra_body: dict[str, Any] = Field(default_factory=dict)  # server-specific fields, e.g. vLLM's top_k
 
 
+class RoleParameter(EndpointConfig):
+    """One role as a deployment parameter gives it (`endpoints: {"policy": {...}}`): its endpoint, and any of the role's
+    own settings a config can hold (`RoleConfig`), so nothing a config can say about a role needs the config file."""
+
+    vision: bool | None = None
+    timeout_s: float | None = Field(None, gt=0, le=86_400)
+    max_retries: int | None = Field(None, ge=0, le=100)
+    backoff_s: float | None = Field(None, ge=0, le=3600)
+    backoff_max_s: float | None = Field(None, ge=0, le=86_400)
+    sampling: SamplingConfig | None = None
+
+    def as_role(self) -> dict[str, Any]:
+        """The `roles.<role>` section it stands for: kind openai, this endpoint, the role settings it gives."""
+        endpoint = set(EndpointConfig.model_fields)
+        given = self.model_dump(mode="json", exclude_unset=True)
+        return {"kind": "openai", "same_as": None, "endpoints": [{k: v for k, v in given.items() if k in endpoint}],
+                **{k: v for k, v in given.items() if k not in endpoint}}
+
+
 def _jsonish(v: Any) -> Any:
     return v.model_dump(mode="json") if isinstance(v, BaseModel) else v
 

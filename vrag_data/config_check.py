@@ -11,7 +11,8 @@ of the endpoints is checked by the stages themselves (they call the servers befo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from pathlib import Path
 from urllib.parse import urlparse
@@ -26,6 +27,20 @@ from vrag_data.recipe import check_recipe_keys, get_recipe, recipe_names, resolv
 from vrag_data.recipe.registry import recipe_keyed
 from vrag_data.teacher.roles import one_line, role_problems
 from vrag_data.qgen.plan import run_vision_problem
+
+
+def with_origins(message: str, origins: Mapping[str, str]) -> str:
+    """`message` (a config problem) with where each config key it names came from when that is not the config file:
+    `origins` maps a key (`roles.policy`, `synth.samples`) to what gave it (`--param endpoints.policy`, `--set ...`)."""
+    notes = [f"{key} is from {origin}" for key, origin in origins.items()
+             if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message)]
+    return f"{message} ({'; '.join(notes)})" if notes else message
+
+
+def set_origins(sets: Sequence[str], how: str = "--set") -> dict[str, str]:
+    """The config keys `key=value` items set, each with the option that set it."""
+    keys = [item.split("=", 1)[0].strip() for item in sets if "=" in item]
+    return {k: f"{how} {k}=..." for k in keys if k}
 
 
 def _local(path: str, base: Path) -> Path | None:

@@ -80,7 +80,7 @@ def test_summary_counts_and_skips(exported):
 
 def test_hf_load_dataset_by_config_and_parquet(exported, monkeypatch):
     _, out, _ = exported
-    monkeypatch.chdir(out)  # images are the export's images/ files, named relative to the export folder
+    monkeypatch.chdir(out)  # loaded from the export folder, as a trainer started there would
     dd = {name: datasets.load_dataset("hf", name, split="train") for name in ("sft", "rl")}
     assert set(dd) == {"sft", "rl"} and len(dd["sft"]) == 3 and len(dd["rl"]) == 3  # one task held out: `val`
     assert len(datasets.load_dataset("hf", "rl", split="val")) == 1
@@ -112,7 +112,7 @@ def test_hf_loads_from_another_folder_and_as_a_plain_copy(exported, tmp_path, mo
         ds = datasets.load_dataset(str(copy), name, split="train")
         sizes = [im.size for row in ds for im in row["images"]]
         assert sizes and all(w > 0 and h > 0 for w, h in sizes)
-    distinct = sum(p.stat().st_size for p in (out / "images").iterdir() if p.suffix == ".jpg")
+    distinct = sum(p.stat().st_size for p in (out / "hf" / "data" / "images").iterdir() if p.suffix == ".jpg")
     held = sum(p.stat().st_size for p in (out / "hf").rglob("*") if p.is_file() and p.name != "README.md")
     assert held <= 1.3 * distinct + 20_000  # each image once (hf/data/images), plus the rows' own bytes
 
@@ -243,10 +243,10 @@ def test_reexport_is_idempotent_and_drops_stale_shards(tmp_path):
     ws = build_workspace(tmp_path / "ws")
     export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=1, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 3
-    images = sorted(p.name for p in (tmp_path / "o" / "images").iterdir())
+    images = sorted(p.name for p in (tmp_path / "o" / "hf" / "data" / "images").iterdir())
     s = export_run(ws, "r1", formats=["hf", "verl"], out_dir=tmp_path / "o", shard_size=100, recipes=run_recipes())
     assert len(list((tmp_path / "o" / "hf" / "data").glob("sft-*.parquet"))) == 1
-    assert sorted(p.name for p in (tmp_path / "o" / "images").iterdir()) == images
+    assert sorted(p.name for p in (tmp_path / "o" / "hf" / "data" / "images").iterdir()) == images
     assert s.stats["images"]["written"] == 0 and s.counts["hf"]["sft"] == 3
 
 
@@ -346,3 +346,50 @@ def test_two_exports_of_one_run_are_byte_identical(tmp_path_factory, tmp_path):
         digests.append({str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in out.rglob("*") if p.is_file() and p.name != "summary.json"})
     assert len(digests[0]) > 20 and digests[0] == digests[1]
+
+
+def test_nothing_kept_names_the_filter_its_reasons_and_the_option(tmp_path):
+    """A run whose filter dropped every trajectory: the one error line says which filter dropped most, its reasons
+    counted (per-trajectory details folded) and the config key that changes it, not only the statuses. The fixture's
+    trajectories are of two recipes (tr7 is EVisRAG's), so the line names the recipe."""
+    from vrag_data.schema.records import Verdict
+    from vrag_data.store import write_records
+
+    ws = build_workspace(tmp_path / "ws")
+    verdicts = [Verdict(run_id="r1", traj_id=f"tr{i}", task_id="t", filter="retrieval_completeness", passed=False,
+                        reason=f"gold pages never retrieved: ['docA_{i}']") for i in range(1, 6)]
+    verdicts += [Verdict(run_id="r1", traj_id="tr6", task_id="t", filter="correctness", passed=False,
+                         reason="rules score 0.00 < 0.5: 'x' vs 'blue'")]
+    verdicts += [Verdict(run_id="r1", traj_id="tr7", task_id="t", filter="correctness", passed=False, reason="no final answer (status error)")]
+    write_records(ws.path("runs", "r1", "verdicts", "v.parquet"), verdicts, Verdict)
+    res = CliRunner().invoke(app, ["export", "-w", str(tmp_path / "ws"), "--run", "r1", "--format", "hf", "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0
+    line = " ".join(res.output.split())  # the console wraps long lines
+    assert "0 of 7 trajectories kept" in line
+    assert ("the filter that dropped most: vrag_rl: retrieval_completeness dropped 5 of 7 (reasons: gold pages never "
+            "retrieved: [...] x5); change it with filters.chains.vrag_rl (leave retrieval_completeness out); no export "
+            "written") in line, line
+
+
+def test_export_that_keeps_fewer_says_why_in_its_summary(tmp_path):
+    """Some trajectories dropped: the summary (summary.json, which the CLI prints) lists the filters that dropped them, most
+    first, each with its counted reasons and its settings (config keys with their values now)."""
+    from vrag_data.filters.quality import Correctness
+    from vrag_data.schema.records import Verdict
+    from vrag_data.store import write_records
+
+    ws = build_workspace(tmp_path / "ws")
+    verdicts = [Verdict(run_id="r1", traj_id=f"tr{i}", task_id="t", filter="correctness", passed=i > 2,
+                        reason=f"rules score 0.00 < 0.5: 'a{i}' vs 'b'") for i in range(1, 7)]
+    write_records(ws.path("runs", "r1", "verdicts", "v.parquet"), verdicts, Verdict)
+    recipes = [r.configure(None) for r in run_recipes()]
+    recipes = [r if r.name != "vrag_rl" else r.with_filter_options(["correctness"], {"correctness": {"threshold": 0.8}})
+               for r in recipes]
+    assert any(isinstance(f, Correctness) for f in recipes[0].filters)
+    out = tmp_path / "o"
+    s = export_run(ws, "r1", formats=["hf"], out_dir=out, recipes=recipes)
+    assert s.n_kept == 4 and s.n_trajectories == 7
+    want = ("correctness dropped 2 of 7 (reasons: rules score 0.00 < 0.5: '...' vs '...' x2); change it with "
+            "filters.options.vrag_rl.correctness.threshold=0.8, filters.chains.vrag_rl (leave correctness out)")
+    dropped = json.loads((out / "summary.json").read_text())["stats"]["dropped"]
+    assert dropped[0] == want, dropped

@@ -64,8 +64,9 @@ def test_the_forks_evisrag_rows_embed_their_pages_and_score_a_rollout_ending_in_
             assert Image.open(io.BytesIO(im["bytes"])).size[0] > 0
     row = next(r for r in rows if r["extra_info"]["question"] == "What was Acme revenue in 2021?")
     gt = row["reward_model"]["ground_truth"]
-    evidence = gt.split("<answer>")[0]
-    assert gt.endswith("<answer>18.5 million dollars</answer>") and row["data_source"] == "rag"
+    # the fork's judge reads `ground_truth` as its reference: the plain answer, not EVisRAG's tagged target
+    assert gt == "18.5 million dollars" == row["extra_info"]["answer"] and row["data_source"] == "rag"
+    assert "<evidence>" not in gt and "<answer>" not in gt
 
     # the reward as the fork loads it: the file its config names, from the export folder
     monkeypatch.syspath_prepend(str(out / "reward"))
@@ -76,14 +77,13 @@ def test_the_forks_evisrag_rows_embed_their_pages_and_score_a_rollout_ending_in_
     fork_extra = {"file_name": row["file_name"], "reference_page": row["reference_page"],
                   "question": row["extra_info"]["question"], "answer": row["extra_info"]["answer"]}
 
-    def score(answer: str) -> float:
-        reply = f"<observe>three pages</observe>\n{evidence}<think>page 1 gives it</think>\n<answer>{answer}</answer>"
+    def score(reply: str) -> float:
         return vragrl_reward.compute_score(data_source=row["data_source"], solution_str=reply + "<|im_end|>",
                                            ground_truth=gt, extra_info=fork_extra)
 
-    # the evidence lines are the target's: perception 1, format 1; EVisRAG's score is their mean with derivation
-    assert score("18.5 million dollars") == pytest.approx(1.0)
-    # "12 million dollars" vs "18 5 million dollars": 2 common tokens, P 2/3, R 2/4, F1 4/7 -> (1 + 4/7 + 1) / 3
-    assert score("12 million dollars") == pytest.approx(6 / 7)
-    # the page held the answer: declining scores derivation 0 -> (1 + 0 + 1) / 3
-    assert score("insufficient to answer") == pytest.approx(2 / 3)
+    evidence = "<evidence>\n[1]: revenue 18.5 million dollars\n[2]: no relevant information\n</evidence>\n"
+    # the fork's float is the format term (its judge grades the answer against `gt`, its NDCG the pages): a one-turn
+    # reply in EVisRAG's form passes it whatever its answer; a reply out of form does not, so the judge is not asked
+    assert score(f"<observe>three pages</observe>\n{evidence}<think>page 1 gives it</think>\n<answer>18.5 million dollars</answer>") == 1.0
+    assert score(f"<observe>three pages</observe>\n{evidence}<think>a guess</think>\n<answer>12 million dollars</answer>") == 1.0
+    assert score("<answer>18.5 million dollars</answer>") == 0.0

@@ -84,10 +84,11 @@ def test_a_whole_page_is_one_file_whatever_the_crop_setting(tmp_path):
 
 def test_easyr1_rows_reuse_the_rows_images(exported):
     out, _ = exported
-    names = {p.name for p in (out / "images").glob("*.jpg")}
+    folder = out / "hf" / "data" / "images"  # the export's one image folder (hf's image-folder layout is selected)
+    names = {p.name for p in folder.glob("*.jpg")}
     rows = _jsonl(out / "easyr1" / "test")
-    assert all(Path(p).name in names for r in rows for p in r["image"])
-    assert len(names) == len({(out / "images" / n).read_bytes() for n in names})  # no two files hold the same bytes
+    assert all(p.startswith("hf/data/images/") and Path(p).name in names for r in rows for p in r["image"])
+    assert len(names) == len({(folder / n).read_bytes() for n in names})  # no two files hold the same bytes
 
 
 @needs_torch

@@ -220,3 +220,30 @@ def test_the_offline_question_writer_runs_only_when_asked_and_is_recorded(harnes
     assert any(k.startswith("cross_doc kept 0 of ") for k in manifest["short_kinds"]), manifest["short_kinds"]
     assert summary["generated"]["writer"] == "oracle" and set(summary["runs"]) == {"evisrag"}
     assert any(r["stage"] == "tasks" and r["label"] == "generate (oracle writer)" for r in shards(ws))
+
+
+@pytest.mark.heavy
+def test_a_bad_file_among_good_ones_is_named_in_the_runs_logs_and_summary(harness, tmp_path):
+    """One PDF that is not a PDF among good ones: the batch goes on without it, and the run says so where a user
+    looks: the logs of the flow run they started (what `--watch` follows, not only the inner flow's) and the summary
+    (pipeline.json, the artifact)."""
+    from vrag_data.sample import make_sample_corpus
+
+    corpus = make_sample_corpus(tmp_path / "docs", docs=1, seed=0)
+    (tmp_path / "docs" / "notes.pdf").write_text("meeting notes, not a PDF\n")
+    ws = tmp_path / "ws"
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "workspace": str(ws), "ingest": {"paths": [str(tmp_path / "docs")], "ocr": "off", "workers": 1},
+        "tasks": {"file": str(corpus.qa_path)}, "synth": {"recipes": ["evisrag"]},
+        "roles": {**ORACLE_ROLES, "student": {"kind": "extractive"}}, "runner": {"max_concurrency": 2, "retries": 0},
+    }))
+    state = synth(str(cfg), return_state=True)
+    assert state.is_completed()
+    notes = json.loads((ws / "pipeline.json").read_text())["notes"]
+    skipped = [n for n in notes if n.startswith("ingest: skipped notes.pdf: not a PDF")]
+    assert len(skipped) == 1, notes
+    root = api("flow_runs/filter", {"flow_runs": {"parent_task_run_id": {"is_null_": True}},
+                                    "sort": "START_TIME_DESC", "limit": 1})[0]
+    logs = api("logs/filter", {"logs": {"flow_run_id": {"any_": [root["id"]]}}, "limit": 200})
+    assert any(r["message"].startswith("ingest: skipped notes.pdf: not a PDF") for r in logs), [r["message"] for r in logs][:30]

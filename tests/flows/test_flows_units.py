@@ -89,3 +89,60 @@ def test_a_recipe_whose_filters_need_a_student_fails_before_any_work(tmp_path):
                                           r"chains\) is not configured; set roles\.student"):
         load(str(cfg))
     assert not (tmp_path / "ws").exists()  # nothing was created
+
+
+def test_every_role_setting_can_be_a_deployment_parameter():
+    """`--param endpoints=...` takes what `roles.<role>` can hold besides the endpoint (the vision error's own fix,
+    `vision: true`, timeouts, sampling): Prefect validates the parameter against the flow's signature, and the role
+    the run gets carries each setting given."""
+    from flows.flows import _merge, _overrides, synth
+
+    ep = {"base_url": "http://127.0.0.1:8000/v1", "model": "served-alias", "vision": True, "timeout_s": 30,
+          "sampling": {"temperature": 0.2}}
+    params = synth.validate_parameters({"endpoints": {"policy": ep}})
+    over = _overrides(None, None, params["endpoints"], None, None)
+    assert over["roles"]["policy"] == {"kind": "openai", "same_as": None,
+                                       "endpoints": [{"base_url": "http://127.0.0.1:8000/v1", "model": "served-alias"}],
+                                       "vision": True, "timeout_s": 30.0, "sampling": {"temperature": 0.2}}
+    cfg = parse_config(_merge({"roles": {"policy": {"kind": "oracle", "max_retries": 2}}}, over), "<parameters>")
+    policy = cfg.roles["policy"]
+    assert (policy.vision, policy.timeout_s, policy.sampling.temperature, policy.max_retries) == (True, 30.0, 0.2, 2)
+
+
+def test_a_problem_with_a_parameter_names_the_parameter_not_the_file(tmp_path):
+    """A role given by `--param endpoints` with a bad URL: the one line names the key, the config file it was checked
+    with, and that the key came from the parameter (the file does not hold it: a user would look there in vain)."""
+    import yaml
+
+    from flows.flows import _origins, _overrides, load
+    from vrag_data.config import RoleParameter
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "q", "answer": "a"}\n')
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"workspace": str(tmp_path / "ws"), "tasks": {"file": str(qa)}, "roles": ORACLE_ROLES,
+                                   "synth": {"recipes": ["visor"]}}))
+    eps = {"policy": RoleParameter(base_url="ftp://127.0.0.1/v1", model="teacher")}
+    with pytest.raises(ConfigError) as err:
+        load(str(cfg), None, None, _overrides(None, None, eps, None, None), origins=_origins(None, None, eps, None, None))
+    msg = str(err.value)
+    assert msg.startswith(f"{cfg}: roles.policy.endpoints[0].base_url: 'ftp://127.0.0.1/v1' is not an http(s) URL"), msg
+    assert msg.endswith("(roles.policy is from --param endpoints.policy)"), msg
+
+
+def test_a_problem_with_a_set_value_names_the_set(tmp_path):
+    from typer.testing import CliRunner
+
+    from vrag_data.cli.main import app
+
+    import yaml
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "q", "answer": "a"}\n')
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"workspace": str(tmp_path / "ws"), "tasks": {"file": str(qa)}, "roles": ORACLE_ROLES}))
+    res = CliRunner().invoke(app, ["run", "--config", str(cfg), "--set", "synth.recipes=[visr]"])
+    line = " ".join(res.output.split())
+    assert res.exit_code == 2 and "synth.recipes[visr]: unknown recipe" in line, res.output
+    assert "(synth.recipes is from --set synth.recipes=...)" in line, res.output
+    assert not (tmp_path / "ws").exists()

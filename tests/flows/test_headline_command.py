@@ -1,5 +1,5 @@
-"""The headline command: `vrag-data up --port P`, then Prefect's own CLI `prefect deployment run vrag-data/synth
---param input=<folder of PDFs> ... --watch` exactly as README.md shows it, over PDFs of the shared corpus with the
+"""The headline command: `vrag-data up --port P`, then `vrag-data submit vrag-data/synth --param input=<folder of
+PDFs> ...` exactly as README.md shows it (the findings below through Prefect's own `prefect deployment run ... --watch`), over PDFs of the shared corpus with the
 local fake OpenAI-compatible teacher as policy, question writer and judge: tasks are generated from the PDFs, then
 trajectories, exports and the report. Plus each finding of the issue: a relative path names what it resolved against;
 a config with documents and no source of tasks stops in the pre-check, before any ingest, with one line; the failed
@@ -44,10 +44,9 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 README_LINES = (
     "vrag-data up -w ws --port 4300",
     "export PREFECT_API_URL=http://127.0.0.1:4300/api",
-    "prefect deployment run vrag-data/synth \\",
+    "vrag-data submit vrag-data/synth \\",
     "--param config=run.yaml --param input=pdfs --param workspace=ws \\",
     "--param recipe=visor --param questions=3 --param samples=1 \\",
-    "--watch",
     "vrag-data down -w ws",
 )
 PARAMS = ("config=run.yaml", "input=pdfs", "workspace=ws", "recipe=visor", "questions=3", "samples=1")
@@ -247,10 +246,14 @@ def test_headline_command_pdfs_to_data_through_prefects_cli(tmp_path):
         assert up.returncode == 0, up.stdout + up.stderr
         assert up.stdout.strip() == api and f"export PREFECT_API_URL={api}" in " ".join(up.stderr.split())
         with OpenAIServer(reply=PdfTeacher()) as srv:
-            run, out = deployment_run(*PARAMS, f"endpoints={_endpoints(srv.base_url)}")
+            # README_LINES: vrag-data submit vrag-data/synth --param config=run.yaml --param input=pdfs ...
+            run = subprocess.run([vrag, "submit", "vrag-data/synth", *(x for p in (*PARAMS, f"endpoints={_endpoints(srv.base_url)}")
+                                                                       for x in ("--param", p))],
+                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+            out = run.stdout + run.stderr
             assert run.returncode == 0, out[-4000:]
             writer_calls = [r for r in srv.requests if r.path.endswith("/chat/completions")]
-        assert "Flow run finished successfully" in out and writer_calls
+        assert re.search(r"flow run \S+ \(" + UUID + r"\): Completed", out) and writer_calls, out[-3000:]
         ws = tmp_path / "ws"
         summary = json.loads((ws / "pipeline.json").read_text())
         # tasks: generated from the PDFs by the question_writer (the model, not the offline writer), recorded

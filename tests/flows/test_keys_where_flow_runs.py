@@ -112,7 +112,8 @@ def test_a_flow_finds_a_secret_block_the_process_lacks_and_logs_how_to_stop_it(t
                     break
                 time.sleep(1)
             assert lines[0].startswith("Beginning flow run")  # Prefect's own, then the flow's first line
-            assert lines[1] == f"to stop this run: prefect flow-run cancel {run_id} (Ctrl-C on a --watch stops only the watcher)"
+            assert lines[1] == (f"to stop this run: prefect flow-run cancel {run_id} (Ctrl-C on `vrag-data submit` cancels "
+                                "the run it started; on `prefect deployment run --watch` it stops only the watcher)")
 
             bad = run(str(missing), return_state=True)
             assert bad.is_failed()

@@ -101,3 +101,28 @@ def test_recipes_lists_each_recipes_budget_and_options():
     lines = {line.split(" ", 1)[0]: line for line in res.output.splitlines() if line.strip()}
     assert "max_turns 10;" in lines["visor"] and lines["visor"].endswith("scope, window")
     assert "grounding" not in lines["visor"] and "grounding, grounding_fallback" in lines["vrag_rl"]
+
+
+def test_an_option_for_a_recipe_the_command_does_not_run_is_still_checked(tmp_path, monkeypatch):
+    """The config file is validated whole: `synth --recipe vrag_rl` with a VISOR option VISOR does not have (VRAG-RL's
+    `grounding_fallback`) stops with one line naming the key, exit 2, before any workspace folder exists."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    cfg = _cfg(tmp_path, {"synth": {"recipes": ["vrag_rl"], "recipe_options": {"visor": {"grounding_fallback": True}}}})
+    ws = tmp_path / "ws"
+    res = CliRunner().invoke(app, ["synth", "-w", str(ws), "--recipe", "vrag_rl", "--config", str(cfg)])
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert res.exit_code == 2, res.output
+    assert len(lines) == 1 and "synth.recipe_options.visor: grounding_fallback: Extra inputs are not permitted" in lines[0], res.output
+    assert not ws.exists()
+
+
+def test_recipes_marks_the_roles_shown_pages_and_needs_the_judge():
+    """`vrag-data recipes` says which roles a run needs (as the config check demands them: the judge included, the
+    student a recipe's RL chain asks for) and which are shown page images (their model must read them)."""
+    res = CliRunner().invoke(app, ["recipes"])
+    assert res.exit_code == 0, res.output
+    lines = {line.split(" ", 1)[0]: line for line in res.output.splitlines() if line.strip()}
+    assert "roles: needs policy (sees pages), grounding (sees pages), judge;" in lines["vrag_rl"]
+    assert "roles: needs policy, planner, reader (sees pages), judge;" in lines["mmdoc_r1"]
+    assert "roles: needs policy (sees pages), judge, student (sees pages);" in lines["evisrag"]
+    assert not any("?" in line.split("; filters")[0] for line in lines.values())

@@ -10,6 +10,10 @@ Use it in a test (server in a background thread of the test process)::
         srv.requests                       # list[SeenRequest], in arrival order (a snapshot copy)
         srv.request_ids(outcome="ok")      # X-Request-Id headers of requests answered with a reply
         srv.peak_in_flight                 # most chat requests handled at the same time
+        srv.in_flight                      # chat requests being handled now
+
+`hold` (a `threading.Event`): every chat request is held, after it is recorded, until the event is set, so a test
+can count what arrived before anything is answered (routing, progress, cancellation) instead of relying on latency.
 
 Endpoints: `GET /v1/models` (lists `models`, default ["teacher"]) and `POST /v1/chat/completions`.
 
@@ -121,6 +125,7 @@ class _Behaviour:
         self.seen: list[SeenRequest] = []
         self.active = 0  # chat requests being handled right now
         self.peak = 0
+        self.hold: threading.Event | None = None  # set: requests go on; unset: each waits after it is recorded
         self.script = list(self.faults.script)
         self.replies = list(reply) if isinstance(reply, list) else None
         self._log = open(log_file, "a", buffering=1) if log_file else None  # noqa: SIM115 - lives with the server
@@ -190,6 +195,8 @@ def build_app(b: _Behaviour) -> FastAPI:
     async def answer(req: dict[str, Any], raw: bytes, rid: str) -> Response:
         outcome = b.outcome()
         b.record("/v1/chat/completions", rid, outcome, raw, req)
+        while b.hold is not None and not b.hold.is_set():  # held until the test releases it (it counts, it never times)
+            await asyncio.sleep(0.005)
         delay = b.faults.latency_s + (b.faults.spike_s if outcome == "slow" else 0.0)
         if delay:
             await asyncio.sleep(delay)
@@ -313,8 +320,10 @@ class OpenAIServer:
     """In-thread scripted server; see the module docstring."""
 
     def __init__(self, reply: Reply = None, faults: Faults | None = None, *, models: list[str] | None = None,
-                 seed: int = 0, api_key: str | None = None, record_bodies: bool = True) -> None:
+                 seed: int = 0, api_key: str | None = None, record_bodies: bool = True,
+                 hold: threading.Event | None = None) -> None:
         self._b = _Behaviour(reply, faults, models or ["teacher"], seed, api_key, record_bodies)
+        self._b.hold = hold
         self._sock = _free_socket()
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -329,6 +338,11 @@ class OpenAIServer:
     def requests(self) -> list[SeenRequest]:
         with self._b.lock:
             return list(self._b.seen)
+
+    @property
+    def in_flight(self) -> int:
+        """Chat requests being handled now (held ones included)."""
+        return self._b.active
 
     @property
     def peak_in_flight(self) -> int:

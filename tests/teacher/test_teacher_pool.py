@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -76,28 +78,48 @@ def test_timeout_is_retried(tmp_path):
         assert res.text == "ok" and res.retries == 1
 
 
+async def _release_when(pool: TeacherPool, texts: list[str], ready: Callable[[], bool], gate: threading.Event) -> list:
+    """All calls at once against servers that hold each request until `gate` is set: set once `ready()` says what the
+    test waits for has arrived (counted, never timed), then every call's result."""
+    async with pool:
+        calls = asyncio.ensure_future(asyncio.gather(*(pool.chat("policy", user(t)) for t in texts)))
+        for _ in range(12_000):  # a guard against a hang (2 min), not a timing: the asserts say what went wrong
+            if ready() or calls.done():
+                break
+            await asyncio.sleep(0.01)
+        gate.set()
+        return await calls
+
+
 def test_least_loaded_routing_spreads_load_over_two_replicas(tmp_path):
-    with OpenAIServer(faults=Faults(latency_s=0.2)) as a, OpenAIServer(faults=Faults(latency_s=0.2)) as b:
+    """No request is answered before all 40 are in flight, so each routing decision sees the load the earlier ones
+    put on the replicas, however slowly a loaded machine sends them: 20 and 20 (no latency to race against)."""
+    gate = threading.Event()
+    with OpenAIServer(hold=gate) as a, OpenAIServer(hold=gate) as b:
         pool = TeacherPool({"policy": role(a.base_url, b.base_url)}, RequestCache(tmp_path), "r1")
-        res = run(_chat_all(pool, [f"q{i}" for i in range(40)]))
+        res = run(_release_when(pool, [f"q{i}" for i in range(40)], lambda: a.in_flight + b.in_flight >= 40, gate))
         assert len(a.requests) == 20 and len(b.requests) == 20
         assert {r.endpoint for r in res} == {a.base_url, b.base_url}
 
 
 def test_busy_replica_gets_fewer_requests(tmp_path):
-    # Replica A answers in 0.5 s, B at once: B frees its slots and takes most of a stream of calls.
-    with OpenAIServer(faults=Faults(latency_s=0.5)) as a, OpenAIServer() as b:
+    """Replica A holds what it gets (its 4 slots fill and stay full), B answers at once: every other call goes to B.
+    A is released only once B has answered the rest, so no timing decides the split: at most 4 to A."""
+    gate = threading.Event()
+    with OpenAIServer(hold=gate) as a, OpenAIServer() as b:
         pool = TeacherPool({"policy": role(a.base_url, b.base_url, max_in_flight=4)}, RequestCache(tmp_path), "r1")
-        run(_chat_all(pool, [f"q{i}" for i in range(40)]))
+        run(_release_when(pool, [f"q{i}" for i in range(40)], lambda: a.in_flight + len(b.requests) >= 40, gate))
         assert len(a.requests) + len(b.requests) == 40
-        assert len(b.requests) > 2 * len(a.requests)
+        assert len(a.requests) <= 4 and len(b.requests) > 2 * len(a.requests)
 
 
 def test_in_flight_bound_per_endpoint(tmp_path):
-    with OpenAIServer(faults=Faults(latency_s=0.05)) as srv:
+    """Requests are held until 3 are in flight (the bound), then released: the server never saw a 4th at once."""
+    gate = threading.Event()
+    with OpenAIServer(hold=gate) as srv:
         pool = TeacherPool({"policy": role(srv.base_url, max_in_flight=3)}, RequestCache(tmp_path), "r1")
-        run(_chat_all(pool, [f"q{i}" for i in range(30)]))
-        assert srv.peak_in_flight == 3
+        run(_release_when(pool, [f"q{i}" for i in range(30)], lambda: srv.in_flight >= 3, gate))
+        assert srv.peak_in_flight == 3 and len(srv.requests) == 30
 
 
 def test_cache_replays_a_finished_run_without_http(tmp_path):
@@ -385,3 +407,24 @@ def test_a_reply_over_the_size_cap_is_a_recorded_error_not_a_memory_spike():
             _asyncio.run(go(10_000))
         text, *_ = _asyncio.run(go(1 << 20))
     assert text == "y" * 50_000
+
+
+def test_check_names_every_wrong_model_in_one_line(tmp_path):
+    """Three roles name models their servers do not serve: one line names all three with each fix, not the first only
+    (a config is not fixed one run at a time)."""
+    with OpenAIServer(models=["served-a"]) as a, OpenAIServer(models=["served-b"]) as b:
+        roles = {"policy": RoleConfig(endpoints=[EndpointConfig(base_url=a.base_url, model="polcy")]),
+                 "judge": RoleConfig(endpoints=[EndpointConfig(base_url=b.base_url, model="juge")]),
+                 "question_writer": RoleConfig(endpoints=[EndpointConfig(base_url=b.base_url, model="served-b")])}
+        pool = TeacherPool(roles, RequestCache(tmp_path), "r1")
+
+        async def go():  # noqa: ANN202
+            async with pool:
+                await pool.check()
+
+        with pytest.raises(TeacherError) as err:
+            run(go())
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("2 wrong model names: ")
+    assert "does not serve model 'polcy' (it serves ['served-a']); fix roles.policy.endpoints[0].model" in msg
+    assert "does not serve model 'juge' (it serves ['served-b']); fix roles.judge.endpoints[0].model" in msg

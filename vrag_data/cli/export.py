@@ -95,6 +95,8 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
             )
         console.print(f"kept {summary.n_kept}/{summary.n_trajectories} trajectories -> {summary.out_dir}", highlight=False)
+        for line in summary.stats.get("dropped") or []:  # why fewer were kept, and the config keys that change it
+            console.print(f"[yellow]dropped:[/] {escape(line)}", highlight=False, soft_wrap=True)
         if ws.is_local:
             from vrag_data.report import print_run_summary
 

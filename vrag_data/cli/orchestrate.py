@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,8 @@ def print_outputs(summary: dict[str, Any]) -> None:
         lines = [(f.label, d / f.entry) for f in all_formats() if (d / f.entry.split("/")[0]).is_dir()]
         for name, path in lines:
             console.print(f"  {name + ':':<15} {path}", highlight=False, soft_wrap=True)
+    for line in summary.get("notes") or []:  # skipped inputs, why fewer were kept
+        console.print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
     if rep.get("db"):
         console.print(f"report.duckdb:   {rep['db']}", highlight=False, soft_wrap=True)
         console.print(f"report.html:     {rep['html']}", highlight=False, soft_wrap=True)
@@ -53,12 +53,16 @@ def print_outputs(summary: dict[str, Any]) -> None:
 
 def _check(config: Path, workspace: Path | None = None, sets: list[str] | None = None) -> None:
     from vrag_data.config import load_config
-    from vrag_data.config_check import check_run_config
+    from vrag_data.config_check import check_run_config, set_origins, with_origins
+    from vrag_data.errors import ConfigError
 
     cfg = load_config(config, sets or ())
     if workspace is not None:  # the workspace the run will use (it may already hold the tasks)
         cfg = cfg.model_copy(update={"workspace": str(workspace)})
-    check_run_config(cfg, str(config))
+    try:
+        check_run_config(cfg, str(config))
+    except ConfigError as err:  # a key a --set gave is named as such, not as the file's
+        raise ConfigError(with_origins(str(err), set_origins(sets or ()))) from None
 
 
 def up_hints() -> list[str]:
@@ -66,8 +70,8 @@ def up_hints() -> list[str]:
     return [
         "API keys: the flow runs read the environment of this `up` (a variable exported later needs `vrag-data down` then "
         "`vrag-data up`), then a Prefect Secret block named after the variable (MY_KEY -> my-key)",
-        "stop a run: prefect flow-run cancel <flow-run-id> (Ctrl-C on `prefect deployment run ... --watch` stops only "
-        "the watcher; each run logs its id first)",
+        "run: vrag-data submit vrag-data/synth --param config=run.yaml ... (checks the parameters first; Ctrl-C cancels "
+        "the run it started); stop any run: prefect flow-run cancel <flow-run-id> (each run logs its id first)",
     ]
 
 
@@ -116,11 +120,12 @@ def _demo(config: Path, ws: Path, port: int | None, keep_up: bool) -> None:
     state = _up(ws, port)
     code = 1
     try:
-        cmd = [sys.executable, "-m", "prefect", "deployment", "run", DEPLOYMENT, "--param", f"config={config.resolve()}",
-               "--param", f"workspace={ws}", "--watch", "--watch-interval", "2"]
-        console.print(f"$ prefect deployment run {DEPLOYMENT} --param config=... --watch", highlight=False)
-        env = {**os.environ, **OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}
-        code = subprocess.run(cmd, env=env, check=False).returncode
+        from flows.submit import main_say, run_submit
+
+        console.print(f"$ vrag-data submit {DEPLOYMENT} --param config=... --watch", highlight=False)
+        for k, v in {**OFFLINE, "PREFECT_API_URL": state["api_url"], "PREFECT_HOME": state["prefect_home"]}.items():
+            os.environ[k] = v
+        code = run_submit(DEPLOYMENT, [f"config={config.resolve()}", f"workspace={ws}"], True, main_say)
         summary_path = ws / "pipeline.json"
         if summary_path.is_file():
             print_outputs(json.loads(summary_path.read_text()))
@@ -202,3 +207,30 @@ def register(app: typer.Typer) -> None:
         ws = _workspace(config, workspace)
         _check(config, ws)  # a bad config fails here, before any server starts
         _demo(config, ws, port, keep_up)
+
+    register_submit(app)
+
+
+def register_submit(app: typer.Typer) -> None:
+    @app.command("submit")
+    @friendly_errors
+    def submit_cmd(
+        deployment: str = typer.Argument("vrag-data/synth", help="The deployment (`vrag-data/synth`, `vrag-data/export`, ...)."),
+        params: list[str] = typer.Option([], "--param", "-p", help="A parameter as key=value (a JSON value or text), "
+                                         "as `prefect deployment run --param` takes it; repeat it."),
+        watch: bool = typer.Option(True, "--watch/--no-watch", help="Follow the run until it ends (Ctrl-C cancels it; "
+                                   "a second Ctrl-C leaves it running)."),
+    ) -> None:
+        """Check a deployment run's parameters here (the synth deployment's config, roles, inputs and endpoints: a bad
+        config fails in seconds), then submit it to the server `vrag-data up` started (PREFECT_API_URL) and follow it.
+        Relative paths among the parameters resolve against this folder."""
+        from flows.submit import main_say, run_submit
+
+        if not os.environ.get("PREFECT_API_URL"):
+            fail("PREFECT_API_URL is not set: export the API address `vrag-data up` printed "
+                 "(export PREFECT_API_URL=http://127.0.0.1:4300/api)")
+        for k, v in OFFLINE.items():
+            os.environ.setdefault(k, v)
+        code = run_submit(deployment, params, watch, main_say)
+        if code:
+            raise typer.Exit(code)

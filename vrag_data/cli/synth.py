@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -123,17 +123,13 @@ def register(app: typer.Typer) -> None:
     @app.command("recipes")
     @friendly_errors
     def recipes_cmd() -> None:
-        """List the registered recipes: paper, grammar, roles, filters, augmentations, reward, turn budget and the
-        options `synth.recipe_options.<recipe>` accepts."""
+        """List the registered recipes: paper, grammar, the roles a run needs and the optional ones (each shown page
+        images is marked: its model must read them), filters, augmentations, reward, turn budget and the options
+        `synth.recipe_options.<recipe>` accepts."""
         from vrag_data.recipe import all_recipes
 
         for name, r in all_recipes().items():
-            roles = ", ".join(f"{x.name}{'' if x.required else '?'}" for x in r.roles)
-            console.print(f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles {roles}; filters "
-                          f"{', '.join(f.name for f in r.filters) or '-'}; augmentations "
-                          f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}; "
-                          f"max_turns {r.free_turns}; options {', '.join(r.options_model.model_fields)}",
-                          highlight=False, soft_wrap=True)
+            console.print(_recipe_line(name, r), highlight=False, soft_wrap=True)
 
     @app.command("filter")
     @friendly_errors
@@ -159,3 +155,23 @@ def register(app: typer.Typer) -> None:
         for line in res.augment_skipped[:10]:
             console.print(f"[dim]augmentation skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
         _summary(workspace, run)
+
+
+def _recipe_line(name: str, r: Any) -> str:  # noqa: ANN401 - a Recipe (imported lazily by the commands)
+    """One recipe as `vrag-data recipes` lists it: the roles a run needs as the config check demands them (those
+    shown page images marked: their model must read them), the optional ones, filters, reward, budget, options."""
+    from vrag_data.teacher.roles import needed_roles
+    from vrag_data.teacher.vision import recipe_shown_pages
+
+    needed = needed_roles(r)
+    shown = {u.role for u in recipe_shown_pages([r])}
+    optional = [x.name for x in r.roles if x.name not in needed]
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(f"{n} (sees pages)" if n in shown else n for n in names) or "-"
+
+    roles = f"needs {listed(needed)}" + (f"; optional {listed(optional)}" if optional else "")
+    return (f"[bold]{name}[/] ({r.paper}): grammar {r.grammar.name}; roles: {roles}; filters "
+            f"{', '.join(f.name for f in r.filters) or '-'}; augmentations "
+            f"{', '.join(a.name for a in r.augmentations) or '-'}; reward {r.reward.name}; "
+            f"max_turns {r.free_turns}; options {', '.join(r.options_model.model_fields)}")

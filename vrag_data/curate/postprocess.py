@@ -17,15 +17,13 @@ replaces the verdict and augmentation files atomically: the result is the same, 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import re
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.augment import AugmentError
+from vrag_data.filters.drops import drop_causes
 from vrag_data.augment.base import TeacherFor
 from vrag_data.config import RoleConfig, RunConfig
 from vrag_data.errors import VragError
@@ -82,33 +80,6 @@ class FilterResult(BaseModel):
                 f" -> {self.verdicts_path}{aug}{rl}")
 
 
-MAX_DROP_LINES = 3
-MAX_SETTINGS = 4
-
-
-def drop_causes(verdicts: list[Verdict], filters: list[Any], recipe: str, n_total: int) -> list[str]:
-    """The filters that dropped the most (a chain filter sees only the survivors of the previous one, so its failures
-    are its drops), each with its most common reason and the config keys of its settings with their values now."""
-    failed: dict[str, Counter[str]] = {}
-    for v in verdicts:
-        if not v.passed and v.filter != "augmentation":  # a source replaced by its augmented copy is not dropped
-            # details in brackets (a bucket, a page list) differ per trajectory; the reason around them is the cause
-            failed.setdefault(v.filter, Counter())[re.sub(r"\([^)]*\)", "(...)", v.reason or "no reason")] += 1
-    by_name = {getattr(f, "name", ""): f for f in filters}
-    lines = []
-    for name, reasons in sorted(failed.items(), key=lambda kv: -sum(kv[1].values()))[:MAX_DROP_LINES]:
-        n = sum(reasons.values())
-        why, k = reasons.most_common(1)[0]
-        line = f"{name} dropped {n} of {n_total} (most often: {why[:120]} x{k})"
-        f = by_name.get(name)
-        if f is not None and dataclasses.is_dataclass(f):
-            opts = [(x.name, getattr(f, x.name)) for x in dataclasses.fields(f) if x.name != "name"][:MAX_SETTINGS]
-            if opts:
-                line += "; settings: " + ", ".join(f"filters.options.{recipe}.{name}.{o}={v!r}" for o, v in opts)
-        elif f is not None:
-            line += f"; remove it with filters.chains.{recipe}"
-        lines.append(line)
-    return lines
 
 
 def _roles(cfg: RunConfig | None, manifest_config: dict[str, Any], recipe: Recipe) -> dict[str, RoleConfig]:
@@ -270,4 +241,4 @@ async def _judge_and_filter(ws: Workspace, run_id: str, cfg: RunConfig | None, r
                         n_kept=len(kept) - len(replaced), per_filter=per, judge_errors=len(errors), verdicts_path=vpath,
                         n_augmented=len(augmented), augmented_path=apath, augment_skipped=skipped, rl_chain=rl_chain.names,
                         n_rl_kept=None if rl_kept is None else len(rl_kept), rl_verdicts_path=rl_path,
-                        drops=drop_causes(verdicts, chain.filters, manifest.recipe, len(trajs)))
+                        drops=drop_causes(verdicts, {manifest.recipe: chain.filters}, lambda _: manifest.recipe, len(trajs)))

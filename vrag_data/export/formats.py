@@ -72,8 +72,8 @@ class Written:
     files: dict[str, list[str]] = field(default_factory=dict)  # relative to the format's folder
     splits: dict[str, dict[str, int]] = field(default_factory=dict)  # record type -> split -> records (the card's)
     warnings: list[str] = field(default_factory=list)  # what the writer left out and why (an empty split's config)
-    # the rows name files of the export's images/ (paths relative to the export folder); False for a writer that
-    # embeds the bytes or shows no image: when no format names them the export keeps no images/
+    # the rows name files of the export's image folder (paths relative to the export folder); False for a writer that
+    # embeds the bytes or shows no image: when no format names them the export keeps no image folder
     names_image_files: bool = True
     image_folder: str = ""  # a folder of images inside the format's folder that its metadata files name (hf `folder`)
 
@@ -115,11 +115,31 @@ class FormatDefaults:
     def warnings(self, ctx: FormatContext, recipes: Sequence[str]) -> list[str]:
         return []
 
+    def image_dir(self, cfg: "ExportConfig") -> str | None:
+        """Where the export's one image folder goes when this format is selected (relative to the export folder), for
+        a format whose consumer needs the images inside its own folder; None: the default `images/`."""
+        return None
+
     def card_section(self, written: Written) -> str:
         return f"- {self.label}: `{self.entry}`\n"
 
     def publish(self, ctx: FormatContext, written: Written, card: str) -> None:
         return None
+
+
+DEFAULT_IMAGE_DIR = "images"
+
+
+def image_dir(selected: Sequence[Format], cfg: "ExportConfig") -> str:
+    """The export's one image folder: the first selected format's own (`image_dir`), else `images/`. Every format names
+    its files by a path relative to the export folder, so copying the export (`cp -r`, `scp -r`, a zip) never
+    duplicates an image."""
+    for f in selected:
+        own = getattr(f, "image_dir", None)
+        folder = own(cfg) if callable(own) else None
+        if folder:
+            return folder
+    return DEFAULT_IMAGE_DIR
 
 
 def takes_sft_split(fmt: Format, split: str) -> bool:

@@ -4,9 +4,10 @@ with its splits) and `hf/data/{sft,rl}-<split>-*.parquet`.
 Where the images go (`export.hf_images`):
 - `folder` (default): the image-folder layout `datasets` reads with its own `imagefolder` builder: each parquet shard
   is a metadata file whose `images_file_names` column names `images/<hash>.jpg` relative to `hf/data/`, and
-  `hf/data/images/` holds each distinct image once (a hard link to the export's `images/` file where the filesystem
-  allows, else a copy). `load_dataset("<copy of hf>", "sft")` loads the `Image` values from any working directory
-  and hf/ holds each image once, whatever the configs and splits that show it.
+  `hf/data/images/` is the export's one image folder: every other format of the export names the same files
+  (`hf/data/images/<hash>.jpg`, relative to the export folder), so no image is on disk twice and a copy made with
+  `cp -r`, `scp -r`, `rsync -a` or a zip is the size of the export as written. `load_dataset("<copy of hf>", "sft")`
+  loads the `Image` values from any working directory.
 - `embed`: the bytes in the parquet itself (each distinct image once per shard: the bytes column is
   dictionary-encoded); a page shown by several configs or splits is stored in each.
 - `reference`: the `Image` value names the export's shared `images/<hash>.jpg`, relative to the export folder: loads
@@ -25,6 +26,7 @@ from typing import Any
 import datasets
 import pyarrow as pa
 
+from vrag_data.config import ExportConfig
 from vrag_data.errors import VragError
 from vrag_data.export.card import front_matter
 from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Written, register_format
@@ -130,9 +132,11 @@ class HfWriter:
     def __init__(self, out_root: Path, shard_size: int, images: str = "reference") -> None:
         self.out_root, self.shard_size, self.images = out_root, shard_size, images
         self.dir = out_root / "hf"
-        shutil.rmtree(self.dir, ignore_errors=True)  # a previous export's shards must not mix with this one
+        for p in list(self.dir.rglob("*")) if self.dir.is_dir() else []:  # a previous export's shards must not mix
+            if p.is_file() and not p.is_relative_to(self.dir / IMAGE_FOLDER):  # the image folder is the export's own
+                p.unlink()
         self.writers: dict[tuple[str, str], ShardWriter] = {}
-        self.linked: set[str] = set()  # `folder`: the images/ files linked into hf/data/images/
+        self.linked: set[str] = set()  # `folder`: the files of hf/data/images/ the rows name
 
     def _writer(self, config: str, split: str) -> ShardWriter:
         w = self.writers.get((config, split))
@@ -181,24 +185,23 @@ class HfWriter:
             for w in self.writers.values():
                 for path in w.paths:
                     _without_file_names(self.out_root, path)
-        # embedded Image values and hf/'s own image folder name no file of the export's images/
-        return Written(counts, self._name_by_content(), splits, names_image_files=self.images == "reference",
+        # embedded Image values name no file; `folder` and `reference` rows name files of the export's image folder
+        return Written(counts, self._name_by_content(), splits, names_image_files=self.images in ("reference", "folder"),
                        image_folder=IMAGE_FOLDER if self.linked else "")
 
     def _file_names(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`folder` rows: `images_file_names` (relative to hf/data/, the metadata file's folder) in place of `images`,
-        each image linked into hf/data/images/ once."""
-        folder = self.dir / "data" / "images"
+        """`folder` rows: `images_file_names` (relative to hf/data/, the metadata file's folder) in place of `images`:
+        the export's image folder is hf/data/images/ (`HfFormat.image_dir`), so the names point at its files."""
+        data = self.out_root / "hf" / "data"
         out = []
         for r in rows:
             names = []
             for rel in r["images"]:
-                name = Path(rel).name
-                if name not in self.linked:
-                    folder.mkdir(parents=True, exist_ok=True)
-                    _link_or_copy(self.out_root / rel, folder / name)
-                    self.linked.add(name)
-                names.append(f"images/{name}")
+                path = self.out_root / rel
+                if not path.is_relative_to(data / "images"):
+                    raise VragError(f"hf image-folder layout: {rel} is outside hf/{IMAGE_FOLDER}/, the export's image folder")
+                self.linked.add(path.name)
+                names.append(path.relative_to(data).as_posix())
             out.append({("images_file_names" if k == "images" else k): (names if k == "images" else v)
                         for k, v in r.items()})
         return out
@@ -233,16 +236,6 @@ def folder_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field("images_file_names", pa.list_(pa.string())) if f.name == "images" else f for f in schema])
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """`dst` holds the bytes of `src`: a hard link (no second copy on disk) or, where the filesystem has none, a copy."""
-    if dst.exists():
-        return
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def _without_file_names(out_root: Path, path: Path) -> None:
     """A `folder` shard rewritten as a plain parquet shard (an export that shows no image has no image folder)."""
     import pyarrow.parquet as pq
@@ -267,6 +260,10 @@ class HfFormat(FormatDefaults):
 
     def open(self, ctx: FormatContext) -> HfWriter:
         return HfWriter(ctx.out, ctx.shard_size, ctx.cfg.hf_images)
+
+    def image_dir(self, cfg: ExportConfig) -> str | None:
+        """The image-folder layout keeps the export's one image folder inside hf/ (a copied hf/ loads alone)."""
+        return f"hf/{IMAGE_FOLDER}" if cfg.hf_images == "folder" else None
 
     def card_section(self, written: Written) -> str:
         return ("- HF dataset (`hf/`): `datasets.load_dataset(\"<export>/hf\", \"sft\")` (or `\"rl\"`), "

@@ -1,5 +1,6 @@
-"""Materialise the page and crop images a record shows into `<out>/images/`, once per image (the folder is removed
-when no format names its files: every format embedded the bytes).
+"""Materialise the page and crop images a record shows into the export's one image folder (`<out>/images/`, or
+`<out>/hf/data/images/` when the HF image-folder layout is selected), once per image (the folder is removed when no
+format names its files: every format embedded the bytes).
 
 File names are content-addressed: a hash of the source page file's bytes, the reference (page, crop box,
 stacked boxes) and the target size, so re-exports reuse finished files and two records that show the same
@@ -35,14 +36,17 @@ class BadImage(ImageProblem):
 
 
 class ImageStore:
-    """Writes each distinct image once; returns paths relative to the export root (`images/<hash>.jpg`)."""
+    """Writes each distinct image once into `folder` (relative to the export root: `images`, or the folder a selected
+    format keeps its images in); returns paths relative to the export root (`<folder>/<hash>.jpg`)."""
 
-    def __init__(self, ws: Workspace, out_root: Path, family: str, quality: int = 90) -> None:
+    def __init__(self, ws: Workspace, out_root: Path, family: str, quality: int = 90, folder: str = "images") -> None:
         self.ws, self.out_root, self.family, self.quality = ws, out_root, family, quality
-        self.dir = out_root / "images"
+        self.folder = folder
+        self.dir = out_root / folder
         self.dir.mkdir(parents=True, exist_ok=True)
         self._page_sha: dict[str, str] = {}
         self._done: dict[str, str] = {}
+        self.used: set[str] = set()  # images of the records written (a record the gate stopped names none of its own)
         self.written = 0
         self.reused = 0
         # some format's rows name files of images/ (paths); when none does (every format embedded the bytes it read
@@ -76,9 +80,14 @@ class ImageStore:
             raise BadImage(f"{page_id}: cannot decode the page image: {err}") from None
         return img if img.size == (w, h) else img.resize((w, h), Image.Resampling.BICUBIC)
 
+    def mark_used(self, paths: list[str]) -> None:
+        """The images a written record names (paths as `materialise` returned them)."""
+        self.used.update(paths)
+
     def prune(self) -> int:
-        """Remove the images of the folder this export did not use (an export it replaced); the number removed."""
-        used = {Path(rel).name for rel in self._done.values()}
+        """Remove the images of the folder no written record names (an export it replaced, a record the gate stopped
+        after its images were made); the number removed."""
+        used = {Path(rel).name for rel in self.used}
         gone = 0
         for p in self.dir.iterdir() if self.dir.is_dir() else ():
             if p.name not in used:
@@ -86,17 +95,18 @@ class ImageStore:
                 gone += 1
         return gone
 
-    def settle(self, replaced: bool) -> None:
-        """The finished export's images/: removed whole when no format names its files or no record showed an
-        image, else, when the export replaced another run's, without the images this one did not use."""
-        if not self.named or not self._done:
+    def settle(self, replaced: bool = False) -> None:
+        """The finished export's image folder: removed whole when no format names its files or no written record shows
+        an image, else without the images no written record names (`replaced`: kept for callers; pruning is always)."""
+        if not self.named or not self.used:
             shutil.rmtree(self.dir, ignore_errors=True)
-        elif replaced:
+        else:
             self.prune()
 
-    def materialise(self, ref: ImageRef, max_pixels: int, crop_min_pixels: int | None = None) -> str:
+    def materialise(self, ref: ImageRef, max_pixels: int, crop_min_pixels: int | None = None, pending: bool = False) -> str:
         """The image of `ref` for training: a page at the family's processor size; a crop at its own size within
-        `max_pixels`, scaled up to `crop_min_pixels` when the recipe shows crops at a standard resolution."""
+        `max_pixels`, scaled up to `crop_min_pixels` when the recipe shows crops at a standard resolution. `pending`:
+        for a record not yet past the export's gate (its images count as used once it is written: `mark_used`)."""
         crop = ref.box is not None or bool(ref.stacked)
         crop_min_pixels = crop_min_pixels if crop else None  # a whole page ignores it: one file per page and size
         parts: list = [self.page_sha(ref.page_id), ref.model_dump(mode="json"), self.family, max_pixels]
@@ -105,8 +115,10 @@ class ImageStore:
         key = short_hash(*parts, n=20)
         rel = self._done.get(key)
         if rel is not None:
+            if not pending:
+                self.used.add(rel)
             return rel
-        rel = f"images/{key}.jpg"
+        rel = f"{self.folder}/{key}.jpg"
         final = self.out_root / rel
         if final.exists():
             self.reused += 1
@@ -129,4 +141,6 @@ class ImageStore:
             tmp.replace(final)
             self.written += 1
         self._done[key] = rel
+        if not pending:
+            self.used.add(rel)
         return rel

@@ -43,7 +43,7 @@ def rl_items(sources: Mapping[tuple[str, str], RlSource], tasks: Mapping[str, Ta
             # exactly as the SFT records of the same export are
             prompt = [{**m, "content": reword_coords(m["content"], words, src.coord_space, family)} for m in prompt]
         try:
-            images = [store.materialise(ref, mp, hints.crop_min_pixels(recipe)) for ref in refs]  # as the SFT records
+            images = [store.materialise(ref, mp, hints.crop_min_pixels(recipe), pending=True) for ref in refs]  # as the SFT records
         except (MissingImage, BadImage) as err:
             skip("rl", f"{task_id}:{recipe}", "missing_image" if isinstance(err, MissingImage) else "bad_image", f"task {task_id}: {err}")
             continue

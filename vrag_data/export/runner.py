@@ -12,26 +12,29 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrag_data.config import ExportConfig
 from vrag_data.env.geometry import FAMILIES
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.export.card import card_body, front_matter, publish_problems, run_roles, source_licenses
 from vrag_data.export.gate import ExportGate, without_rejected
-from vrag_data.export.formats import Format, FormatContext, FormatWriter, Written, resolve_formats, takes_sft_split
+from vrag_data.export.formats import (DEFAULT_IMAGE_DIR, Format, FormatContext, FormatWriter, Written, image_dir, resolve_formats,
+                                      takes_sft_split)
 from vrag_data.export.hints import RecipeHints, refuse_target
 from vrag_data.export.images import ImageStore
 from vrag_data.export.io import write_json, write_text
+from vrag_data.export.previous import ASIDE, Previous  # noqa: F401  (ASIDE: re-exported for the export's restorers)
 from vrag_data.export.rl_items import RlSource, rl_items
 from vrag_data.export.search import write_search
 from vrag_data.export.sft_records import PageSizes, answer_evidence, sft_records
 from vrag_data.export.summary import ExportSummary, RunStats, Skips, register_export
-from vrag_data.schema.records import Task, Trajectory
+from vrag_data.filters.drops import drop_causes
+from vrag_data.schema.records import Task, Trajectory, Verdict
 from vrag_data.store import Workspace, read_records
+from vrag_data.store.shards import iter_records
 from vrag_data.store.run import ExportLock, RunDir, Verdicts, stale_hint
 
 if TYPE_CHECKING:
@@ -86,21 +89,17 @@ def export_run(
     _check_out(out, run_id, overwrite)
     fresh = not out.is_dir() or not any(p.name != ".export.lock" for p in out.iterdir())
     out.mkdir(parents=True, exist_ok=True)
-    summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
-    if unfiltered:
-        summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
-                                "answered episode that passes the recipe's gate is kept")
-    elif state == "missing":
-        summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
-    summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
+    summary = _new_summary(run_id, out, selected, model_family, unfiltered, state)
     with ExportLock(out):
-        previous = Previous.set_aside(out)  # the earlier export stays whole until this one has finished
+        folder = image_dir(selected, cfg)  # the export's one image folder, which every format names
+        previous = Previous.set_aside(out, folder)  # the earlier export stays whole until this one has finished
         try:
             (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
             skips = Skips()
-            ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, ImageStore(ws, out, model_family),
-                                skips.add, hints, target=target)
-            _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered)
+            store = ImageStore(ws, out, model_family, folder=folder)
+            ctx = FormatContext(out, int(shard_size or cfg.shard_size), model_family, cfg, store, skips.add, hints, target=target)
+            _export(ws, run, selected, ctx, skips, summary, on_trajectory, unfiltered,
+                    {r.name: list(r.filters) for r in recipes})
         except NothingToExport as err:
             # a definite answer, not an accident: the earlier export no longer matches the run's verdicts and goes
             previous.empty()
@@ -116,63 +115,31 @@ def export_run(
                 shutil.rmtree(out, ignore_errors=True)
             raise
         previous.drop()
-        shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
-        ctx.store.settle(replaced=overwrite)  # images/ only when a format names its files
+        _finished(out, ctx.store, overwrite)
         register_export(ws, out)
     return summary
 
 
-ASIDE = ".previous-export"  # inside the export folder while a new export is written over an earlier one
-KEPT = (".export.lock", "images", ASIDE)  # the lock; images are content-addressed (a file is whole or absent)
+def _new_summary(run_id: str, out: Path, selected: list[Format], model_family: str, unfiltered: bool,
+                 state: str) -> ExportSummary:
+    summary = ExportSummary(run_id=run_id, out_dir=str(out), formats=[f.name for f in selected], model_family=model_family)
+    if unfiltered:
+        summary.warnings.append(f"run {run_id}: exported with --unfiltered: the filter's verdicts are not applied; every "
+                                "answered episode that passes the recipe's gate is kept")
+    elif state == "missing":
+        summary.warnings.append(f"run {run_id}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
+    summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
+    return summary
 
 
-@dataclass
-class Previous:
-    """An earlier export in `out`, set aside (renamed, so it needs no space) while a new one is written: restored
-    when the new one cannot finish, dropped when it has. Page images stay in place and are reused; an image the
-    failed export added is removed again."""
-
-    out: Path
-    aside: Path | None
-    images: set[str]
-
-    @classmethod
-    def set_aside(cls, out: Path) -> "Previous":
-        stale = out / ASIDE
-        if stale.is_dir():  # a process killed while writing over an earlier export: that export comes back first
-            cls(out, stale, set()).restore(remove_new_images=False)
-        images = {p.name for p in (out / "images").iterdir()} if (out / "images").is_dir() else set()
-        names = [p for p in out.iterdir() if p.name not in KEPT]
-        if not names:
-            return cls(out, None, images)
-        stale.mkdir()
-        for p in names:
-            p.rename(stale / p.name)
-        return cls(out, stale, images)
-
-    def restore(self, remove_new_images: bool = True) -> None:
-        for p in list(self.out.iterdir()):
-            if p.name in KEPT:
-                continue
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        if remove_new_images and (self.out / "images").is_dir():
-            for p in (self.out / "images").iterdir():
-                if p.name not in self.images:
-                    p.unlink(missing_ok=True)
-        if self.aside is not None and self.aside.is_dir():
-            for p in self.aside.iterdir():
-                p.rename(self.out / p.name)
-            self.aside.rmdir()
-
-    def empty(self) -> None:
-        """Everything but the lock goes: the new export and the earlier one, page images included."""
-        for p in list(self.out.iterdir()):
-            if p.name != ".export.lock":
-                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-
-    def drop(self) -> None:
-        if self.aside is not None:
-            shutil.rmtree(self.aside, ignore_errors=True)
+def _finished(out: Path, store: ImageStore, overwrite: bool) -> None:
+    """A finished export keeps only what it is: no staging folder, no image no record names, no image folder of an
+    earlier layout, no bookkeeping file (summary.json names the run; the lock goes when it is released)."""
+    shutil.rmtree(out / ".tmp", ignore_errors=True)  # every shard is in place: the staging folder goes
+    store.settle(replaced=overwrite)  # the image folder only when a format names its files
+    if store.folder != DEFAULT_IMAGE_DIR:  # an earlier export's images/ (another layout) is no file of this one
+        shutil.rmtree(out / DEFAULT_IMAGE_DIR, ignore_errors=True)
+    (out / OWNER_FILE).unlink(missing_ok=True)
 
 
 class NothingToExport(VragError):
@@ -192,7 +159,8 @@ def _check_filter(run: RunDir, run_id: str, workspace: str) -> None:
 
 
 def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatContext, skips: Skips, summary: ExportSummary,
-            on_trajectory: Callable[[], None] | None, unfiltered: bool = False) -> None:
+            on_trajectory: Callable[[], None] | None, unfiltered: bool = False,
+            chains: dict[str, list[Any]] | None = None) -> None:
     pages = PageSizes(ws)
     stats = RunStats()
     # formats that take SFT records open now; the others once the SFT pass has told whether RL prompts carry images
@@ -202,6 +170,8 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     sources = _sft_pass(run, [f for f in selected if f.sft], writers, ctx, pages, stats, summary, skips, on_trajectory,
                         {tid: t.split or "train" for tid, t in tasks.items()}, gate, unfiltered)
     refuse_target(ctx.hints, {r for _, r in sources} | set(stats.per_recipe), ctx.target)
+    if not unfiltered and summary.n_kept < summary.n_trajectories:  # why fewer were kept: the card, the summary, the CLI
+        summary.stats["dropped"] = filter_drops(run, chains or {}, stats.recipe_of, summary.n_trajectories)
     if summary.n_kept == 0:
         summary.warnings.append(f"run {summary.run_id}: no kept trajectories; the export has empty splits")
 
@@ -219,6 +189,7 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
             gate.stopped(skips, "rl", item.recipe, item.rec.id, *problems[0])
             continue
         n_rl += 1
+        ctx.store.mark_used(item.rec.images)
         searched = searched or not item.refs
         if item.task.task_id in held_out:  # every RL format (and the HF rl split) sees the same validation tasks
             item.rec.extra_info["split"] = VAL_SPLIT
@@ -230,9 +201,11 @@ def _export(ws: Workspace, run: RunDir, selected: list[Format], ctx: FormatConte
     n_sft = sum(stats.per_recipe.values())
     if n_sft == 0 and not (n_rl and any(f.rl for f in selected)):
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(stats.per_status.items())) or "none"
+        drops = summary.stats.get("dropped") or []
+        cause = f"; the filter that dropped most: {drops[0]}" if drops else ""
         raise NothingToExport(
             f"run {summary.run_id}: nothing to export ({summary.n_kept} of {summary.n_trajectories} trajectories kept; "
-            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)})"
+            f"statuses: {statuses}; no SFT record or RL row for {', '.join(f.name for f in selected)}){cause}"
             f"{stopped_line(skips, run)}; no export written")
     written: dict[str, Written] = {}
     for f in selected:
@@ -273,6 +246,16 @@ def stopped_line(skips: Skips, run: RunDir) -> str:
     top = ", ".join(f"{code} x{n}" for code, n in skips.counts.most_common(4))
     code = skips.counts.most_common(1)[0][0]
     return f"; stopped: {top} (e.g. {first[code][:160]}); every stopped record: {where}"
+
+
+def filter_drops(run: RunDir, chains: dict[str, list[Any]], recipe_of: dict[str, str], n_total: int) -> list[str]:
+    """The filters that dropped the run's trajectories, most first, with their reasons and the config keys that change
+    them (`vrag_data.filters.drops`); `chains`: recipe -> its configured filter instances (their settings now);
+    `recipe_of`: trajectory id -> recipe."""
+    m = run.manifest()
+    default = m.recipe if m is not None else "<recipe>"
+    verdicts = [v for f in run.verdict_files() for v in iter_records(f, Verdict)]
+    return drop_causes(verdicts, chains, lambda tid: recipe_of.get(tid, default), n_total)
 
 
 OWNER_FILE = ".export-run"  # the run an export folder belongs to (summary.json names it too, once finished)
@@ -342,6 +325,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
     for traj in (run.episodes() if unfiltered else run.trajectories()):  # augmentations come from the filter
         summary.n_trajectories += 1
         stats.per_status[traj.status] += 1
+        stats.recipe_of[traj.traj_id] = traj.recipe
         if on_trajectory:
             on_trajectory()
         if rl_verdicts is not None and traj.prompt and rl_verdicts.keep(traj):
@@ -368,6 +352,7 @@ def _sft_pass(run: RunDir, sft_formats: list[Format], writers: dict[str, FormatW
                 continue
             rec.metadata["split"] = split
             stats.record(conv, rec)
+            ctx.store.mark_used(rec.images)
             for f in targets:
                 writers[f.name].write_sft(rec, conv.system)
     for _, key, src in sorted(ranked, key=lambda x: x[0]):  # the RL chain's order (quality-rejected first, simple first)
@@ -403,4 +388,5 @@ def _finish(selected: list[Format], ctx: FormatContext, written: dict[str, Writt
     write_text(out, out / "README.md", front_matter({}, license=ctx.cfg.license) + card)
     for f in selected:
         f.publish(ctx, written[f.name], card)
-    write_json(out, out / "summary.json", summary.model_dump(mode="json"))
+    # no folder path in the file: the export is moved and copied; the report reads where it found it
+    write_json(out, out / "summary.json", summary.model_dump(mode="json", exclude={"out_dir"}))

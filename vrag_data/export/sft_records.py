@@ -71,7 +71,7 @@ def sft_records(traj: Trajectory, family: str, mp: int, pages: PageSizes, store:
                 conv.system = reword_coords(conv.system, words, src_space, family)
                 conv.turns = [t.model_copy(update={"content": reword_coords(t.content, words, src_space, family)})
                               if t.role == "user" else t for t in conv.turns]
-            images.append([store.materialise(ref, mp, crop_min_pixels) for ref in conv.images])
+            images.append([store.materialise(ref, mp, crop_min_pixels, pending=True) for ref in conv.images])
     except AlternationError as err:
         skip("sft", traj.traj_id, "alternation", str(err))
         return []

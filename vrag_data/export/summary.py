@@ -66,6 +66,7 @@ class RunStats:
         self.versions: set[str] = set()
         self.oracle = False
         self.task_ids: set[str] = set()  # the kept trajectories' tasks (the card's sources)
+        self.recipe_of: dict[str, str] = {}  # every trajectory id -> its recipe (why some were dropped, per recipe)
 
     def kept(self, traj: Trajectory) -> None:
         self.task_ids.add(traj.task_id)

@@ -24,6 +24,7 @@ from vrag_data.export.formats import FormatContext, FormatDefaults, RlItem, Writ
 from vrag_data.export.io import ShardWriter, write_text
 from vrag_data.export.reward_bundle import RewardBundle
 from vrag_data.export.rl import PromptBudget
+from vrag_data.rewards.format import last_tag
 
 _MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
 _EXTRA = pa.struct(
@@ -74,8 +75,8 @@ class VerlWriter:
     name = "verl"
 
     def __init__(self, out_root: Path, shard_size: int, with_images: bool, image_mode: str = "path",
-                 family: str = "qwen2.5-vl") -> None:
-        self.out_root, self.shard_size = out_root, shard_size
+                 family: str = "qwen2.5-vl", fork: bool = False) -> None:
+        self.out_root, self.shard_size, self.fork = out_root, shard_size, fork
         self.with_images, self.image_mode, self.family = with_images, image_mode, family
         self.dir = out_root / "verl"
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -122,7 +123,12 @@ class VerlWriter:
         rec = item.rec
         self.rewards.add(rec.extra_info.get("reward"), rec.id)  # a reward the bundle cannot carry stops the export
         split = str(rec.extra_info.get("split") or "train")
-        self._writer(split).add(rl_row(rec))
+        row = rl_row(rec)
+        plain = last_tag(rec.reward_model.ground_truth, "answer") if self.fork and item.evidence_rows else None
+        if plain is not None:  # the fork's judge compares the answer with `ground_truth`: the plain answer, not the tagged target
+            row["reward_model"] = {**row["reward_model"], "ground_truth": plain}
+            row["extra_info"] = {**row["extra_info"], "answer": plain}
+        self._writer(split).add(row)
         self.budget.add("\n".join(m["content"] for m in rec.prompt), list(rec.images) if self.with_images else [])
 
     def close(self) -> Written:
@@ -236,7 +242,7 @@ class VerlFormat(FormatDefaults):
 
     def open(self, ctx: FormatContext) -> VerlWriter:
         return VerlWriter(ctx.out, ctx.shard_size, with_images=ctx.rl_with_images, image_mode=ctx.cfg.image_mode,
-                          family=ctx.family)
+                          family=ctx.family, fork=ctx.target == "vragrl")
 
     def card_section(self, written: Written) -> str:
         return ("- verl (`verl/`): from the export folder, `python3 -m verl.trainer.main_ppo --config-dir=verl "

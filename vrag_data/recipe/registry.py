@@ -142,12 +142,21 @@ def check_recipe_keys(cfg: RunConfig, also: Sequence[str] = ()) -> None:
 def resolve_recipe(recipe: "Recipe | str", cfg: RunConfig | None = None) -> Recipe:
     """The recipe configured by a run config (`RunConfig`): `synth.recipe_options.<name>` over its own options
     (its own turn budget unless `max_turns` is set there), `filters.chains.<name>` and `filters.options.<name>`.
-    Every recipe key of the config is checked against the registered recipes. Entry points call this once and
-    pass the object down. A recipe object is configured the same way (options over its own)."""
+    The config is checked whole whichever recipe is asked for: every recipe key names a registered recipe and the
+    options and filter overrides of every recipe it names are valid for that recipe (a typo for a recipe this
+    command does not run fails now, not in the next run that selects it). Entry points call this once and pass the
+    object down. A recipe object is configured the same way (options over its own)."""
     base = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if cfg is None:
         return base
     check_recipe_keys(cfg, also=(base.name,))
+    for name in dict.fromkeys(n for m in recipe_keyed(cfg).values() for n in m):
+        if name != base.name:
+            _configured(get_recipe(name), cfg)
+    return _configured(base, cfg)
+
+
+def _configured(base: Recipe, cfg: RunConfig) -> Recipe:
     name = base.name
     options = cfg.synth.recipe_options.get(name)
     configured = base.configure(options) if options else base

@@ -200,6 +200,7 @@ def export_summaries(ws: Workspace, run_ids: set[str] | None) -> list[dict]:
         data = _read_json(f if "://" not in ws.exports else f"{ws.exports.split('://')[0]}://{f}")
         if not data or "run_id" not in data or (run_ids is not None and data["run_id"] not in run_ids):
             continue
+        data["out_dir"] = f.rsplit("/", 1)[0]  # where it is now: summary.json names no folder (exports are moved)
         try:
             mtime = float(fs.info(f).get("mtime") or fs.info(f).get("created") or 0.0)
         except (OSError, TypeError, ValueError):

@@ -13,9 +13,11 @@ scorer does: for its data sources (`rag`, `slidevqa_test`, `mmlongdoc`, `vidosee
 1.0 when the rollout holds a complete <search> and <answer>, else 0.0 (the fork's default scorer returns the same
 term): the fork's total is then VRAG-RL's reward, judged by the fork, whatever recipe wrote the row (the fork's
 reward manager knows no other; training and validation score alike, though only validation rows keep their
-`extra_info`). One exception, told by the row itself: a ground truth in EVisRAG's tagged form (`<evidence>[i]: ...
-</evidence><answer>...</answer>`: a one-turn answer over given pages, which never searches and so would never pass
-that gate) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its
+`extra_info`). A one-turn answer over given pages (EVisRAG's rows: they never search, so they would never pass that
+gate) gets EVisRAG's format term instead when the rollout has no <search>: the fork's judge then grades its answer
+against the row's plain answer (`export --for vragrl` writes the plain answer as `ground_truth`, the judge's
+reference). A ground truth in EVisRAG's tagged form (`<evidence>[i]: ...</evidence><answer>...</answer>`, exports
+written before) gets EVisRAG's whole reward. A row with another `data_source` gets the whole score of the reward its
 `extra_info.reward` names (`vrag_data.rewards.verl.compute_score`'s "score") as a float. `total_score` is the whole score of the row's own
 reward as a float, for a reward manager that uses the float as the reward. Gold pages missing from `extra_info` are
 read from the fork's `file_name` and `reference_page`. A whole reward refuses a row that lacks a key it reads
@@ -65,10 +67,16 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     """The float the fork's RMManager expects (see the module docstring)."""
     if str(data_source) in FORK_DATA_SOURCES:
         gt = str(ground_truth)
-        if "<evidence>" in gt and last_tag(gt, "answer") is not None:  # EVisRAG's one-turn target
+        if "<evidence>" in gt and last_tag(gt, "answer") is not None:  # EVisRAG's one-turn target (older exports)
             extra = {**fork_extra(extra_info), "reward": "evisrag"}
             return float(_verl_score(data_source, solution_str, gt, extra, **kwargs)["score"])
-        return float(get_reward("vrag_rl").format_score(split_turns(_USER_TURN.sub("", solution_str or ""))))
+        text = _USER_TURN.sub("", solution_str or "")
+        score = float(get_reward("vrag_rl").format_score(split_turns(text)))
+        if score or "<search>" in text:
+            return score
+        # a one-turn answer over given pages in EVisRAG's form (the fork's EVisRAG rows carry the plain answer as the
+        # judge's reference): its format term, so the fork's judge grades the answer
+        return float(get_reward("evisrag").format_score([text.split("<|im_end|>")[0]]))
     return total_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 

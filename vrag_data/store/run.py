@@ -201,12 +201,31 @@ class RunLock:
 
 
 class ExportLock(RunLock):
-    """One export at a time into an output folder (two would collide on its temporary files)."""
+    """One export at a time into an output folder (two would collide on its temporary files). The lock file is removed
+    when the export ends, so a finished export holds none; a process that locked a file already removed (it opened
+    it just before) finds the path gone or replaced and tries again on the file now there."""
 
     what = "another export is writing this folder; wait for it or pass another --out"
 
     def __init__(self, out_dir: str | Path) -> None:
         super().__init__(out_dir, ".export.lock")
+
+    def __enter__(self) -> "ExportLock":
+        for _ in range(10):
+            super().__enter__()
+            assert self._fd is not None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    return self
+            except FileNotFoundError:
+                pass
+            super().__exit__()  # the file this process locked was removed by the export that held it: lock the new one
+        raise VragError(f"{self.path.parent}: {self.what}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)  # while still held: nobody else locks this file from now on
+        super().__exit__(*exc)
 
 
 @dataclass

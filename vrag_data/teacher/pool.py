@@ -148,9 +148,11 @@ class TeacherPool:
         return {r: eps[0].cfg.model for r, eps in self._endpoints.items()}
 
     async def check(self) -> None:
-        """GET /models on every endpoint before work; the first problem raises one clear line."""
+        """GET /models on every endpoint before work: an endpoint that cannot be asked raises one clear line at once;
+        models an endpoint does not serve are gathered and raised together, every role's in one line."""
         timeout = aiohttp.ClientTimeout(total=10)
         seen: set[tuple[str, str]] = set()
+        wrong: list[str] = []
         for role, eps in self._endpoints.items():
             for ep in eps:
                 if (ep.base_url, ep.cfg.model) in seen:
@@ -175,7 +177,10 @@ class TeacherPool:
                 except Exception:  # noqa: BLE001 - any malformed body gets the same message
                     raise TeacherError(f"{where} answered GET /models with a body that is not an OpenAI model list; {fix}") from None
                 if served and ep.cfg.model not in served:
-                    raise TeacherError(f"{where} does not serve model {ep.cfg.model!r} (it serves {served}); fix roles.{role}.endpoints[{ep.idx}].model")
+                    wrong.append(f"{where} does not serve model {ep.cfg.model!r} (it serves {served}); fix "
+                                 f"roles.{role}.endpoints[{ep.idx}].model")
+        if wrong:
+            raise TeacherError(("; ".join(wrong) if len(wrong) == 1 else f"{len(wrong)} wrong model names: " + " | ".join(wrong)))
 
     async def chat(
         self,

@@ -125,6 +125,12 @@ def role_problems(recipes: Sequence[Any], roles: Mapping[str, RoleConfig]) -> li
     return [*specs.values(), *bad.values(), *_need_problems(recipes, resolved, skip=(*specs, *bad)).values()]
 
 
+def needed_roles(recipe: Any) -> list[str]:
+    """The roles a run of `recipe` cannot start without, as the config check demands them (`role_problems` against an
+    empty config): the policy, every role the recipe lists, the judge, and the roles its filters need."""
+    return list(dict.fromkeys(["policy", *_spec_problems([recipe], {}), *_need_problems([recipe], {}, skip=())]))
+
+
 def _same_as_problems(roles: Mapping[str, RoleConfig]) -> dict[str, str]:
     """{role: line} for every `same_as` that names no configured role or a substitution (all of them, not the first)."""
     out: dict[str, str] = {}
