@@ -83,7 +83,8 @@ def friendly_errors(fn: F) -> F:
         except VragError as err:
             fail(str(err), err.exit_code)
         except Exception as err:  # noqa: BLE001 - a full disk is one line in every stage; anything else is a bug
-            message = disk_full_message(err)
+            # the folders the command writes into: named when the error names no file (a write() on a full disk)
+            message = disk_full_message(err, [str(kwargs[k]) for k in ("out", "workspace") if kwargs.get(k)])
             if message is None:
                 raise
             fail(message, 2)
