@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import signal
 import sys
@@ -70,6 +71,26 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _stage_start(workspace: Any) -> None:
+    """What a stage killed outright left in a local workspace is put right before any command works on it: its
+    orphaned temp files go, and an export it was writing over an earlier one gives way to that earlier one (one
+    line says so)."""
+    if not workspace or "://" in str(workspace) or not os.path.isdir(os.path.expanduser(str(workspace))):
+        return
+    from vrag_data.store.tempfiles import sweep_temp_files
+    from vrag_data.store.workspace import Workspace
+
+    ws = Workspace(os.path.expanduser(str(workspace)))
+    sweep_temp_files(ws.root)
+    exports = ws.exports
+    if glob.glob(f"{glob.escape(exports)}/*/.previous-export") or glob.glob(f"{glob.escape(exports)}/*/*/.previous-export") \
+            or os.path.isfile(os.path.join(exports, "registry.jsonl")):
+        from vrag_data.export.interrupted import restore_interrupted_exports
+
+        for line in restore_interrupted_exports(ws):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+
+
 def friendly_errors(fn: F) -> F:
     """Turn expected failures into `error: ...` on one line and a non-zero exit code; stop promptly on signals."""
 
@@ -77,6 +98,7 @@ def friendly_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         stopper, old = _install_stopper()
         try:
+            _stage_start(kwargs.get("workspace"))
             return fn(*args, **kwargs)
         except ConfigError as err:
             fail(str(err), 2)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from types import UnionType
@@ -20,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from pydantic import BaseModel
+
+from vrag_data.store.tempfiles import temp_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -70,7 +71,7 @@ def write_table_atomic(table: pa.Table, path: str) -> None:
     fs, p = url_to_fs(path)
     parent = p.rsplit("/", 1)[0]
     fs.makedirs(parent, exist_ok=True)
-    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{p.rsplit('/', 1)[1]}"
+    tmp = temp_name(p, unique=True)  # `.tmp-<pid>-<hex>-<name>`: a killed writer's is swept by the next stage
     try:
         with fs.open(tmp, "wb") as f:
             pq.write_table(table, f, compression="zstd")
