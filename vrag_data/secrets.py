@@ -8,8 +8,8 @@ characters only where it stands alone, so a short key does not eat letters out o
   that echoes the key back in an error body cannot put it on disk);
 - `redact_reply(text)`: the same for a model's reply, with the number of replacements (a 200 reply that echoes the
   key is cached, logged and reported without it, and the run counts it);
-- `redact_url(url)`: an endpoint URL as it may be stored or printed: userinfo and query values replaced by `MARK`
-  (`http://u:pw@host/v1?api_key=sk` -> `http://<redacted>@host/v1?api_key=<redacted>`);
+- `redact_url(url)`: an endpoint URL as it may be stored or printed: userinfo stripped, query values replaced by `MARK`
+  (`http://u:pw@host/v1?api_key=sk` -> `http://host/v1?api_key=<redacted>`);
 - `register_url_secrets(url)`: registers the credentials of a configured URL, so `redact` catches them in any text."""
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
 
 
 def redact_url(url: str) -> str:
-    """`url` with its userinfo and every query value (and a fragment) replaced by `MARK`; the scheme, host, port, path
+    """`url` without its userinfo, every query value (and a fragment) replaced by `MARK`; the scheme, host, port, path
     and query names are kept, so the stored URL still says which server and which parameters. Pure; never raises."""
     if not url:
         return url
-    url = _USERINFO.sub(lambda m: m.group(1) + MARK + "@", str(url), count=1)
+    url = _USERINFO.sub(lambda m: m.group(1), str(url), count=1)  # userinfo stripped: never stored in any form
     head, sep, query = url.partition("?")
     frag = ""
     if not sep:

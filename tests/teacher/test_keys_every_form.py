@@ -115,6 +115,9 @@ def test_a_run_against_a_server_echoing_the_credentials_writes_none_of_them(tmp_
     output.append(rep.output)
     assert (ws / "report.html").is_file() and (ws / "report.duckdb").is_file()
     assert _leaks(ws) == []
+    with duckdb.connect(str(ws / "report.duckdb"), read_only=True) as con:  # the stored URLs carry no userinfo
+        urls = {e for (e,) in con.execute("SELECT DISTINCT endpoint FROM requests WHERE endpoint <> 'cache'").fetchall()}
+    assert len(urls) == 2 and all(u.startswith("http://127.0.0.1:") and "@" not in u for u in urls), urls
     assert [n for n in NEEDLES if any(n in out for out in output)] == []
     # the echoes were there, and were replaced by the mark (the replies are stored with it)
     runs = [p for p in (ws / "runs").rglob("*") if p.is_file()]
