@@ -96,9 +96,13 @@ def test_no_temp_file_a_killed_stage_left_survives_the_next_stage(tmp_path_facto
     try:
         theirs = ws / "runs" / "temp-left" / f".tmp-{live.pid}-manifest.json"
         theirs.write_text("being written")
+        # nor is one a writer on another machine sharing the workspace names with its host (its pid means nothing here)
+        remote = ws / "runs" / "temp-left" / f".tmp-{live.pid + 1}-h000000-x.json"  # (a host whose tag is h000000)
+        remote.write_text("being written elsewhere")
         cli("synth", "-w", ws, "--recipe", "vrag_rl", "--policy", "oracle", "--run", "temp-left", "-q")
-        assert [p for p in ws.rglob(".tmp-*")] == [theirs]
+        assert sorted(ws.rglob(".tmp-*")) == sorted([theirs, remote])
     finally:
         live.kill()
         live.wait()
         theirs.unlink(missing_ok=True)
+        remote.unlink(missing_ok=True)

@@ -1,27 +1,32 @@
 """Temporary files in a workspace: every writer names one `.tmp-<pid>-...` (`temp_name`) next to the file it becomes
 and renames it into place when whole, removing it when the write fails. A process killed outright (kill -9, power
-loss) cannot remove its own: `sweep_temp_files`, run when any stage starts, removes those whose process is gone, so
-no temp file outlives the stage after the one that left it (a live process's, e.g. a stage running beside this one,
-is left alone)."""
+loss) cannot remove its own: `sweep_temp_files`, run when any stage starts, removes those whose process (on this
+host) is gone, so no temp file outlives the stage after the one that left it (a live process's, e.g. a stage running
+beside this one, or one of a writer on another machine sharing the workspace, is left alone)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import socket
 import uuid
 from pathlib import Path
 
 from vrag_data.process import pid_alive
 
-_TEMP = re.compile(r"^\.tmp-(\d+)-")
+_TEMP = re.compile(r"^\.tmp-(\d+)-(?:(h[0-9a-f]{6})-)?")
+# the host a temp file's writer runs on: a process id says nothing about a writer on another machine sharing the
+# workspace (a Ray worker on a shared file system), so only this host's temp files are swept
+HOST = "h" + hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 # folders of page images hold only content files and their writers' own temp files (the ingest sweeps those itself)
 SKIP_DIRS = frozenset({"pages", "images", ".previous-export"})
 
 
 def temp_name(final: str | Path, unique: bool = False) -> str:
-    """The temporary name `final` is written under: same folder, `.tmp-<pid>-[<hex>-]<name>`."""
+    """The temporary name `final` is written under: same folder, `.tmp-<pid>-<host>-[<hex>-]<name>`."""
     head, _, name = str(final).rpartition("/")
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:12]}" if unique else str(os.getpid())
+    tag = f"{os.getpid()}-{HOST}" + (f"-{uuid.uuid4().hex[:12]}" if unique else "")
     return f"{head}/.tmp-{tag}-{name}" if head else f".tmp-{tag}-{name}"
 
 
@@ -39,9 +44,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def orphan(name: str) -> bool:
-    """Whether `name` is a temp file whose writer process is gone."""
+    """Whether `name` is a temp file whose writer process (on this host) is gone."""
     m = _TEMP.match(name)
-    return m is not None and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
+    if m is None or m.group(2) not in (None, HOST):
+        return False
+    return int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
 
 
 def sweep_temp_files(root: str | Path) -> int:
