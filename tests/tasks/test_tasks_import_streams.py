@@ -107,3 +107,25 @@ def test_json_lines_starting_with_an_object_still_read_as_lines(tmp_path):
     g = tmp_path / "one.json"
     g.write_text(json.dumps(_row(7), indent=2))
     assert [(w, r["id"]) for w, r in read_numbered_rows(str(g), CAP, LINE_CAP)] == [("row 1", "r7")]
+
+
+def test_an_import_holds_a_batch_of_tasks_not_the_files(tmp_path, monkeypatch):
+    import vrag_data.tasks.importers as importers
+
+    ws = Workspace(str(tmp_path / "ws")).makedirs()
+    record_pdfs(ws, [blank_pdf(tmp_path / "alpha.pdf", 5)])
+    f = tmp_path / "qa.json"
+    f.write_text(json.dumps([_row(i, 600) for i in range(5_000)]))  # 5000 rows of 2.5 KB
+    size = f.stat().st_size
+    monkeypatch.setattr(importers, "BATCH", 500, raising=False)  # the shard is written 500 tasks at a time
+    tracemalloc.start()
+    try:
+        s = import_tasks(str(f), ws, "corpus")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (s.rows, s.imported, s.skipped, s.added) == (5_000, 5_000, 0, 5_000)
+    tasks = load_tasks(ws)
+    assert len(tasks) == 5_000 and {t.source_id for t in tasks} == {f"r{i}" for i in range(5_000)}
+    # holding every task (and the parsed file) takes several times the file's size; a batch at a time, far less
+    assert peak < size, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.1f} MiB file"
