@@ -71,10 +71,10 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _stage_start(workspace: Any) -> None:
+def _stage_start(workspace: Any, out: Any = None) -> None:
     """What a stage killed outright left in a local workspace is put right before any command works on it: its
-    orphaned temp files go, and an export it was writing over an earlier one gives way to that earlier one (one
-    line says so)."""
+    orphaned temp files go, and an export it was writing over an earlier one (in the workspace, in a folder an export
+    registered there, or in this command's --out) gives way to that earlier one (one line says so)."""
     if not workspace or "://" in str(workspace) or not os.path.isdir(os.path.expanduser(str(workspace))):
         return
     from vrag_data.store.tempfiles import sweep_temp_files
@@ -82,12 +82,13 @@ def _stage_start(workspace: Any) -> None:
 
     ws = Workspace(os.path.expanduser(str(workspace)))
     sweep_temp_files(ws.root)
-    exports = ws.exports
-    if glob.glob(f"{glob.escape(exports)}/*/.previous-export") or glob.glob(f"{glob.escape(exports)}/*/*/.previous-export") \
-            or os.path.isfile(os.path.join(exports, "registry.jsonl")):
+    exports = glob.escape(ws.exports)
+    extra = [str(out)] if out and os.path.isdir(os.path.join(str(out), ".previous-export")) else []
+    if extra or glob.glob(f"{exports}/*/.previous-export") or glob.glob(f"{exports}/*/*/.previous-export") \
+            or os.path.isfile(os.path.join(ws.exports, "registry.jsonl")):
         from vrag_data.export.interrupted import restore_interrupted_exports
 
-        for line in restore_interrupted_exports(ws):
+        for line in restore_interrupted_exports(ws, extra):
             console.print(escape(line), highlight=False, soft_wrap=True)
 
 
@@ -98,7 +99,7 @@ def friendly_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         stopper, old = _install_stopper()
         try:
-            _stage_start(kwargs.get("workspace"))
+            _stage_start(kwargs.get("workspace"), kwargs.get("out"))
             return fn(*args, **kwargs)
         except ConfigError as err:
             fail(str(err), 2)

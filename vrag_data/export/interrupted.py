@@ -34,12 +34,14 @@ def _candidates(ws: Workspace) -> list[Path]:
     return sorted(found)
 
 
-def restore_interrupted_exports(ws: Workspace) -> list[str]:
-    """Put back every earlier export an interrupted export had set aside; one line per folder restored."""
+def restore_interrupted_exports(ws: Workspace, also: list[str] | None = None) -> list[str]:
+    """Put back every earlier export an interrupted export had set aside (in the workspace's export folders, and in
+    the folders `also` names: an export's --out); one line per folder restored."""
     if not ws.is_local:
         return []
     lines = []
-    for out in _candidates(ws):
+    folders = {*_candidates(ws), *(Path(f) for f in also or () if (Path(f) / ASIDE).is_dir())}
+    for out in sorted(folders):
         try:
             with ExportLock(out):
                 aside = out / ASIDE

@@ -94,7 +94,7 @@ def export_run(
         summary.warnings.append(f"{run.verdicts_dir}: no verdicts; every trajectory with status 'answered' is kept (run `vrag-data filter` first)")
     summary.provenance["unfiltered"] = state == "missing"  # the card and the report state an export without verdicts
     with ExportLock(out):
-        previous = Previous.set_aside(out, summary.warnings)  # the earlier export stays whole until this one has finished
+        previous = Previous.set_aside(out)  # the earlier export stays whole until this one has finished
         try:
             (out / OWNER_FILE).write_text(run_id + "\n")  # before any file: an interrupted export still names its run
             skips = Skips()
@@ -137,14 +137,10 @@ class Previous:
     images: set[str]
 
     @classmethod
-    def set_aside(cls, out: Path, notes: list[str]) -> "Previous":
-        """Set the export in `out` aside; an earlier one that a killed export had set aside comes back first, and a
-        line in `notes` says so."""
+    def set_aside(cls, out: Path) -> "Previous":
         stale = out / ASIDE
         if stale.is_dir():  # a process killed while writing over an earlier export: that export comes back first
             cls(out, stale, set()).restore(remove_new_images=False)
-            notes.append(f"{out}: an earlier export into this folder was interrupted before it finished; the export "
-                         "it was replacing was put back before this one started")
         images = {p.name for p in (out / "images").iterdir()} if (out / "images").is_dir() else set()
         names = [p for p in out.iterdir() if p.name not in KEPT]
         if not names:
