@@ -28,7 +28,7 @@ MARK = "<redacted>"
 # a form shorter than this is redacted only where it stands alone (not inside a longer word or token), so a short key
 # cannot eat letters out of ordinary text; a longer one wherever it occurs
 WHOLE_TOKEN_BELOW = 8
-_TOKEN = "A-Za-z0-9"
+_TOKEN = "A-Za-z0-9_"
 # query parameters whose values are credentials whatever their length (others, e.g. `api-version=2024-06-01`, only
 # from WHOLE_TOKEN_BELOW characters on: a short value there is a setting, not a secret)
 _SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|sig|cred|session", re.I)
