@@ -52,6 +52,10 @@ def restore_interrupted_exports(ws: Workspace, also: list[str] | None = None) ->
                     tmp.unlink(missing_ok=True)
         except VragError:  # an export is writing this folder now: the set-aside export is its own
             continue
+        except OSError as err:
+            raise VragError(f"{out}: an export into this folder was interrupted and the earlier export it was replacing "
+                            f"(in {out / ASIDE}) could not be put back ({err.strerror or err}); move its files back "
+                            "into the folder by hand, or re-run the export") from None
         lines.append(interrupted_line(out))
     return lines
 

@@ -62,7 +62,7 @@ def sweep_temp_files(root: str | Path) -> int:
             try:
                 os.remove(os.path.join(folder, name))
                 n += 1
-            except FileNotFoundError:
+            except OSError:  # gone meanwhile, or not ours to remove: a temp name is never read as data either way
                 pass
         for name in [d for d in dirs if orphan(d)]:
             _rmtree(os.path.join(folder, name))
