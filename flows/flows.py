@@ -11,7 +11,6 @@ every finished shard) retries only what failed.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -28,10 +27,12 @@ from flows.secret_keys import use_secret_blocks
 from flows.tasks import flush_logs, one_line
 from vrag_data.config import RoleParameter, RunConfig, load_config, parse_config
 from vrag_data.export.formats import all_formats
+from vrag_data.export.interrupted import restore_interrupted_exports
 from vrag_data.config_check import check_run_config, set_origins, with_origins
 from vrag_data.errors import ConfigError, VragError
 from vrag_data.recipe import resolve_recipe
 from vrag_data.store.run import RunDir
+from vrag_data.store.tempfiles import sweep_temp_files, write_text_atomic
 from vrag_data.store.workspace import Workspace
 
 SUMMARY_FILE = "pipeline.json"
@@ -85,7 +86,12 @@ def _load(config: str | None, workspace: str | None, runner: str | None, overrid
     cfg = cfg.model_copy(update={"workspace": root, "runner": resolve_runner(cfg.runner, runner)})
     if endpoints:
         check_endpoints(cfg)
-    return cfg, Workspace(root).makedirs()
+    ws = Workspace(root).makedirs()
+    if ws.is_local:  # what a stage killed outright left: its temp files, an export set aside for one it was writing
+        sweep_temp_files(ws.root)
+        for line in restore_interrupted_exports(ws):
+            get_run_logger().warning("%s", line)
+    return cfg, ws
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -178,9 +184,7 @@ def _finish(key: str, title: str, ws: Workspace, summary: dict[str, Any]) -> dic
     summary["markdown"] = publish(key, title, summary)
     if ws.is_local:
         path = Path(ws.root) / SUMMARY_FILE
-        tmp = path.with_name(f".tmp-{os.getpid()}-{SUMMARY_FILE}")
-        tmp.write_text(json.dumps({k: v for k, v in summary.items() if k != "markdown"}, indent=2, default=str))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({k: v for k, v in summary.items() if k != "markdown"}, indent=2, default=str))
     failed = [s for s in summary["shards"] if s["failed"]]
     log = get_run_logger()  # the outcome in this flow run's own logs (`prefect flow-run logs`), not only its subflow's
     log.info("%s: %d shard(s) done, %d failed", key.removesuffix("-summary"), len(summary["shards"]) - len(failed), len(failed))

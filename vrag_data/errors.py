@@ -1,5 +1,13 @@
 """Errors meant for users: one line that names the file/record and the fix."""
 
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
 
 class VragError(Exception):
     """An expected failure; the CLI prints `error: <message>` and exits with `exit_code`."""
@@ -23,23 +31,30 @@ class MissingComponent(VragError):
 _FULL = ("No space left on device", "database or disk is full", "Disk quota exceeded")
 
 
-def disk_full_message(err: BaseException, where: str = "") -> str | None:
-    """One line for a write that failed because the disk (or a quota) is full, naming the path and the free space;
-    None when `err` is something else. `where`: the folder the stage writes into, when the error names no file."""
-    import errno
-    import shutil
-    from pathlib import Path
-
+def disk_full_message(err: BaseException, where: str | Sequence[str] = "") -> str | None:
+    """One line for a write that failed because the disk (or a quota) is full, naming the path and its free space;
+    None when `err` is something else. `where`: the folder(s) the stage writes into (its workspace, its --out), named
+    when the error names no file: the one on the device with the least free space (the one that filled up)."""
     full = isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
     if not full and not any(s in str(err) for s in _FULL):
         return None
-    path = str(getattr(err, "filename", None) or where or ".")
+    named = getattr(err, "filename", None)
+    folders = [str(named)] if named else ([where] if isinstance(where, str) else list(where))
+    folders = [f for f in folders if f and "://" not in f.removeprefix("file://")] or ["."]
+    path, free = min(((f, _free_bytes(f.removeprefix("file://"))) for f in folders),
+                     key=lambda pf: float("inf") if pf[1] is None else pf[1])
+    told = "free space unknown" if free is None else f"{free / 2**20:,.1f} MiB free"
+    return (f"no space left on the device holding {os.path.abspath(path.removeprefix('file://'))} ({told}); free some "
+            "space (or point the workspace or --out at a larger disk) and re-run: finished work is kept and nothing "
+            "half-written is used")
+
+
+def _free_bytes(path: str) -> int | None:
+    """Free bytes on the device holding `path` (its nearest existing folder when it is not there yet)."""
     probe = Path(path)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     try:
-        free = f"{shutil.disk_usage(probe).free / 2**20:,.1f} MiB free"
+        return shutil.disk_usage(probe).free
     except OSError:
-        free = "free space unknown"
-    return (f"no space left on the device holding {path} ({free}); free some space (or point the workspace or --out "
-            "at a larger disk) and re-run: finished work is kept and nothing half-written is used")
+        return None

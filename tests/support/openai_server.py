@@ -37,6 +37,8 @@ counted per (episode, behaviour, phase). Past `limit` calls of one phase the ser
 loop that the code under test fails to bound ends with an error instead of hanging the test.
 
 `api_key="..."` makes the server require `Authorization: Bearer <key>` (401 otherwise).
+`echo_auth=True` makes it echo the `Authorization` header it got, as careless servers do: in the body of an injected
+500 (JSON-escaped) and after the text of every reply.
 `record_bodies=False` keeps only ids and outcomes (for benchmarks with large image payloads).
 
 Every request is logged as a `SeenRequest(index, path, request_id, outcome, body_sha, body)`; `body` has
@@ -120,6 +122,7 @@ class _Behaviour:
                  record_bodies: bool, log_file: str | None = None) -> None:
         self.reply, self.faults, self.models = reply, faults or Faults(), models
         self.api_key, self.record_bodies = api_key, record_bodies
+        self.echo_auth = False
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.seen: list[SeenRequest] = []
@@ -188,11 +191,11 @@ def build_app(b: _Behaviour) -> FastAPI:
         b.active += 1  # one event loop thread: no lock needed
         b.peak = max(b.peak, b.active)
         try:
-            return await answer(req, raw, rid)
+            return await answer(req, raw, rid, request.headers.get("authorization", ""))
         finally:
             b.active -= 1
 
-    async def answer(req: dict[str, Any], raw: bytes, rid: str) -> Response:
+    async def answer(req: dict[str, Any], raw: bytes, rid: str, auth: str = "") -> Response:
         outcome = b.outcome()
         b.record("/v1/chat/completions", rid, outcome, raw, req)
         while b.hold is not None and not b.hold.is_set():  # held until the test releases it (it counts, it never times)
@@ -201,7 +204,8 @@ def build_app(b: _Behaviour) -> FastAPI:
         if delay:
             await asyncio.sleep(delay)
         if outcome == "500":
-            return Response(status_code=500, content=b'{"error":"injected"}', media_type="application/json")
+            body = orjson.dumps({"error": f"injected; credentials sent: {auth}"}) if b.echo_auth else b'{"error":"injected"}'
+            return Response(status_code=500, content=body, media_type="application/json")
         if outcome == "429":
             return Response(status_code=429, content=b'{"error":"slow down"}', media_type="application/json", headers={"Retry-After": "0"})
         if outcome == "drop":
@@ -213,6 +217,8 @@ def build_app(b: _Behaviour) -> FastAPI:
         if outcome == "empty":
             return Response(content=orjson.dumps({"id": "chatcmpl-x", "object": "chat.completion", "choices": []}), media_type="application/json")
         text = b.text_for(req)
+        if b.echo_auth and isinstance(text, str):
+            text += f"\n(credentials sent: {auth})"
         if isinstance(text, bytes):
             data = text  # the body verbatim: lets a test send bytes no JSON encoder would write
             return Response(content=data[: len(data) // 2] if outcome == "truncate" else data, media_type="application/json")
@@ -321,9 +327,10 @@ class OpenAIServer:
 
     def __init__(self, reply: Reply = None, faults: Faults | None = None, *, models: list[str] | None = None,
                  seed: int = 0, api_key: str | None = None, record_bodies: bool = True,
-                 hold: threading.Event | None = None) -> None:
+                 hold: threading.Event | None = None, echo_auth: bool = False) -> None:
         self._b = _Behaviour(reply, faults, models or ["teacher"], seed, api_key, record_bodies)
         self._b.hold = hold
+        self._b.echo_auth = echo_auth
         self._sock = _free_socket()
         self.port = self._sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"

@@ -64,7 +64,7 @@ def test_gives_up_after_max_retries_with_a_one_line_reason(tmp_path):
 
 def test_client_errors_are_not_retried(tmp_path):
     with OpenAIServer(api_key="right") as srv, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VRAG_TEST_KEY", "wrong")
+        mp.setenv("VRAG_TEST_KEY", "wrong-key-of-this-test")  # (a key is redacted from all text the process writes)
         pool = TeacherPool({"policy": role(srv.base_url, key_env="VRAG_TEST_KEY")}, RequestCache(tmp_path), "r1")
         with pytest.raises(TeacherError, match="HTTP 401"):
             run(_chat_all(pool, ["q"]))

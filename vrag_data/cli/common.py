@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import signal
 import sys
@@ -70,6 +71,27 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _stage_start(workspace: Any, out: Any = None) -> None:
+    """What a stage killed outright left in a local workspace is put right before any command works on it: its
+    orphaned temp files go, and an export it was writing over an earlier one (in the workspace, in a folder an export
+    registered there, or in this command's --out) gives way to that earlier one (one line says so)."""
+    if not workspace or "://" in str(workspace) or not os.path.isdir(os.path.expanduser(str(workspace))):
+        return
+    from vrag_data.store.tempfiles import sweep_temp_files
+    from vrag_data.store.workspace import Workspace
+
+    ws = Workspace(os.path.expanduser(str(workspace)))
+    sweep_temp_files(ws.root)
+    exports = glob.escape(ws.exports)
+    extra = [str(out)] if out and os.path.isdir(os.path.join(str(out), ".previous-export")) else []
+    if extra or glob.glob(f"{exports}/*/.previous-export") or glob.glob(f"{exports}/*/*/.previous-export") \
+            or os.path.isfile(os.path.join(ws.exports, "registry.jsonl")):
+        from vrag_data.export.interrupted import restore_interrupted_exports
+
+        for line in restore_interrupted_exports(ws, extra):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+
+
 def friendly_errors(fn: F) -> F:
     """Turn expected failures into `error: ...` on one line and a non-zero exit code; stop promptly on signals."""
 
@@ -77,13 +99,15 @@ def friendly_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         stopper, old = _install_stopper()
         try:
+            _stage_start(kwargs.get("workspace"), kwargs.get("out"))
             return fn(*args, **kwargs)
         except ConfigError as err:
             fail(str(err), 2)
         except VragError as err:
             fail(str(err), err.exit_code)
         except Exception as err:  # noqa: BLE001 - a full disk is one line in every stage; anything else is a bug
-            message = disk_full_message(err)
+            # the folders the command writes into: named when the error names no file (a write() on a full disk)
+            message = disk_full_message(err, [str(kwargs[k]) for k in ("out", "workspace") if kwargs.get(k)])
             if message is None:
                 raise
             fail(message, 2)

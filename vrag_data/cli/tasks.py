@@ -39,8 +39,9 @@ def import_cmd(
     """Map a benchmark's QA rows to Task records (tasks/<file-stem>-<hash>.parquet, one shard per file, so imports
     from several files add up); bad rows are reported one line each and skipped; re-importing a file adds nothing."""
     from vrag_data.store import Workspace
-    from vrag_data.tasks import import_tasks, load_tasks
+    from vrag_data.tasks import import_tasks
     from vrag_data.tasks.importers import one_line
+    from vrag_data.tasks.store import count_tasks
 
     if fmt not in FORMATS:
         fail(f"unknown --format {fmt!r}; use one of: {', '.join(FORMATS)}", 2)
@@ -60,7 +61,7 @@ def import_cmd(
     name = escape(one_line(Path(file).name, 120))
     console.print(f"{name}: imported {summary.imported} of {summary.rows} rows into {escape(summary.shard)} ({hops}): "
                   f"{summary.added} new{dropped}; skipped {summary.skipped}, duplicates {summary.duplicates}; "
-                  f"the workspace holds {len(load_tasks(ws))} tasks", highlight=False, soft_wrap=True)
+                  f"the workspace holds {count_tasks(ws)} tasks", highlight=False, soft_wrap=True)
 
 
 def _csv(value: str | None, name: str, allowed: tuple[str, ...]) -> list[str] | None:

@@ -63,6 +63,7 @@ class EasyR1Writer:
             user = with_placeholders(user, len(images))
         text = (system + "\n\n" + user) if system else user
         self.budget.add(text, images)
+        sufficient = _sufficient(item, [r.page_id for r in refs])
         self.add_row(task.split or "train", {
             "id": rec.id,
             "prompt": (system + "\n\n" + user) if system else user,
@@ -76,7 +77,7 @@ class EasyR1Writer:
             "shown_pages": [r.page_id for r in refs],
             "gold_pages": list(task.evidence_pages),
             "answer_format": task.answer_format or "",
-            **({"sufficient": item.sufficient} if item.sufficient is not None else {}),
+            **({"sufficient": sufficient} if sufficient is not None else {}),
         })
 
     def add_row(self, split: str, row: dict) -> None:
@@ -164,3 +165,13 @@ class EasyR1Format(FormatDefaults):
 
 
 FORMAT = register_format(EasyR1Format())
+
+
+def _sufficient(item: RlItem, shown: list[str]) -> bool | None:
+    """The row's sufficiency label: for an evidence row always the one its target was written with (every gold page
+    among the images shown), else the run's label when it recorded one."""
+    if item.evidence_rows:
+        gold = set(item.task.evidence_pages)
+        return bool(gold) and gold <= set(shown)
+    label = item.rec.extra_info.get("sufficient", item.sufficient)
+    return None if label is None else bool(label)

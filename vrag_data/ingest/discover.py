@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -34,6 +35,21 @@ def _utf8(path: Path) -> bool:
     return True
 
 
+def _link_target(f: Path, skipped: list[tuple[str, str]] | None) -> Path | None:
+    """Where `f` leads, or None (recorded in `skipped`) when it is a symlink that loops (`x.pdf -> x.pdf`, a cycle
+    of links) or leads nowhere: such a path names no file to read, and the other inputs go on."""
+    try:
+        target = f.resolve(strict=f.is_symlink())
+    except (OSError, RuntimeError) as err:  # RuntimeError: Python < 3.13 reports a loop so
+        loop = isinstance(err, RuntimeError) or getattr(err, "errno", None) == errno.ELOOP
+        why = ("a symlink loop (following the link leads back to it)" if loop
+               else f"a symlink to {os.readlink(f)!r}, which does not exist")
+        if skipped is not None:
+            skipped.append((printable_path(f), f"error: {why}, skipped; point the link at a PDF or image"))
+        return None
+    return target
+
+
 def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Expand folders (recursively) into their PDFs and images; keep files given by name as they are, so a
     mislabelled file is reported per file instead of silently skipped. Order is stable and duplicates go.
@@ -56,7 +72,9 @@ def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: li
                     if skipped is not None:
                         skipped.append((printable_path(f), "error: the file name is not valid UTF-8; rename the file"))
                     continue
-                target = f.resolve()  # resolving a link reads no file content
+                target = _link_target(f, skipped)  # resolving a link reads no file content
+                if target is None:
+                    continue
                 if not follow_symlinks and f.is_symlink() and not target.is_relative_to(root):
                     if skipped is not None:
                         skipped.append((str(f), "symlink to a file outside the input folder, not followed "
@@ -67,6 +85,8 @@ def discover_inputs(paths: list[str], follow_symlinks: bool = False, skipped: li
             if not found and not skipped:
                 raise VragError(f"{raw}: folder holds no PDFs or images ({', '.join(sorted(PDF_SUFFIXES | IMAGE_SUFFIXES))})")
             files = found
+        elif p.is_symlink() and _link_target(p, skipped) is None:  # a link that leads to no file: skipped, one line
+            continue
         elif p.is_file():
             if not _utf8(p):
                 if skipped is not None:

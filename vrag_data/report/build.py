@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from vrag_data.report.html import write_html
 from vrag_data.report.tables import TABLE_DESCRIPTIONS, build_tables, step_count, table_counts
 from vrag_data.report.views import VIEWS, create_views
 from vrag_data.store import Workspace
+from vrag_data.store.tempfiles import temp_name
 
 
 STORAGE_COMPATIBILITY = "v1.2.0"
@@ -86,7 +86,7 @@ def _build(ws: Workspace, run: str | None, html: bool, viewer_limit: int, thread
         work_dir = root
     else:
         work_dir = Path(tempfile.mkdtemp(prefix="vrag-report-"))
-    tmp = work_dir / f".tmp-{uuid.uuid4().hex}-report.duckdb"
+    tmp = Path(temp_name(work_dir / "report.duckdb", unique=True))  # a killed build's is swept by the next stage
     # the 1.x `duckdb` command-line client (what `pip install duckdb-cli` gives) must open the file
     # rows of a table have no meaningful order here: let DuckDB write them in parallel, in any order
     config: dict[str, object] = {"storage_compatibility_version": STORAGE_COMPATIBILITY, "preserve_insertion_order": False}

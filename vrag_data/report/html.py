@@ -8,7 +8,6 @@ is escaped.
 from __future__ import annotations
 
 import os
-import uuid
 from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
@@ -19,6 +18,7 @@ from vrag_data.report.answers import html_section as answers_section
 from vrag_data.report.charts import dense_bins, esc, fmt, hbars, stacked_shares, table, vbars
 from vrag_data.report.summary import stale_notes
 from vrag_data.report.viewer import VIEWER_JS, embed_json, viewer_data
+from vrag_data.store.tempfiles import temp_name
 from vrag_data.report.thumbs import Thumbnails, page_thumbnails
 from vrag_data.report.views import VIEW_BY_NAME
 from vrag_data.store import Workspace
@@ -171,10 +171,15 @@ def write_html(con: duckdb.DuckDBPyConnection, ws: Workspace, path: str, viewer_
     text = render_html(con, f"vrag-data report: {ws.root.rsplit('/', 1)[-1]}", runs or [], viewer_limit, ws)
     if ws.is_local:
         target = path.removeprefix("file://")
-        tmp = os.path.join(os.path.dirname(target) or ".", f".tmp-{uuid.uuid4().hex}-report.html")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        tmp = temp_name(os.path.join(os.path.dirname(target) or ".", "report.html"), unique=True)
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, target)
+        except BaseException:  # a full disk, an interrupt: no half-written temp file stays
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
     else:
         with ws.fs.open(path, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -11,6 +11,7 @@ from vrag_data.errors import VragError
 from vrag_data.retrieve.finance_vocab import statement_titles
 from vrag_data.schema.records import Document, Page, TocEntry
 from vrag_data.store import Workspace, read_records
+from vrag_data.store.tempfiles import temp_name
 
 
 class IndexBuildResult(BaseModel):
@@ -59,10 +60,15 @@ def read_json(path: str) -> dict | None:
 def write_json(path: str, obj: object) -> None:
     fs, p = fs_and_path(path)
     fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
-    tmp = f"{p}.tmp"
-    with fs.open(tmp, "w") as f:
-        json.dump(obj, f, ensure_ascii=False)
-    fs.mv(tmp, p)
+    tmp = temp_name(p)  # `.tmp-<pid>-<name>`: a killed writer's is swept by the next stage
+    try:
+        with fs.open(tmp, "w") as f:
+            json.dump(obj, f, ensure_ascii=False)
+        fs.mv(tmp, p)
+    except BaseException:  # a full disk, an interrupt: no half-written temp file stays
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
 
 
 def load_pages(ws: Workspace) -> tuple[list[Page], dict[str, str]]:

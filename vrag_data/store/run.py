@@ -47,6 +47,7 @@ from vrag_data.process import pid_alive
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import RunManifest, Trajectory, Verdict
 from vrag_data.secrets import redact_url
+from vrag_data.store.tempfiles import write_text_atomic
 from vrag_data.store.shards import iter_records, write_records
 
 TRAJ_DIR = "trajectories"
@@ -165,11 +166,9 @@ def scrub_secrets(obj: Any) -> Any:
 
 
 def _replace_text(path: Path, text: str) -> None:
-    """Write `path` under a temporary name and rename it into place (readers see the old or the new file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write `path` under a temporary name and rename it into place (readers see the old or the new file; a failed
+    write leaves no temp file)."""
+    write_text_atomic(path, text)
 
 
 class RunLock:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from types import UnionType
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -20,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.core import url_to_fs
 from pydantic import BaseModel
+
+from vrag_data.store.tempfiles import temp_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -70,7 +71,7 @@ def write_table_atomic(table: pa.Table, path: str) -> None:
     fs, p = url_to_fs(path)
     parent = p.rsplit("/", 1)[0]
     fs.makedirs(parent, exist_ok=True)
-    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{p.rsplit('/', 1)[1]}"
+    tmp = temp_name(p, unique=True)  # `.tmp-<pid>-<hex>-<name>`: a killed writer's is swept by the next stage
     try:
         with fs.open(tmp, "wb") as f:
             pq.write_table(table, f, compression="zstd")
@@ -91,6 +92,31 @@ def write_records(path: str, records: Iterable[BaseModel], model: type[BaseModel
     table = records_to_table(records, model)
     write_table_atomic(table, path)
     return table.num_rows
+
+
+def write_record_batches(path: str, batches: Iterable[Sequence[BaseModel]], model: type[BaseModel]) -> int:
+    """`write_records` for records that come in batches: each batch is written as it comes (memory holds one
+    batch), into a temp file renamed into place when all are written; the number of rows."""
+    fs, p = url_to_fs(path)
+    fs.makedirs(p.rsplit("/", 1)[0], exist_ok=True)
+    tmp = temp_name(p, unique=True)
+    rows = 0
+    try:
+        with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, arrow_schema(model), compression="zstd") as w:
+            for batch in batches:
+                if batch:
+                    w.write_table(records_to_table(batch, model))
+                    rows += len(batch)
+    except BaseException:  # a full disk, an interrupt, a bad row: no half-written temp file stays behind
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "file" in protocols:
+        os.replace(tmp, p)
+    else:
+        fs.mv(tmp, p)
+    return rows
 
 
 def _shard_model(fs: fsspec.AbstractFileSystem, path: str) -> str | None:

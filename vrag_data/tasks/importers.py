@@ -14,6 +14,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -24,11 +25,18 @@ from vrag_data.errors import VragError
 from vrag_data.ids import task_id
 from vrag_data.schema.records import SPLIT_PATTERN, IngestError, Task
 from vrag_data.store import Workspace, read_records
-from vrag_data.store.shards import exists
 from vrag_data.tasks.formats import FORMATS, MAX_BYTES, MAX_LINE_BYTES, RowError, parse_row
 from vrag_data.tasks.reader import check_source, read_numbered_rows
 from vrag_data.tasks.resolve import CorpusIndex, to_task
-from vrag_data.tasks.store import import_shard_name, record_import_errors, shard_model, shard_path, source_key, write_tasks
+from vrag_data.tasks.store import (
+    import_shard_name,
+    record_import_errors,
+    shard_model,
+    shard_path,
+    shard_task_ids,
+    source_key,
+    write_task_batches,
+)
 
 STAGE = "tasks.import"
 MAX_ERROR_CHARS = 300
@@ -99,38 +107,57 @@ def _reason(err: Exception) -> str:
     return f"malformed row ({type(err).__name__}: {str(err)[:120]})"
 
 
-def _rows_to_tasks(rows: Iterator[tuple[str, Any]], name: str, fmt: str, index: CorpusIndex, split: str,
-                   benchmark: str | None, source: str) -> tuple[list[Task], list[str], int, int]:
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    errors: list[str] = []
-    n_rows = duplicates = 0
+BATCH = 10_000  # tasks written to the shard at a time: memory holds one batch, not the file's tasks
+
+
+@dataclass
+class _Tally:
+    """What an import keeps of the tasks it has written: their ids (for duplicates and the summary), the ids an
+    earlier version gave them, hop counts, and one line per skipped row."""
+
+    seen: set[str] = field(default_factory=set)
+    legacy: set[str] = field(default_factory=set)  # `task_id(doc_ids, question)`: an earlier version's ids
+    hops: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    rows: int = 0
+    duplicates: int = 0
+
+
+def _task_batches(rows: Iterator[tuple[str, Any]], name: str, fmt: str, index: CorpusIndex, split: str,
+                  benchmark: str | None, source: str, tally: _Tally) -> Iterator[list[Task]]:
+    """The file's tasks in batches of `BATCH`, in file order, each task once; `tally` counts as they go."""
+    batch: list[Task] = []
     for at, row in rows:
-        n_rows += 1
+        tally.rows += 1
         rid = _row_id(row)
         where = f"{name} {at}" + (f" (id {str(rid)[:60]})" if rid not in (None, "") else "")
         try:
             task = _task(fmt, row, index, split, benchmark, source)
         except Exception as err:  # whatever one row's content makes a parser raise is that row's error, not the file's
-            errors.append(one_line(f"{where}: {_reason(err)}"))
+            tally.errors.append(one_line(f"{where}: {_reason(err)}"))
             continue
-        if task.task_id in seen:
-            duplicates += 1
+        if task.task_id in tally.seen:
+            tally.duplicates += 1
             continue
-        seen.add(task.task_id)
-        tasks.append(task)
-    return tasks, errors, n_rows, duplicates
+        tally.seen.add(task.task_id)
+        tally.legacy.add(task_id(task.doc_ids, task.question))
+        tally.hops[task.hop_type] += 1
+        batch.append(task)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    yield batch
 
 
-def _replace_earlier_shard(ws: Workspace, file: str, tasks: list[Task]) -> str | None:
-    """An earlier version wrote this file's tasks to `tasks/<stem>.parquet` with ids that left out the source.
-    Remove that shard when this import holds every one of its tasks (so nothing is lost, and nothing is doubled)."""
+def _replace_earlier_shard(ws: Workspace, file: str, have: set[str]) -> str | None:
+    """An earlier version wrote this file's tasks to `tasks/<stem>.parquet` with ids that left out the source
+    (`have`: this import's tasks under those ids). Remove that shard when this import holds every one of its tasks
+    (so nothing is lost, and nothing is doubled)."""
     name = PurePosixPath(file.replace("\\", "/")).name
     stem = name.rsplit(".", 1)[0] if "." in name else name
     path = shard_path(ws, stem)
     if stem in ("generated", "import_errors") or shard_model(path) != "Task":
         return None
-    have = {task_id(t.doc_ids, t.question) for t in tasks}
     earlier = read_records(path, Task)
     if not earlier or any(t.task_id not in have for t in earlier):
         return None
@@ -153,16 +180,17 @@ def import_tasks(file: str, ws: Workspace, fmt: str, split: str = "train", bench
     shard_name = import_shard_name(file)
     key = source_key(file)  # the error log's name for the file
     rows = read_numbered_rows(file, max_bytes, max_line_bytes)
-    tasks, errors, n_rows, duplicates = _rows_to_tasks(rows, name, fmt, index, split, benchmark, shard_name)
     path = shard_path(ws, shard_name)
-    before = {t.task_id for t in read_records(path, Task)} if exists(path) else set()
+    before = shard_task_ids(path)
     ws.makedirs()
-    shard = write_tasks(ws, shard_name, tasks)
-    record_import_errors(ws, key, [IngestError(path=key, stage=STAGE, reason=e) for e in errors])
-    replaced = _replace_earlier_shard(ws, file, tasks)
-    now = {t.task_id for t in tasks}
+    tally = _Tally()
+    # streamed: a batch of tasks is written as the rows come; a file that stops (cap, broken document) writes nothing
+    shard = write_task_batches(ws, shard_name, _task_batches(rows, name, fmt, index, split, benchmark, shard_name, tally))
+    record_import_errors(ws, key, [IngestError(path=key, stage=STAGE, reason=e) for e in tally.errors])
+    replaced = _replace_earlier_shard(ws, file, tally.legacy)
+    now = tally.seen
     return ImportSummary(
-        file=file, format=fmt, shard=shard, rows=n_rows, imported=len(tasks), skipped=len(errors),
-        duplicates=duplicates, added=len(now - before), dropped=len(before - now), replaced_shard=replaced,
-        by_hop=dict(sorted(Counter(t.hop_type for t in tasks).items())), errors=errors,
+        file=file, format=fmt, shard=shard, rows=tally.rows, imported=len(now), skipped=len(tally.errors),
+        duplicates=tally.duplicates, added=len(now - before), dropped=len(before - now), replaced_shard=replaced,
+        by_hop=dict(sorted(tally.hops.items())), errors=tally.errors,
     )

@@ -19,6 +19,7 @@ from fsspec.core import url_to_fs
 
 from vrag_data.errors import VragError
 from vrag_data.tasks.formats import RowError
+from vrag_data.tasks.stream import ObjectStart, Text, stream_rows
 
 CHUNK = 1 << 20
 WRAPPER_KEYS = ("examples", "data", "samples")  # {"examples": [...]}: VRAG-RL's rag_dataset.json and kin
@@ -128,11 +129,43 @@ def read_numbered_rows(file: str, max_bytes: int, max_line_bytes: int) -> Iterat
     check_source(file, max_bytes)
     try:  # a local path is opened plainly: fsspec's local opener seeks, which a pipe cannot
         with (fsspec.open(file, "rb") if "://" in file else open(file, "rb")) as f:
-            yield from _rows(file, _Lines(f, file, max_bytes), max_line_bytes)
+            yield from _read(file, f, max_bytes, max_line_bytes)
     except IsADirectoryError:
         raise VragError(f"{file}: is a folder; pass one .json or .jsonl annotation file") from None
     except PermissionError as err:
         raise VragError(f"{file}: cannot be read ({err.strerror}); check its permissions") from None
+
+
+def _read(file: str, f: IO[bytes], max_bytes: int, cap: int) -> Iterator[tuple[str, Any]]:
+    """The rows of `f`: a JSON document (a list, or an object holding one) streamed row by row; JSON lines (or
+    what is neither) line by line, from the bytes the document reader took and the rest of the stream."""
+    text = Text(f, file, max_bytes)
+    try:
+        first = text.peek()
+    except RowError:  # not UTF-8 at the start: the lines say where
+        first = None
+    if first in ("[", "{"):
+        try:
+            yield from stream_rows(text)
+            return
+        except ObjectStart as start:
+            text.replay = bytearray(start.replay)
+        except RowError as err:
+            raise VragError(f"{file}: {err}; fix or re-export the file") from None
+    yield from _rows(file, _Lines(_Replay(bytes(text.replay), f), file, max_bytes), cap)
+
+
+class _Replay:
+    """`head`, then the rest of `f`: a stream read again from its start without seeking (a pipe cannot)."""
+
+    def __init__(self, head: bytes, f: IO[bytes]) -> None:
+        self.head, self.f = head, f
+
+    def read(self, n: int) -> bytes:
+        if self.head:
+            out, self.head = self.head[:n], self.head[n:]
+            return out
+        return self.f.read(n)
 
 
 def _rows(file: str, lines: _Lines, cap: int) -> Iterator[tuple[str, Any]]:

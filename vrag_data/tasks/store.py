@@ -7,6 +7,7 @@ keep two shards, and no file name can name one of the workspace's own files (`im
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,6 +17,7 @@ from vrag_data.errors import VragError
 from vrag_data.ids import short_hash
 from vrag_data.schema.records import IngestError, Task
 from vrag_data.store import Workspace, read_records, write_records
+from vrag_data.store.shards import write_record_batches
 
 ERRORS_FILE = "import_errors.parquet"  # the workspace's own name for the import error log
 EARLIER_TASKS = "import_errors-earlier-tasks.parquet"  # tasks an earlier version wrote over the error log's name
@@ -52,6 +54,31 @@ def write_tasks(ws: Workspace, name: str, tasks: list[Task]) -> str:
     path = shard_path(ws, name)
     write_records(path, tasks, Task)
     return path
+
+
+def write_task_batches(ws: Workspace, name: str, batches: Iterable[Sequence[Task]]) -> str:
+    """`write_tasks` for tasks that come in batches (an import streaming a large file): one batch in memory."""
+    if f"{name}.parquet" in (ERRORS_FILE, EARLIER_TASKS) or name.startswith("."):
+        raise VragError(f"tasks/{name}.parquet is a name the workspace keeps for itself; pick another shard name")
+    path = shard_path(ws, name)
+    write_record_batches(path, batches, Task)
+    return path
+
+
+def shard_task_ids(path: str) -> set[str]:
+    """The task ids a shard holds (empty when there is none), read without the tasks themselves."""
+    fs, p = url_to_fs(path)
+    if not fs.exists(p):
+        return set()
+    return set(pq.read_table(p, columns=["task_id"], filesystem=fs).column("task_id").to_pylist())
+
+
+def count_tasks(ws: Workspace) -> int:
+    """How many tasks the workspace holds (each task_id once, as `load_tasks` counts), without loading them."""
+    ids: set[str] = set()
+    for shard in task_shards(ws):
+        ids |= shard_task_ids(shard)
+    return len(ids)
 
 
 def task_shards(ws: Workspace) -> list[str]:

@@ -58,8 +58,8 @@ class EvisragReward(Reward):
     def score(self, ep: Episode, gold: Gold, w: dict[str, float], p: dict[str, float],
               judge_score: float | None, honesty_score: float | None) -> RewardBreakdown:
         sufficient = gold.sufficient
-        if sufficient is None:
-            sufficient = retrieval_complete(ep.shown_pages, gold.pages)
+        if sufficient is None:  # no label: the images suffice when every gold page is among them (no gold page: never)
+            sufficient = bool(gold.pages) and retrieval_complete(ep.shown_pages, gold.pages)
         target = gold.answer if sufficient else INSUFFICIENT
         fmt = self.format_score(ep.texts)
         comps = {"perception": perception_reward(ep, gold, p["k_pos"]),
