@@ -4,6 +4,7 @@ also when it sits inside a format's folder (`hf/data/images`): it is held apart 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,22 +40,25 @@ class Previous:
             if not names:
                 return cls(out, None, images, folder)
             stale.mkdir()
-            (stale / FOLDER_NOTE).write_text(folder)  # whoever restores it (a later start) learns where the images are
+            # whoever restores it (a later start, after a kill) learns where the images are and which were there before
+            (stale / FOLDER_NOTE).write_text(json.dumps({"folder": folder, "images": sorted(images)}))
             for p in names:
                 p.rename(stale / p.name)
         return cls(out, stale, images, folder)
 
     def restore(self, remove_new_images: bool = True) -> None:
-        note = self.aside / FOLDER_NOTE if self.aside is not None else None
-        folder = note.read_text().strip() if note is not None and note.is_file() else self.folder
+        """The earlier export back in place; `remove_new_images`: the images the failed export added go (always when
+        the set-aside note records which images were there before)."""
+        folder, before = _note(self.aside, self.folder)
+        images = self.images if before is None else before
         with _held(self.out, folder) as held:
             for p in list(self.out.iterdir()):
                 if p.name in KEPT or p.name == folder:
                     continue
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-            if remove_new_images and held is not None:
+            if (remove_new_images or before is not None) and held is not None:
                 for p in held.iterdir():
-                    if p.name not in self.images:
+                    if p.name not in images:
                         p.unlink(missing_ok=True)
             if self.aside is not None and self.aside.is_dir():
                 for p in self.aside.iterdir():
@@ -71,6 +75,20 @@ class Previous:
     def drop(self) -> None:
         if self.aside is not None:
             shutil.rmtree(self.aside, ignore_errors=True)
+
+
+def _note(aside: Path | None, default: str) -> tuple[str, set[str] | None]:
+    """(image folder, names of the images it held before) from a set-aside export's note; (default, None) without one
+    (a note of an older version holds the folder alone)."""
+    note = aside / FOLDER_NOTE if aside is not None else None
+    if note is None or not note.is_file():
+        return default, None
+    text = note.read_text().strip()
+    try:
+        d = json.loads(text)
+        return str(d["folder"]), set(d["images"])
+    except (ValueError, KeyError, TypeError):
+        return text or default, None
 
 
 @contextmanager
