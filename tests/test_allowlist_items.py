@@ -86,6 +86,8 @@ def test_item3_any_tag_from_outside_is_inert(html: str) -> None:
     assert "<" not in block.text and block.text.startswith("Table 2 \u2039") and block.text.endswith(" 673")
     assert first_change(f"q {html}") and not first_change(block.text)
     assert sanitize_text("x < 5, a <= b, <0.5 and a < b") == "x < 5, a <= b, <0.5 and a < b"  # comparisons stay
+    # a page of ASCII art: a long run of brackets is text, only the last one can open (no recursion over the run)
+    assert sanitize_text("<" * 5000 + "a>") == "<" * 4999 + "\u2039a\u203a" and sanitize_text("<<SYS>>") == "<\u2039SYS\u203a>"
 
 
 # 4. EVisRAG: one evidence line per image shown, refused at the export gate (and at synth, see the matrix)

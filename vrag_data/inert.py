@@ -45,7 +45,7 @@ _TAG_NAME = re.compile(r"[ \t]*(/?)[ \t]*([A-Za-z][A-Za-z0-9_]*)[ \t]*(/?)[ \t]*
 _MAX_TAG = 200  # a bracket closes what it opened within this many characters, on the same line
 # Llama 2 / Mistral "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[TOOL_CALLS]", ...; GLM "[gMASK]": special tokens of
 # tokenizers that read square brackets
-_SQUARE = re.compile(r"\[\s*/?\s*(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|TOOL_CONTENT|IMG|"
+SQUARE_SPECIAL = _SQUARE = re.compile(r"\[\s*/?\s*(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|TOOL_CONTENT|IMG|"
                      r"IMG_BREAK|IMG_END|gMASK)\s*\]", re.IGNORECASE)
 
 
@@ -111,13 +111,14 @@ def _entity(m: re.Match[str]) -> str:
 
 
 def _opens(text: str, i: int) -> bool:
-    """The bracket at `i` opens markup: a letter or an opener right after it, or a word closed by a bracket after spaces."""
+    """The bracket at `i` opens markup: a letter or an opener right after it, or a word closed by a bracket after spaces.
+    (Of a run of brackets only the last can open: "<<SYS>>" reads "<" then an inert "<SYS>".)"""
     j = i + 1
     if j >= len(text):
         return False
     c = text[j]
-    if _letter(c) or c in _OPENERS_AFTER or is_open(c):
-        return not is_open(c) or _opens(text, j)
+    if _letter(c) or c in _OPENERS_AFTER:
+        return True
     m = _SPACE_TAG.match(text, j)
     return bool(m and m.end() < len(text) and is_close(text[m.end()]))
 
