@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.disk import small_tmpfs
 from tests.support.synth_workspace import cli, sample_workspace
 from vrag_data.cli.main import app
 
@@ -21,15 +21,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({res.stderr.strip()[:80]}); the full-disk tests need root")
-    try:
+    with small_tmpfs(tmp_path / "disk", 48) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(disk: Path, leave: int) -> None:

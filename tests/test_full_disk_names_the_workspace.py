@@ -6,28 +6,21 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.disk import small_tmpfs
 from tests.support.synth_workspace import cli
 from vrag_data.cli.main import app
 
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({res.stderr.strip()[:80]}); the full-disk tests need root")
-    try:
+    with small_tmpfs(tmp_path / "disk", 32) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(disk: Path) -> None:

@@ -13,12 +13,11 @@ that quotes the reply makes every tag inert.
 from __future__ import annotations
 
 import dataclasses
-import re
 import unicodedata
 from typing import Protocol, TypeVar
 
 from vrag_data.env.parse import MAX_MESSAGE_CHARS
-from vrag_data.inert import is_open, normalize_chars, sanitize_text, strip_end_markers
+from vrag_data.inert import SQUARE_SPECIAL, is_open, normalize_chars, sanitize_text, strip_end_markers
 
 
 class ServerReply(Protocol):
@@ -33,7 +32,6 @@ class ServerReply(Protocol):
 R = TypeVar("R", bound=ServerReply)
 
 USABLE_FINISH = "stop"
-_SPECIAL = re.compile(r"\[\s*/?\s*(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS)\s*\]|<<\s*/?\s*SYS\s*>>", re.IGNORECASE)
 
 
 def special_token(text: str) -> str:
@@ -42,7 +40,7 @@ def special_token(text: str) -> str:
     for i, c in enumerate(text):
         if is_open(c) and text[i + 1: i + 2] in ("|", "\uff5c"):
             return text[i: i + 40].split("\n", 1)[0]
-    m = _SPECIAL.search(text)
+    m = SQUARE_SPECIAL.search(text)  # the square-bracket specials of tokenizers that read "[INST]"
     return m.group(0) if m else ""
 
 
