@@ -77,8 +77,11 @@ def test_a_papers_year_is_not_the_year_of_a_work_it_cites() -> None:
     # a year of the document itself still names it: a dated line first, else a year no citation gives
     assert document_label(page1 + "Proceedings of the Human Language Technology Conference 2006\n",
                           largest=title) == f"\u201c{title}\u201d (2006)"
+    # a year in running text is no date of the document (a degree's, a founding's, a cited work's): no year
     report = "Annual Survey of Farms\nIn 2019, farm numbers fell (Smith, 2001).\n"
-    assert document_label(report, largest="Annual Survey of Farms") == "\u201cAnnual Survey of Farms\u201d (2019)"
+    assert document_label(report, largest="Annual Survey of Farms") == "\u201cAnnual Survey of Farms\u201d"
+    assert document_label(report + "\u00a9 2020 County Office\n", largest="Annual Survey of Farms") == \
+        "\u201cAnnual Survey of Farms\u201d (2020)"
 
 
 def test_a_leading_mark_is_no_part_of_a_rows_name() -> None:

@@ -122,7 +122,7 @@ def test_a_lead_in_clause_or_a_sentence_begun_above_names_no_table() -> None:
 def test_share_counts_a_cash_balance_and_a_flow_are_no_pair() -> None:
     md = """| Item | 2017 |
 |---|---|
-| Net service sales | 45,000 |
+| Net service sales | 450 |
 | Proceeds from issuance of common stock | 300 |
 | Cash and cash equivalents, beginning of year | 1,900 |
 | Weighted-average shares used in computation of earnings per share: | |

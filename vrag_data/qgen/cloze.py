@@ -42,9 +42,10 @@ def _sentences(text: str) -> list[str]:
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
 
-def _blanks(sentence: str) -> list[tuple[str, str]]:
-    """(the sentence with one of its numbers blanked, that number as printed) for each number a blank can ask for;
-    [] when the sentence is no fit (module doc)."""
+def running_words(sentence: str) -> list[str]:
+    """The words of a sentence a blank can be cut from, or [] when it is no fit: 8 to 30 words, a capital first,
+    a period last, no citation, link, symbol or numbered parenthesis, no pronoun first that needs the sentence
+    before, no heading run into it."""
     sentence = re.sub(r"^(?:[\u2022\u2013*\-]\s*|\d{1,2}\s+(?=[A-Z][a-z]))", "", sentence)  # a bullet, a note mark
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
@@ -57,9 +58,21 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
         return []
+    return words
+
+
+def prose(words: list[str], skip: set[int]) -> bool:
+    """Whether the words outside `skip` read as text (not glued cells or symbols)."""
+    others = [w for k, w in enumerate(words) if k not in skip]
+    return sum(bool(_WORD.match(w.strip("()\u201c\u201d\"'"))) for w in others) >= 0.9 * len(others)
+
+
+def _blanks(sentence: str) -> list[tuple[str, str]]:
+    """(the sentence with one of its numbers blanked, that number as printed) for each number a blank can ask for;
+    [] when the sentence is no fit (module doc)."""
+    words = running_words(sentence)
     digits = [i for i, w in enumerate(words) if re.search(r"\d", w)]
-    others = [w for k, w in enumerate(words) if k not in digits]
-    if not 1 <= len(digits) <= MAX_NUMBERS or sum(bool(_WORD.match(w.strip("()\u201c\u201d\"'"))) for w in others) < 0.9 * len(others):
+    if not 1 <= len(digits) <= MAX_NUMBERS or not prose(words, set(digits)):
         return []  # glued cells, symbols: not running text
     out = []
     for i in digits:
@@ -97,15 +110,31 @@ def _amount(words: list[str], i: int, m: re.Match[str]) -> bool:
     return i == 0 or words[i - 1].lower().strip(".,;:") in _BEFORE_AMOUNT
 
 
-def cloze_candidates(text: str) -> list[tuple[str, str]]:
-    """Every usable (blanked sentence, number) of a text region (module doc)."""
-    return [b for s in _sentences(text) for b in _blanks(s)]
+def sentences(text: str) -> list[str]:
+    """The sentences of a text, words broken at line ends rejoined (as the blanks read them)."""
+    return _sentences(text)
 
 
-def cloze_question(rng: random.Random, text: str, label: str) -> tuple[str, str] | None:
-    """(question, answer) for one sentence of the region naming its document, or None."""
-    cands = cloze_candidates(text)
-    if not cands or not label:
+def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every usable (blanked sentence, number) of a text region (module doc); sentences in `common` (printed in
+    more than one document: a disclaimer, a boilerplate paragraph) have no one document to name."""
+    return [b for s in _sentences(text) if s not in common for b in _blanks(s)]
+
+
+def cloze_question(rng: random.Random, text: str, label: str,
+                   common: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+    """(question, answer) for one sentence of the region naming its document, or None: a number blanked when a
+    sentence states one, else a name or term (`terms`)."""
+    from vrag_data.qgen.terms import term_candidates
+
+    if not label:
         return None
-    blanked, value = rng.choice(cands)
-    return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value
+    cands = cloze_candidates(text, common)
+    if cands:
+        blanked, value = rng.choice(cands)
+        return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value
+    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower()]
+    if not terms:
+        return None
+    blanked, value = rng.choice(terms)
+    return f"In {label}, what name or term fills the blank in the sentence \u201c{blanked}\u201d?", value

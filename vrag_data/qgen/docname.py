@@ -47,6 +47,43 @@ _COMPANY_LINE = re.compile(r"^([A-Z0-9][A-Za-z0-9&.,' \-]{0,60}?\b(?:COMPANY|Com
                            r"CORP\.?|Corp\.?|LTD\.?|Ltd\.?|PLC|plc|LLC|N\.V\.|S\.A\.|AG|SE))\s*$", re.M)
 
 
+# a heading that says what kind of document this is and names none ("Maintenance Log", "Clinical Study Protocol",
+# "Annual Performance Report", "Research Proposal Form"): true of many documents, so it is no name; a page-1 heading
+# that is a numbered section ("6.4 Internal PXC") says the file starts inside a larger document
+_KIND_WORDS = frozenset(
+    "annual quarterly monthly weekly daily final factual interim draft revised updated official general main "
+    "performance strategic research clinical study protocol proposal report reports form forms log maintenance manual "
+    "guide handbook user users owner owners instructions instruction notes note memo memorandum letter agenda minutes "
+    "plan plans summary overview introduction preface contents appendix chapter section part abstract corporate "
+    "company document documents example examples sample figures figure tables table data sheet fact facts brochure "
+    "presentation slides slide deck questionnaire survey topline methodology results statement statements release "
+    "press news newsletter bulletin notice application agreement license terms conditions policy policies "
+    "information heading title level page pages only use office official schedule exhibit attachment supplement "
+    "fiscal year years financial highlights review update program programme project draft version edition volume "
+    "the of for and a an to in on by with at from its our your this".split())
+_SECTION_HEAD = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[IVX]+\.)\s+[A-Za-z]")
+NEUTRAL_PREFIX = "the document whose first page is headed "
+NEUTRAL = re.compile(NEUTRAL_PREFIX + "\u201c[^\u201d]{1,160}\u201d")
+
+
+def generic_title(title: str) -> bool:
+    """A heading that names no document: only words for a kind of document, or a numbered section's heading."""
+    words = re.findall(r"[a-z]{2,}", title.lower())
+    return bool(_SECTION_HEAD.match(title)) or all(w in _KIND_WORDS or w in _GENERIC for w in words)
+
+
+def neutral_reference(heading: str) -> str:
+    """A true reference to a document whose first page's heading is no confirmed name: "the document whose first
+    page is headed “Maintenance Log”"; "" when the heading is no short line of words a reader can find."""
+    h = _case(_clean(heading))
+    if not h or len(h.split()) > 12 or not re.search(r"[A-Za-z]{3,}", h) or re.search(r"www\.|https?:|@|\[|=|[\u201c\u201d]", h):
+        return ""
+    if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b|\d+\s+\d+\s", h, re.I) or _NO_ENTITY.search(h):  # a caption, a date
+        # line, page numbers run into a header
+        return ""
+    return f"{NEUTRAL_PREFIX}\u201c{h}\u201d"
+
+
 def names_an_entity(name: str) -> bool:
     """A name a reader knows the document by (a company, a title), not a date line, a form heading or a line of
     prose (a sentence cut at a line end, "Our failure to address these risks ... acquisitions and", or longer than
@@ -67,7 +104,10 @@ def _clean(text: str) -> str:
     """One line, no control characters, hyphenation at line ends undone, cut to `MAX_CHARS`."""
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
     text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
-    return " ".join(text.split())[:MAX_CHARS].strip(" ,;:")
+    text = " ".join(text.split())
+    if len(text) > MAX_CHARS:  # cut at a word's end, marked: "... Stem Cell Dressing Principal I" named no one
+        text = text[:MAX_CHARS].rsplit(" ", 1)[0].rstrip(" ,;:") + "\u2026"
+    return text.strip(" ,;:")
 
 
 def strip_boilerplate(text: str) -> str:
@@ -88,13 +128,21 @@ def _case(name: str) -> str:
     return " ".join(w.capitalize() if len(w) > 1 and not re.search(r"\d", w) else w for w in name.split())
 
 
+def _printed(name: str, text: str) -> bool:
+    """Whether `name`'s words stand in `text` in that order (case, punctuation and line ends aside)."""
+    words = " ".join(re.findall(r"[a-z0-9]+", name.lower()))
+    return bool(words) and f" {words} " in f" {' '.join(re.findall(r'[a-z0-9]+', text.lower()))} "
+
+
 def readable_title(title: str) -> bool:
     """A metadata title worth quoting: words, not an accession number, file name or generator default."""
     t = title.strip()
     words = re.findall(r"[A-Za-z]{2,}", t)
     if not t or _ACCESSION.fullmatch(t) or len(words) < 2:
         return False
-    return not re.search(r"\.(docx?|pdf|indd|pptx?)\b|^microsoft|^untitled", t, re.I)
+    if re.fullmatch(r"\S+", t) and "_" in t:  # a file name saved as the title ("odf_presentation")
+        return False
+    return not re.search(r"\.(docx?|pdf|indd|pptx?|od[tsp]|xlsx?)\b|^microsoft|^untitled", t, re.I)
 
 
 def sec_filing_name(text: str, largest: str = "") -> str:
@@ -126,21 +174,35 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
     if sec:
         return sec
     cited = _CITATION.search(first_page_text)
-    blocks = [strip_boilerplate(b) for b in (largest, *title_blocks)]
-    blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2 and names_an_entity(b)]
+    big = strip_boilerplate(largest)
     if cited:  # the title the publisher asks to be cited by
         title = _clean(cited.group(1))
-    elif blocks:
-        title = blocks[0]
-    elif readable_title(meta_title) and strip_boilerplate(meta_title):
-        title = strip_boilerplate(meta_title)
-    else:
-        return ""
+    elif big and len(re.findall(r"[A-Za-z]{3,}", big)) >= 2 and names_an_entity(big) and not generic_title(big):
+        title = big  # page 1's largest type: its title
+    elif big:  # a generic heading, a section's heading: the metadata title when page 1 prints it, else the heading
+        meta = strip_boilerplate(meta_title) if readable_title(meta_title) else ""
+        if not (meta and names_an_entity(meta) and not generic_title(meta) and _printed(meta, first_page_text)):
+            return neutral_reference(big)
+        title = meta
+    else:  # no font information (a moved source): the layout model's title block, else a readable metadata title
+        blocks = [strip_boilerplate(b) for b in title_blocks]
+        blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2 and names_an_entity(b)]
+        if blocks:
+            title = blocks[0]
+        elif readable_title(meta_title) and strip_boilerplate(meta_title):
+            title = strip_boilerplate(meta_title)
+        else:
+            return ""
+        if generic_title(title):
+            return ""
     title = _case(_tidy(title))
-    # the year of publication: on a line that dates the document (a stamp, a copyright, a citation), else the first
+    # the year of publication: the last year on a line that dates the document (a stamp, a copyright, a citation:
+    # "arXiv:2004.04906v3 [cs.CL] 30 Sep 2020" is from 2020, not 2004); none without such a line (the first year
+    # a page prints is as often a degree's, a founding's or a cited work's)
     dated = re.search(r"(arXiv|\u00a9|copyright|proceedings|published|citation)[^\n]{0,120}", first_page_text, re.I)
-    year = (_YEAR.search(dated.group(0)) if dated else None) or _YEAR.search(_CITED_YEAR.sub(" ", first_page_text))
-    return f"\u201c{title}\u201d ({year.group(1)})" if year and year.group(1) not in title else f"\u201c{title}\u201d"
+    years = _YEAR.findall(_CITED_YEAR.sub(" ", dated.group(0))) if dated else []
+    year = years[-1] if years else ""
+    return f"\u201c{title}\u201d ({year})" if year and year not in title else f"\u201c{title}\u201d"
 
 
 _Line = list[tuple[float, str, tuple[float, float, float, float]]]  # (size, text, bbox) of each span
@@ -173,6 +235,9 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return w * h / small if w > 0 and h > 0 and small > 0 else 0.0
 
 
+_FIELD = re.compile(r"^[A-Z][A-Za-z ]{1,30}:(\s|$)")
+
+
 def _title_lines(lines: list[_Line]) -> list[str]:
     """Whole lines holding a span of the largest size (a small-caps title sets only its initials that large),
     and a cover's over-title: the line just above the first of them, at least 0.7 of that size and aligned with
@@ -182,12 +247,21 @@ def _title_lines(lines: list[_Line]) -> list[str]:
         return []
     top = max(sizes)
     idx = [i for i, spans in enumerate(lines) if any(abs(size - top) <= 0.5 for size, _, _ in spans)]
+    # the first run of such lines: a cover that sets every field in the title's size ("Principal Investigator:
+    # Gao Lei", "Department: Hematology") goes on after the title with a field's name and a colon
+    run = [idx[0]]
+    for i in idx[1:]:
+        if i != run[-1] + 1 or _FIELD.match("".join(t for _, t, _ in lines[i]).strip()):
+            break
+        run.append(i)
+    idx = run
     picked = ["".join(text for _, text, _ in lines[i]) for i in idx]
     above = [spans for spans in lines[:idx[0]] if spans and "".join(t for _, t, _ in spans).strip()]
     if above:
         first, prev = lines[idx[0]][0][2], above[-1]
         size, box = max(sp[0] for sp in prev), prev[0][2]
-        if size >= 0.7 * top and abs(box[0] - first[0]) < 2 and 0 <= first[1] - box[3] < 1.5 * (first[3] - first[1]):
+        if size >= 0.7 * top and abs(box[0] - first[0]) < 2 and 0 <= first[1] - box[3] < 1.5 * (first[3] - first[1]) \
+                and not _FIELD.match("".join(t for _, t, _ in prev).strip()):  # "Version: v1.0" is a field
             picked.insert(0, "".join(t for _, t, _ in prev))
     return picked
 
@@ -215,7 +289,7 @@ def largest_font_text(pdf_path: str) -> str:
 _GENERIC = frozenset(
     "the form of for and fiscal year quarterly period ended dated report annual inc corp co company ltd plc llc "
     "group holdings january february march april may june july august september october november december "
-    "results quarter com www".split())
+    "results quarter com www document whose first page headed".split())
 
 
 def label_terms(label: str) -> set[str]:

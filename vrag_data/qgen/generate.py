@@ -34,6 +34,7 @@ from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.tally import Tally, unusable_documents
+from vrag_data.qgen.text_scope import text_scope
 from vrag_data.qgen.plan import check_generation_vision
 from vrag_data.qgen.verify import Known, Verifier, VerifyReport, duplicate_score, known_question
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
@@ -271,7 +272,8 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         if pool is not None:
             await pool.check()
         if writer_spec == "oracle":
-            writer: Writer = OracleWriter(load_known_facts(list(docs.values())), labels)
+            writer: Writer = OracleWriter(load_known_facts(list(docs.values())), labels,
+                                          text_scope(pages.values(), labels))
         elif writer_spec == "model":
             writer = ModelWriter(pool, loader, gcfg.max_pixels, labels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
         else:

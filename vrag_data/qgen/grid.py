@@ -284,6 +284,20 @@ def _spanning(rows: list[list[str]]) -> set[str]:
     return out
 
 
+def _continued(rows: list[list[str]]) -> set[str]:
+    """Labels that may go on in the next row: a row of values followed by a row with a label and no values
+    ("Adjusted FIFO Operating | $989" over "Profit (Table 7) |"). That row is the label's second line or the heading
+    of the rows below; which, the table does not tell, so the label above is not asked about (a total, or a
+    heading that ends in a colon, is no wrapped label)."""
+    out = set()
+    for r, nxt in zip(rows, rows[1:]):
+        label_only = nxt[0] and not any(c and c.lower() not in _EMPTY for c in nxt[1:])
+        if label_only and not nxt[0].rstrip().endswith(":") and any(c and c.lower() not in _EMPTY for c in r[1:]) \
+                and not r[0].lower().startswith("total"):
+            out.add(r[0])
+    return out
+
+
 @lru_cache(maxsize=8192)
 def table_grid(text: str) -> Grid:
     """Parse a markdown table and keep only what makes a well-formed question: every column named, once, by a
@@ -310,7 +324,7 @@ def table_grid(text: str) -> Grid:
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
     labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
-    spans = _spanning(whole)
+    spans = _spanning(whole) | _continued(whole)
     asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
              and not _FRAGMENT.match(r[0]) and r[0] not in spans]
     cells = [(r[0], header[j], r[j]) for r in asked

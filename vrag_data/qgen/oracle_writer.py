@@ -27,6 +27,8 @@ from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question
+from vrag_data.qgen.terms import term_candidates
+from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_column
 from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
@@ -197,6 +199,21 @@ def _blocks(grid: Grid) -> dict[tuple[str, str], int]:
     return out
 
 
+MAX_PLAIN_SPREAD = 20.0  # largest / smallest of a column of bare numbers that measure one thing
+
+
+def _one_quantity(key: str, values: list[tuple[str, float, str]]) -> bool:
+    """Whether a column's bare numbers (no currency, no share) measure one thing, so any two rows can be weighed:
+    printed with the same decimals and within `MAX_PLAIN_SPREAD` of each other. A column of settings ("Number of
+    layers 24", "Hidden size 1024", "Dropout 0.1") is a list of different quantities; "which is higher" of two of
+    them asks nothing."""
+    if key.split("\x00")[1] != "plain":
+        return True
+    ns = [n for _, n, _ in values]
+    decimals = {len(v.replace(",", "").split(".")[1]) if "." in v else 0 for _, _, v in values}
+    return len(decimals) == 1 and max(ns) <= MAX_PLAIN_SPREAD * min(ns)
+
+
 def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
     """Which of two rows has the higher number in one column of an extracted table: two positive amounts of one
     unit and one section (the lines of one statement a reader weighs against each other), not a part and its
@@ -224,7 +241,7 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
                 and not _CHANGES.search(grid.heads.get(row, "")):
             key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}\x00{blocks[(row, col)]}"
             by_col.setdefault(key, []).append((row, n, value))
-    usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2)
+    usable = sorted(c for c, vs in by_col.items() if len({n for _, n, _ in vs}) >= 2 and _one_quantity(c, vs))
     if not usable:
         return Rejected("writer", "writer_declined", "oracle: no column with two different positive amounts of one "
                         "unit and section to compare")
@@ -240,15 +257,15 @@ def _table_compare(rng: random.Random, region: Region, label: str) -> Written | 
     return Written(q, plain(ra) if na > nb else plain(rb), "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
-def _text_blank(rng: random.Random, ev: Evidence, label: str) -> Written | Rejected:
+def _text_blank(rng: random.Random, ev: Evidence, label: str, common: frozenset[str]) -> Written | Rejected:
     """A sentence's one number, blanked (`cloze`): single questions over the text of a document without tables."""
     if ev.kind != "single":
         return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
     if not label:
         return unnamed(ev.regions[0].stem)
-    got = cloze_question(rng, ev.regions[0].text, label)
+    got = cloze_question(rng, ev.regions[0].text, label, common)
     if got is None:
-        return Rejected("writer", "writer_declined", "oracle: no sentence with one number a blank can ask for")
+        return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask for")
     q, value = got
     return Written(q, value, "Str", "extraction", (value,), NAME)
 
@@ -258,16 +275,20 @@ class OracleWriter:
 
     name = NAME
 
-    def __init__(self, facts: dict[str, list[Fact]], labels: dict[str, str] | None = None) -> None:
+    def __init__(self, facts: dict[str, list[Fact]], labels: dict[str, str] | None = None,
+                 text: TextScope | None = None) -> None:
         self.facts = facts
         self.labels = labels or {}  # stem -> readable document name (docname.document_label)
+        self.text = text or TextScope()
 
     def accepts(self, region: Region) -> bool:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
         if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
-            return bool(cloze_candidates(region.text))
+            if not self.text.body(region.stem, region.page.page):
+                return False
+            return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 # a table no reader could find, by its name or its place on the page, gives none
                 and bool(table_name(region.text, region.page.text, region.page.tables_md)
@@ -287,8 +308,11 @@ class OracleWriter:
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
         if not any(found) and all(r.source == "text" for r in ev.regions):  # a document without tables
-            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""))
+            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""), self.text.common)
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
+        if tables_only and any(s in self.text.shared_names for s in ev.stems):
+            return Rejected("writer", "ambiguous_name", "oracle: another document of the workspace has the same name; "
+                            "a table question could be about either")
         if tables_only:  # a document without known facts: questions from its extracted tables
             if ev.kind != "single":
                 return linked(rng, ev.regions, self.labels, attempt.qtype)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from PIL import ImageDraw
 
-from vrag_data.qgen.docname import label_terms
+from vrag_data.qgen.docname import NEUTRAL, label_terms
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.schema.records import Document, ImageRef, Message
 from vrag_data.store import Workspace
@@ -118,10 +118,11 @@ def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()
         if terms and not terms & set(q.split()):
             return Rejected("check", "unnamed_document", f"the question does not say which document it is about "
                             f"(none of {sorted(terms)[:6]} from its readable name)", w.question, w.answer)
-    m = _PAGE_REF.search(_POSITION.sub(" ", w.question))  # a table's place on its page is a true reference
+    # a table's place on its page, a document's first-page heading: true references, no page pointed at
+    m = _PAGE_REF.search(NEUTRAL.sub(" ", _POSITION.sub(" ", w.question)))
     if m:
         return Rejected("check", "names_page", f"the question names a page ({m.group(0)!r})", w.question, w.answer)
-    m = _DEICTIC.search(w.question)
+    m = _DEICTIC.search(NEUTRAL.sub(" ", w.question))
     if m:
         return Rejected("check", "refers_to_shown_image",
                         f"the question points at what the writer was shown ({m.group(0)!r}); it must stand alone",

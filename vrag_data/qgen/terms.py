@@ -1,0 +1,85 @@
+"""Text questions for documents whose sentences state no number: a name or term of a printed sentence, blanked.
+
+A manual page, a protocol, a licence or an accident report may state no figure a blank can ask for, yet its
+sentences name things: "... the student pilot slipped the Piper PA-28-140 in order to lose altitude ...". A term is
+used when it is a name a reader can check on the page and no guess: an acronym or code ("NTSB", "BM25", "TF-IDF",
+"PA-28-140"), or a run of two to five capitalised words ("Independent Safety Board Act", "Department of
+Education") inside a sentence of running text (`cloze.running_words`), never its first word, never a word that
+names a table, figure or section ("Table 3"), a month, a day or a Roman numeral, never the tail of a name the
+sentence starts with ("Kim YH. Anterior ...", a reference), never a term the sentence prints twice. The question quotes the sentence with the term blanked; its answer is the term as printed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vrag_data.qgen.cloze import _NAMED_BY, prose, running_words, sentences
+
+_ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*$")  # two capitals at least
+_CAPITAL = re.compile(r"^[A-Z][a-z]+(?:-[A-Za-z]+)*$")
+_ROMAN = re.compile(r"^[IVXLC]+$")
+_JOINERS = frozenset({"of", "for", "and", "de", "on"})
+_CALENDAR = frozenset("january february march april may june july august september october november december "
+                      "monday tuesday wednesday thursday friday saturday sunday".split())
+MAX_TERM_WORDS = 5
+_TRAIL = ".,;:"
+
+
+def _named(token: str) -> bool:
+    """A word of a name: an acronym or code, or a capitalised word that is no month or day."""
+    if _ROMAN.match(token) or token.lower() in _CALENDAR or token.lower() in _NAMED_BY:
+        return False
+    return bool(_ACRONYM.match(token) or _CAPITAL.match(token))
+
+
+def _runs(words: list[str]) -> list[tuple[int, int]]:
+    """(start, end) of each run of name words after the first word; a joiner ("of") only between two name words;
+    punctuation only after a run's last word."""
+    out: list[tuple[int, int]] = []
+    i = 1
+    while i < len(words):
+        if not _named(words[i].rstrip(_TRAIL)) or words[i - 1].endswith(":"):
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(words) and words[j] == words[j].rstrip(_TRAIL):
+            nxt = words[j + 1].rstrip(_TRAIL)
+            if _named(nxt):
+                j += 1
+            elif nxt in _JOINERS and j + 2 < len(words) and words[j + 1] == nxt and _named(words[j + 2].rstrip(_TRAIL)):
+                j += 2
+            else:
+                break
+        out.append((i, j + 1))
+        i = j + 1
+    return out
+
+
+def _blanks(sentence: str) -> list[tuple[str, str]]:
+    words = running_words(sentence)
+    if not words or sum(w[:1].isupper() for w in words) * 2 > len(words):  # a title-case line, no prose
+        return []
+    out = []
+    for a, b in _runs(words):
+        if a == 1 and _named(words[0].rstrip(_TRAIL)):  # "Kim YH. Anterior ...": a name begun by the first word
+            continue
+        if words[a - 1][:1].isupper() or b < len(words) and words[b][:1].isupper():  # "___ Aid's": part of a name
+            continue
+        term = " ".join(words[a:b]).rstrip(_TRAIL)
+        core = [w.rstrip(_TRAIL) for w in words[a:b]]
+        if len(core) > MAX_TERM_WORDS or (len(core) == 1 and not _ACRONYM.match(core[0])):
+            continue  # one capitalised word ("English", "Congress") is a guess away; an acronym is a name
+        if b < len(words) and re.match(r"^\(?\d", words[b]):  # "Section 4", "Form 1040": a label, not the name
+            continue
+        if sentence.count(term) != 1 or not prose(words, set(range(a, b))):
+            continue
+        tail = words[b - 1][len(words[b - 1].rstrip(_TRAIL)):]
+        blanked = [*words[:a], f"___{tail}", *words[b:]]
+        out.append((" ".join(blanked), term))
+    return out
+
+
+def term_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every usable (sentence with a term blanked, the term) of a text region (module doc); sentences in
+    `common` are printed in more than one document."""
+    return [b for s in sentences(text) if s not in common for b in _blanks(s)]

@@ -1,0 +1,50 @@
+"""Which printed text a question may quote, and which documents a name tells apart.
+
+- A sentence printed in more than one document of the workspace (an agency's disclaimer on every accident report,
+  a licence paragraph) has no one document to name: no blank is cut from it.
+- A paper's reference list and what follows it (appendices of dataset examples, prompts, annotation guides) are
+  no statement of the document: text questions come from the pages before the first page headed "References"
+  ("Bibliography", "Works Cited").
+- Two documents with the same readable name ("National Transportation Safety Board Aviation Accident Final
+  Report") cannot be told apart by it: a table question would be about either, so none is asked of them (a text
+  question quotes a sentence only one of them prints).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from vrag_data.qgen.cloze import sentences
+from vrag_data.schema.records import Page
+
+_BACK_MATTER = re.compile(r"^\s*(?:[\dIVX]+\.?\s+)?(references|bibliography|works cited|literature cited)\s*$",
+                          re.I | re.M)
+_MIN_SENTENCE = 40  # characters: shorter lines ("Page 1 of 4") are no sentences a blank is cut from
+
+
+@dataclass(frozen=True)
+class TextScope:
+    common: frozenset[str] = frozenset()  # sentences printed in more than one document
+    shared_names: frozenset[str] = frozenset()  # stems whose readable name another document also has
+    back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
+
+    def body(self, stem: str, page: int) -> bool:
+        """Whether a page's text is the document's own statement (before its reference list)."""
+        return page < self.back_matter.get(stem, 10**9)
+
+
+def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
+    docs_of: dict[str, set[str]] = defaultdict(set)
+    back: dict[str, int] = {}
+    for p in pages:
+        for s in sentences(p.text):
+            if len(s) >= _MIN_SENTENCE:
+                docs_of[s].add(p.stem)
+        if p.page > 1 and _BACK_MATTER.search(p.text):
+            back[p.stem] = min(back.get(p.stem, p.page), p.page)
+    named = Counter(v for v in labels.values() if v)
+    shared = frozenset(s for s, v in labels.items() if v and named[v] > 1)
+    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back)
