@@ -55,6 +55,8 @@ def running_words(sentence: str) -> list[str]:
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
         return []
+    if re.match(r"(table|figure|fig\.|exhibit|chart)\s+[\dA-Z][\w.\-]*\s*[:.]", sentence, re.I):  # a caption run on
+        return []
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
         return []

@@ -71,6 +71,8 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
             continue  # one capitalised word ("English", "Congress") is a guess away; an acronym is a name
         if b < len(words) and re.match(r"^\(?\d", words[b]):  # "Section 4", "Form 1040": a label, not the name
             continue
+        if b < len(words) and words[b].startswith("("):  # "___ (IRB)": the short form beside it gives it away
+            continue
         if sentence.count(term) != 1 or not prose(words, set(range(a, b))):
             continue
         tail = words[b - 1][len(words[b - 1].rstrip(_TRAIL)):]
