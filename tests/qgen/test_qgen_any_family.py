@@ -23,7 +23,7 @@ NEUTRAL = "the document whose first page is headed \u201c{}\u201d"
 
 def test_a_generic_heading_or_a_sections_heading_is_referred_to_never_given_as_a_name() -> None:
     # a car manual's excerpt, a protocol's cover, pages cut from inside a guide: true of many documents
-    assert document_label("MAINTENANCE LOG\nReset the oil ...", largest="MAINTENANCE LOG") == NEUTRAL.format("Maintenance Log")
+    assert document_label("MAINTENANCE LOG\nReset the oil ...", largest="MAINTENANCE LOG") == NEUTRAL.format("MAINTENANCE LOG")
     assert document_label("Clinical Study Protocol\n...", largest="Clinical Study Protocol") == \
         NEUTRAL.format("Clinical Study Protocol")
     assert document_label("6.4 Internal PXC\nThe loopback ...", largest="6.4 Internal PXC") == NEUTRAL.format("6.4 Internal PXC")
@@ -34,10 +34,10 @@ def test_a_generic_heading_or_a_sections_heading_is_referred_to_never_given_as_a
     assert document_label("Kroger Reports Second Quarter 2023 Results\n", largest="Kroger Reports Second Quarter 2023 Results") \
         == "\u201cKroger Reports Second Quarter 2023 Results\u201d"
     # the reference passes the question checks: no page is pointed at, nothing shown is pointed at
-    q = f"In {NEUTRAL.format('Maintenance Log')}, what number fills the blank in the sentence \u201cChange the oil every ___ miles.\u201d?"
+    q = f"In {NEUTRAL.format('MAINTENANCE LOG')}, what number fills the blank in the sentence \u201cChange the oil every ___ miles.\u201d?"
     doc = Document(doc_id="d1", stem="camry", source_path="camry.pdf", kind="pdf", n_pages=3, n_bytes=100, title="camry")
     assert check_question(Written(q, "5,000", "Str", "extraction", ("5,000",), "oracle"), [doc], [doc],
-                          {"camry": NEUTRAL.format("Maintenance Log")}) is None
+                          {"camry": NEUTRAL.format("MAINTENANCE LOG")}) is None
 
 
 def test_a_year_comes_from_a_dated_line_only() -> None:
@@ -129,3 +129,57 @@ def test_a_column_of_different_settings_is_never_weighed() -> None:
         "Attention heads | 16", "XXL | 77.0").replace("Dropout | 0.1", "Tiny | 60.5")
     region = _region(scores, stem="roberta", page=12, title="Table 9: Scores")
     assert any(isinstance(w.write_sync(Attempt(i, Evidence("single", (region,)), "logic")), Written) for i in range(12))
+
+
+def test_a_decimal_table_number_is_the_tables_own() -> None:
+    from vrag_data.qgen.naming import table_name
+
+    md = "| Country | 1994 |\n|---|---|\n| Sweden | 60 |\n| Spain | 22 |"
+    page = "Table 6.5: Five firm concentration ratios for food retailing\nCountry\n1994\nSweden\n60\nSpain\n22\n"
+    assert table_name(md, page, [md]) == "Table 6.5 (Five firm concentration ratios for food retailing)"
+
+
+def test_a_running_header_names_no_table_and_a_value_in_the_header_names_no_column() -> None:
+    md = "| | 2022 | 2021 |\n|---|---|---|\n| Asset retirement obligation | 33,157 | 31,020 |\n| Landfill closure | 1,200 | 1,150 |"
+    pages = [_page("essex", n, f"THE COMPANY\nNotes to the statements, page {n}\nSome words.") for n in range(24, 28)]
+    scope = text_scope(pages, {"essex": "\u201cTown of Essex\u201d"})
+    assert "the company" in scope.running["essex"]
+    region = _region(md, stem="essex", page=26, title="THE COMPANY")
+    region = type(region)(region.block, region.page.model_copy(update={"tables_md": [md]}), "table")
+    out = OracleWriter({}, {"essex": "\u201cTown of Essex\u201d"}, scope).write_sync(
+        Attempt(0, Evidence("single", (region,)), "extraction"))
+    assert isinstance(out, Written) and out.question.startswith("In the table on page 26 of \u201cTown of Essex\u201d"), out
+    glued = "| | Q3 2023 $960M | Q3 2022 |\n|---|---|---|\n| Revenue growth | 32% | 30% |\n| Gross margin | 50% | 49% |"
+    assert "glued" in table_grid(glued).problem
+
+
+def test_a_blank_the_sentence_gives_away_is_not_asked() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+
+    assert term_candidates("Every cluster runs the Kubernetes Scheduler, and the kubernetes-sigs project keeps its own.") == []
+    assert term_candidates("The General Services Administration runs the GSA portal for the federal agencies.") == []
+    assert term_candidates("Indexes such as the KD-Tree or the Ball-Tree13 speed up the search for the neighbours.") == [
+        ("Indexes such as the ___ or the Ball-Tree13 speed up the search for the neighbours.", "KD-Tree")]
+    assert cloze_candidates("In the survey 54% of the parents and 46% of the others said they read daily.") == []
+
+
+def test_a_page_without_a_larger_title_gives_no_name_and_a_statement_page_its_company(tmp_path: Path) -> None:
+    transcript, statements = tmp_path / "call.pdf", tmp_path / "q1.pdf"
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    for k in range(40):  # a transcript: its first line is set like every other
+        page.insert_text((50, 40 + 18 * k), "This transcript is provided for the convenience of investors only." if k == 0
+                         else "Operator: Welcome, everyone, and thank you for standing by for the call today.", fontsize=11)
+    doc.save(transcript)
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((50, 40), "Acme Widgets Inc.", fontsize=9)
+    for k in range(40):
+        page.insert_text((50, 60 + 18 * k), f"Net sales of products and services for the quarter, line {k}   1,{k:03d}", fontsize=9)
+    doc.save(statements)
+    assert largest_font_text(str(transcript)) == ""
+    assert largest_font_text(str(statements)) == "Acme Widgets Inc."
+    # a title is quoted as printed: re-casing capitals gave "Fy 2019 Gsa Ocsit"
+    assert document_label("FY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES\n",
+                          largest="FY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES") == \
+        "\u201cFY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES\u201d"

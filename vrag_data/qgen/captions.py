@@ -17,7 +17,9 @@ from collections.abc import Sequence
 
 from vrag_data.qgen.grid import markdown_rows
 
-_CAPTION = re.compile(r"^\s*(Table\s+(?:\d+|[IVX]+))\s*[:.]\s*(.*)$")  # its text may start on the next line
+# "Table 6.5:", "Table A-2.", "Table 3b:", "Table IV." (its text may start on the next line); "Table 6.5" is never
+# read as "Table 6" with a text starting "5:"
+_CAPTION = re.compile(r"^\s*((?:Table|TABLE)\s+(?:(?:[A-Z]-?)?\d+(?:[.\-]\d+)*[a-z]?|[IVX]+))\s*[:.]\s*(.*)$")
 # the end of a caption's first sentence ("... used for BERT."); "mid-Sep. and Nov.", "J. Smith" or "et al." ends none
 _STOP = re.compile(r"(?<=[A-Za-z0-9)])(?<!\b[A-Z])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")  # "BERT." ends one
 CAPTION_WORDS, CAPTION_REACH = 8, 60
@@ -125,7 +127,8 @@ def _caption_text(lines: list[str], at_cap: int, start: int) -> str:
     words = text.split()
     first_sentence = _STOP.split(" ".join(words) + " ", maxsplit=1)[0].split()
     text = " ".join(first_sentence[:CAPTION_WORDS]).rstrip(".,;:") + ("..." if len(first_sentence) > CAPTION_WORDS else "")
-    return f"{' '.join(cap.group(1).split())} ({text})"
+    number = cap.group(1).split()[-1]
+    return f"Table {number} ({text})"
 
 
 def _join(text: str, nxt: str, lines: list[str]) -> str:

@@ -55,7 +55,9 @@ def running_words(sentence: str) -> list[str]:
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
         return []
-    if re.match(r"(table|figure|fig\.|exhibit|chart)\s+[\dA-Z][\w.\-]*\s*[:.]", sentence, re.I):  # a caption run on
+    if re.match(r"(table|figure|fig\.|exhibit|chart)\s+[\dA-Z][\w.\-]*\s*[:.]|(notes?|sources?)\b", sentence, re.I):
+        return []  # a caption run on, a table's note or source line
+    if re.search(r":\s*\d{1,2}\.$", sentence):  # "... in order: 1." - a list cut at its first item
         return []
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
@@ -87,6 +89,8 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
             continue
         if not _amount(words, i, m):  # "runway 21 and", "strategic objective 4.1.": a label, not an amount
             continue
+        if m.group(4) and _complement(words, i, m):  # "54% ... ___%": the other share gives it away
+            continue
         blanked = [*words[:i], f"{m.group(1)}___{m.group(4)}{m.group(5)}", *words[i + 1:]]
         out.append((" ".join(blanked), f"{m.group(2)}{m.group(3) or ''}"))
     return out
@@ -117,6 +121,13 @@ def sentences(text: str) -> list[str]:
     return _sentences(text)
 
 
+def _complement(words: list[str], i: int, m: re.Match[str]) -> bool:
+    """Whether another share of the sentence and this one add up to 100 (one is the rest of the other)."""
+    value = float(m.group(2).replace(",", "") + (m.group(3) or ""))
+    others = [re.match(r"^(\d+(?:\.\d+)?)%", w) for k, w in enumerate(words) if k != i]
+    return any(o and abs(float(o.group(1)) + value - 100) < 1e-9 for o in others)
+
+
 def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Every usable (blanked sentence, number) of a text region (module doc); sentences in `common` (printed in
     more than one document: a disclaimer, a boilerplate paragraph) have no one document to name."""
@@ -125,18 +136,9 @@ def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tu
 
 def cloze_question(rng: random.Random, text: str, label: str,
                    common: frozenset[str] = frozenset()) -> tuple[str, str] | None:
-    """(question, answer) for one sentence of the region naming its document, or None: a number blanked when a
-    sentence states one, else a name or term (`terms`)."""
-    from vrag_data.qgen.terms import term_candidates
-
-    if not label:
-        return None
+    """(question, answer) for one sentence of the region naming its document, a number blanked, or None."""
     cands = cloze_candidates(text, common)
-    if cands:
-        blanked, value = rng.choice(cands)
-        return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value
-    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower()]
-    if not terms:
+    if not cands or not label:
         return None
-    blanked, value = rng.choice(terms)
-    return f"In {label}, what name or term fills the blank in the sentence \u201c{blanked}\u201d?", value
+    blanked, value = rng.choice(cands)
+    return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value

@@ -15,6 +15,7 @@ The result is document text: callers treat it as untrusted (it is cut, and strip
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 MAX_CHARS = 120
 MAX_TITLE_WORDS = 18  # a longer first-page line is a sentence of prose, not a title
@@ -75,7 +76,7 @@ def generic_title(title: str) -> bool:
 def neutral_reference(heading: str) -> str:
     """A true reference to a document whose first page's heading is no confirmed name: "the document whose first
     page is headed “Maintenance Log”"; "" when the heading is no short line of words a reader can find."""
-    h = _case(_clean(heading))
+    h = _clean(heading)  # quoted as printed
     if not h or len(h.split()) > 12 or not re.search(r"[A-Za-z]{3,}", h) or re.search(r"www\.|https?:|@|\[|=|[\u201c\u201d]", h):
         return ""
     if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b|\d+\s+\d+\s", h, re.I) or _NO_ENTITY.search(h):  # a caption, a date
@@ -100,9 +101,13 @@ def names_an_entity(name: str) -> bool:
     return not (cut or len(words) > MAX_TITLE_WORDS)
 
 
+_MARKUP = re.compile(r"<\|?/?[A-Za-z_][^<>]{0,40}>|\[/?[A-Z]{2,8}\]|<<?/?SYS>>?")
+
+
 def _clean(text: str) -> str:
-    """One line, no control characters, hyphenation at line ends undone, cut to `MAX_CHARS`."""
+    """One line, no control characters or markup, hyphenation at line ends undone, cut to `MAX_CHARS`."""
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
+    text = _MARKUP.sub(" ", text)  # a tag or chat token printed in a title names nothing
     text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
     text = " ".join(text.split())
     if len(text) > MAX_CHARS:  # cut at a word's end, marked: "... Stem Cell Dressing Principal I" named no one
@@ -125,7 +130,8 @@ def _case(name: str) -> str:
     """An all-capitals name as a reader writes it ("AMAZON.COM, INC." -> "Amazon.com, Inc.")."""
     if not name.isupper():
         return name
-    return " ".join(w.capitalize() if len(w) > 1 and not re.search(r"\d", w) else w for w in name.split())
+    return " ".join(w.capitalize() if len(w) > 1 and not re.search(r"\d", w) and not re.fullmatch(r"[IVX]+\.?,?", w)
+                    else w for w in name.split())
 
 
 def _printed(name: str, text: str) -> bool:
@@ -195,7 +201,7 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
             return ""
         if generic_title(title):
             return ""
-    title = _case(_tidy(title))
+    title = _tidy(title)  # as printed: re-casing "FY 2019 GSA OCSIT" gave "Fy 2019 Gsa Ocsit"
     # the year of publication: the last year on a line that dates the document (a stamp, a copyright, a citation:
     # "arXiv:2004.04906v3 [cs.CL] 30 Sep 2020" is from 2020, not 2004); none without such a line (the first year
     # a page prints is as often a degree's, a founding's or a cited work's)
@@ -238,23 +244,40 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
 _FIELD = re.compile(r"^[A-Z][A-Za-z ]{1,30}:(\s|$)")
 
 
-def _title_lines(lines: list[_Line]) -> list[str]:
-    """Whole lines holding a span of the largest size (a small-caps title sets only its initials that large),
-    and a cover's over-title: the line just above the first of them, at least 0.7 of that size and aligned with
-    it ("Object Storage Service" over "Product Introduction")."""
-    sizes = [size for spans in lines for size, text, _ in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
-    if not sizes:
+TOP_SHARE = 0.8  # a first page's title stands above its footer
+DISTINCT = 1.15  # a title is set at least this much larger than the page's running text ...
+RUNNING_TEXT = 400  # ... when the page has running text (characters in its most common size; a cover has little)
+
+
+def _body_size(lines: list[_Line]) -> tuple[float, int]:
+    """The size most of the page's characters are set in, and how many are set in it."""
+    chars: Counter[float] = Counter()
+    for spans in lines:
+        for size, text, _ in spans:
+            chars[size] += len(text.strip())
+    return chars.most_common(1)[0] if chars else (0.0, 0)
+
+
+def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
+    """Whole lines holding a span of the largest size in the page's upper part (a small-caps title sets only its
+    initials that large), up to a cover's first field ("Principal Investigator: Gao Lei"), and a cover's
+    over-title: the line just above the first of them, at least 0.7 of that size and aligned with it ("Object
+    Storage Service" over "Product Introduction"). None when nothing there is set larger than the running text
+    (a transcript, a statement: its first line is no title)."""
+    upper = [spans for spans in lines if spans and (not height or spans[0][2][1] < TOP_SHARE * height)]
+    sizes = [size for spans in upper for size, text, _ in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
+    body, chars = _body_size(lines)
+    if not sizes or (chars >= RUNNING_TEXT and max(sizes) < DISTINCT * body):
         return []
     top = max(sizes)
-    idx = [i for i, spans in enumerate(lines) if any(abs(size - top) <= 0.5 for size, _, _ in spans)]
-    # the first run of such lines: a cover that sets every field in the title's size ("Principal Investigator:
-    # Gao Lei", "Department: Hematology") goes on after the title with a field's name and a colon
-    run = [idx[0]]
-    for i in idx[1:]:
-        if i != run[-1] + 1 or _FIELD.match("".join(t for _, t, _ in lines[i]).strip()):
-            break
-        run.append(i)
-    idx = run
+    idx = []
+    for i, spans in enumerate(lines):
+        if spans in upper and any(abs(size - top) <= 0.5 for size, _, _ in spans):
+            if idx and _FIELD.match("".join(t for _, t, _ in spans).strip()):
+                break
+            idx.append(i)
+    if not idx:
+        return []
     picked = ["".join(text for _, text, _ in lines[i]) for i in idx]
     above = [spans for spans in lines[:idx[0]] if spans and "".join(t for _, t, _ in spans).strip()]
     if above:
@@ -264,6 +287,13 @@ def _title_lines(lines: list[_Line]) -> list[str]:
                 and not _FIELD.match("".join(t for _, t, _ in prev).strip()):  # "Version: v1.0" is a field
             picked.insert(0, "".join(t for _, t, _ in prev))
     return picked
+
+
+def _first_line_company(lines: list[_Line]) -> str:
+    """A company printed alone on page 1's first line ("Apple Inc." over its statements), else ""."""
+    first = next(("".join(t for _, t, _ in spans).strip() for spans in lines if "".join(t for _, t, _ in spans).strip()), "")
+    m = _COMPANY_LINE.match(first)
+    return m.group(1) if m else ""
 
 
 def largest_font_text(pdf_path: str) -> str:
@@ -280,10 +310,10 @@ def largest_font_text(pdf_path: str) -> str:
         with pymupdf.open(pdf_path) as doc:
             if doc.page_count == 0:
                 return ""
-            lines = _page_lines(doc[0])
+            lines, height = _page_lines(doc[0]), doc[0].rect.height
     except (RuntimeError, ValueError):
         return ""
-    return _clean("\n".join(t.strip() for t in _title_lines(lines)))
+    return _clean("\n".join(t.strip() for t in _title_lines(lines, height)) or _first_line_company(lines))
 
 
 _GENERIC = frozenset(

@@ -19,6 +19,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from datetime import datetime
 from typing import Literal
 
@@ -160,6 +161,8 @@ def _label(doc: Document, first: Page | None, title_blocks: list[str]) -> str:
     # ingest stores the metadata title, else the first outline entry, else the stem: only the first is a title
     meta = "" if doc.title == doc.stem or (doc.toc and doc.title == doc.toc[0].title) else doc.title
     largest = largest_font_text(doc.source_path) if doc.kind == "pdf" else ""
+    if doc.kind == "pdf" and Path(doc.source_path).is_file():
+        title_blocks = []  # page 1's fonts were read: a layout "title" block they do not confirm is a section's heading
     # page 1 and the metadata are outside text: the name reaches the writer's prompt and every question made here
     return sanitize_text(document_label(first.text if first else "", meta, title_blocks, largest))
 

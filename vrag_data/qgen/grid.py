@@ -169,7 +169,14 @@ def _header_problem(header: list[str]) -> str:
         return "one column name is part of another (a header split by text extraction)"
     if _smeared(cols) or _date_cut(cols):
         return "a group header smeared over its columns, or a column name cut by text extraction"
+    if any(_GLUED_VALUE.search(h) or _REPEATED_WORD.search(h) for h in cols):
+        return "a value or a repeated word glued to a column name (\"Q3 2023 $960M\", \"Consolidated Consolidated\")"
     return ""
+
+
+# an amount inside a column name: the first row's value read into the header ("Q3 2023 $960M", "FY22 73%")
+_GLUED_VALUE = re.compile(r"[$\u20ac\u00a3]\s?\d|\d[\d,.]*\s?[MBK]\b|\b\d+(\.\d+)?\s?%")
+_REPEATED_WORD = re.compile(r"\b(\w{3,})\s+\1\b", re.I)
 
 
 _MONTH_DAY_YEAR = re.compile(r"\b[A-Z][a-z]{2,8}\.?\s+\d{1,2},?\s+(19|20)\d\d\b")

@@ -188,6 +188,9 @@ def _table_name(table_md: str, page_text: str, page_tables: tuple[str, ...]) -> 
                                                           others)
 
 
+_LEADING_THE = re.compile(r"^the\s+", re.I)
+
+
 def describe(grid: Grid, label: str, title: str, scale: float | None) -> str:
     """The phrase a question names a table by: its caption, title or subject and unit, else its columns; then its
     document."""
@@ -198,6 +201,7 @@ def describe(grid: Grid, label: str, title: str, scale: float | None) -> str:
     if title.startswith("table of "):
         return f"the {title}{unit}{doc}"
     if title:
+        title = _LEADING_THE.sub("", title)  # "THE COMPANY" is no "the the Company table"
         return f"the {title} table{unit}{doc}"
     return f"the table with the columns {grid.columns_phrase()}{doc}"
 
@@ -206,12 +210,17 @@ def named_by_columns(where: str) -> bool:
     return where.startswith("the table with the columns ")
 
 
-def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tables: Sequence[str] = ()) -> str:
-    """`describe` for a table region read from its page."""
-    return describe(grid, label, table_name(table_md, page_text, page_tables), table_scale(table_md, page_text))
+def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tables: Sequence[str] = (),
+                 running: frozenset[str] = frozenset()) -> str:
+    """`describe` for a table region read from its page; a name that is one of the document's running lines (a
+    header or footer printed on page after page: "THE COMPANY", "CITY OF VANCOUVER") names no table."""
+    title = table_name(table_md, page_text, page_tables)
+    if title and not title.startswith("Table ") and _norm(title) in running:
+        title = ""
+    return describe(grid, label, title, table_scale(table_md, page_text))
 
 
-_NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+(\d+|[IVXL]+)\s*[:.]", re.M)  # a numbered caption's start
+_NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+((?:[A-Z]-?)?\d+(?:[.\-]\d+)*[a-z]?|[IVXL]+)\s*[:.]", re.M)  # a caption's start
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
 

@@ -27,7 +27,7 @@ from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question
-from vrag_data.qgen.terms import term_candidates
+from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_column
 from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
@@ -166,20 +166,29 @@ def _form_fields(grid: Grid) -> bool:
     return 2 * sum(r.rstrip().endswith(":") for r in rows) >= len(rows)
 
 
-def _table_cell(rng: random.Random, region: Region, label: str) -> Written | Rejected:
+def _where(region: Region, grid: Grid, label: str, running: frozenset[str]) -> str | Rejected:
+    """How a question names a table: its caption or title and its document, else its place on the page (a true
+    reference a reader can follow); a document without a name, or a table without either, gives none."""
+    if not label:
+        return unnamed(region.stem)
+    where = region_where(region.text, region.page.text, grid, label, region.page.tables_md, running)
+    if named_by_columns(where):
+        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
+        if not where:
+            return untitled(region.page_id)
+    return where
+
+
+def _table_cell(rng: random.Random, region: Region, label: str, running: frozenset[str] = frozenset()) -> Written | Rejected:
     """A cell of an extracted markdown table (find_tables / MinerU), for documents without known facts."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
     if _form_fields(grid):
         return Rejected("writer", "table_malformed", "oracle: a form's fields, no table with named columns")
-    if not label:
-        return unnamed(region.stem)
-    where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
-        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
-        if not where:
-            return untitled(region.page_id)
+    where = _where(region, grid, label, running)
+    if isinstance(where, Rejected):
+        return where
     row, col, value = rng.choice(grid.cells)
     q = _cell_question(where, grid.row_phrase(row), col, value)
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
@@ -214,20 +223,17 @@ def _one_quantity(key: str, values: list[tuple[str, float, str]]) -> bool:
     return len(decimals) == 1 and max(ns) <= MAX_PLAIN_SPREAD * min(ns)
 
 
-def _table_compare(rng: random.Random, region: Region, label: str) -> Written | Rejected:
+def _table_compare(rng: random.Random, region: Region, label: str,
+                   running: frozenset[str] = frozenset()) -> Written | Rejected:
     """Which of two rows has the higher number in one column of an extracted table: two positive amounts of one
     unit and one section (the lines of one statement a reader weighs against each other), not a part and its
     total, not basic and diluted, not an outflow printed negative ("higher" of two outflows reads both ways)."""
     grid = table_grid(region.text)
     if grid.problem:
         return Rejected("writer", "table_malformed", f"oracle: {grid.problem}")
-    if not label:
-        return unnamed(region.stem)
-    where = region_where(region.text, region.page.text, grid, label, region.page.tables_md)
-    if named_by_columns(where):  # no name of its own: its place, a true reference a reader can follow
-        where = position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, label)
-        if not where:
-            return untitled(region.page_id)
+    where = _where(region, grid, label, running)
+    if isinstance(where, Rejected):
+        return where
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     blocks = _blocks(grid)
     codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
@@ -263,7 +269,7 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, common: frozenset[
         return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
     if not label:
         return unnamed(ev.regions[0].stem)
-    got = cloze_question(rng, ev.regions[0].text, label, common)
+    got = cloze_question(rng, ev.regions[0].text, label, common) or term_question(rng, ev.regions[0].text, label, common)
     if got is None:
         return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask for")
     q, value = got
@@ -317,7 +323,8 @@ class OracleWriter:
             if ev.kind != "single":
                 return linked(rng, ev.regions, self.labels, attempt.qtype)
             label = self.labels.get(ev.regions[0].stem, "")
-            return (_table_compare if attempt.qtype == "logic" else _table_cell)(rng, ev.regions[0], label)
+            write = _table_compare if attempt.qtype == "logic" else _table_cell
+            return write(rng, ev.regions[0], label, self.text.running.get(ev.regions[0].stem, frozenset()))
         if ev.kind == "single":
             if attempt.qtype == "logic":
                 out = _compare_single(rng, found[0])

@@ -11,6 +11,7 @@ sentence starts with ("Kim YH. Anterior ...", a reference), never a term the sen
 
 from __future__ import annotations
 
+import random
 import re
 
 from vrag_data.qgen.cloze import _NAMED_BY, prose, running_words, sentences
@@ -55,6 +56,19 @@ def _runs(words: list[str]) -> list[tuple[int, int]]:
     return out
 
 
+def _given_away(term: list[str], rest: list[str]) -> bool:
+    """Whether the rest of the sentence gives the term away: a word sharing its first five letters ("DCTEncode"
+    beside "DCTDecode", "lowerCaseNames"), or its short form spelled out ("General Services Administration" for
+    "GSA")."""
+    stem = " ".join(term).lower()[:5]
+    if len(stem) == 5 and any(w.lower().strip("()\u201c\u201d\"'.,;:").startswith(stem) for w in rest):
+        return True
+    if len(term) == 1 and _ACRONYM.match(term[0]) and term[0].isupper():
+        initials = "".join(w[0] for w in rest if w[:1].isupper())
+        return term[0].replace("-", "") in initials
+    return False
+
+
 def _blanks(sentence: str) -> list[tuple[str, str]]:
     words = running_words(sentence)
     if not words or sum(w[:1].isupper() for w in words) * 2 > len(words):  # a title-case line, no prose
@@ -75,6 +89,10 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
             continue
         if sentence.count(term) != 1 or not prose(words, set(range(a, b))):
             continue
+        if re.search(r"[a-z]\d+$", core[-1]):  # "Ball-Tree13": a footnote mark glued to the name
+            continue
+        if _given_away(core, words[:a] + words[b:]):
+            continue
         tail = words[b - 1][len(words[b - 1].rstrip(_TRAIL)):]
         blanked = [*words[:a], f"___{tail}", *words[b:]]
         out.append((" ".join(blanked), term))
@@ -85,3 +103,14 @@ def term_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tup
     """Every usable (sentence with a term blanked, the term) of a text region (module doc); sentences in
     `common` are printed in more than one document."""
     return [b for s in sentences(text) if s not in common for b in _blanks(s)]
+
+
+def term_question(rng: random.Random, text: str, label: str,
+                  common: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+    """(question, answer) for one sentence of the region naming its document, a name or term blanked (never one
+    the document's name spells), or None."""
+    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower()]
+    if not terms or not label:
+        return None
+    blanked, value = rng.choice(terms)
+    return f"In {label}, what name or term fills the blank in the sentence \u201c{blanked}\u201d?", value

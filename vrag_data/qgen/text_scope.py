@@ -5,6 +5,8 @@
 - A paper's reference list and what follows it (appendices of dataset examples, prompts, annotation guides) are
   no statement of the document: text questions come from the pages before the first page headed "References"
   ("Bibliography", "Works Cited").
+- A line printed on page after page of a document (a running header or footer: "THE COMPANY", "CITY OF
+  VANCOUVER") names no table on those pages.
 - Two documents with the same readable name ("National Transportation Safety Board Aviation Accident Final
   Report") cannot be told apart by it: a table question would be about either, so none is asked of them (a text
   question quotes a sentence only one of them prints).
@@ -22,6 +24,7 @@ from vrag_data.schema.records import Page
 
 _BACK_MATTER = re.compile(r"^\s*(?:[\dIVX]+\.?\s+)?(references|bibliography|works cited|literature cited)\s*$",
                           re.I | re.M)
+RUNNING_PAGES = 3  # a line printed on this many pages of a document is a running header or footer
 _MIN_SENTENCE = 40  # characters: shorter lines ("Page 1 of 4") are no sentences a blank is cut from
 
 
@@ -30,16 +33,23 @@ class TextScope:
     common: frozenset[str] = frozenset()  # sentences printed in more than one document
     shared_names: frozenset[str] = frozenset()  # stems whose readable name another document also has
     back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
+    running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines printed on page after page
 
     def body(self, stem: str, page: int) -> bool:
         """Whether a page's text is the document's own statement (before its reference list)."""
         return page < self.back_matter.get(stem, 10**9)
 
 
+def _norm(line: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", line.lower()).split())
+
+
 def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     docs_of: dict[str, set[str]] = defaultdict(set)
     back: dict[str, int] = {}
+    lines_on: dict[str, Counter[str]] = defaultdict(Counter)
     for p in pages:
+        lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := _norm(ln))})
         for s in sentences(p.text):
             if len(s) >= _MIN_SENTENCE:
                 docs_of[s].add(p.stem)
@@ -47,4 +57,5 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
             back[p.stem] = min(back.get(p.stem, p.page), p.page)
     named = Counter(v for v in labels.values() if v)
     shared = frozenset(s for s, v in labels.items() if v and named[v] > 1)
-    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back)
+    running = {stem: frozenset(ln for ln, n in c.items() if n >= RUNNING_PAGES) for stem, c in lines_on.items()}
+    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running)
