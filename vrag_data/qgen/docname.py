@@ -55,7 +55,7 @@ _KIND_WORDS = frozenset(
     "annual quarterly monthly weekly daily final factual interim draft revised updated official general main "
     "performance strategic research clinical study protocol proposal report reports form forms log maintenance manual "
     "guide handbook user users owner owners instructions instruction notes note memo memorandum letter agenda minutes "
-    "plan plans summary overview introduction preface contents appendix chapter section part abstract corporate "
+    "plan plans summary executive overview introduction preface contents appendix chapter section part abstract corporate "
     "company document documents example examples sample figures figure tables table data sheet fact facts brochure "
     "presentation slides slide deck questionnaire survey topline methodology results statement statements release "
     "press news newsletter bulletin notice application agreement license terms conditions policy policies "
@@ -270,11 +270,11 @@ def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
     if not sizes or (chars >= RUNNING_TEXT and max(sizes) < DISTINCT * body):
         return []
     top = max(sizes)
-    idx = []
+    idx: list[int] = []
     for i, spans in enumerate(lines):
         if spans in upper and any(abs(size - top) <= 0.5 for size, _, _ in spans):
-            if idx and _FIELD.match("".join(t for _, t, _ in spans).strip()):
-                break
+            if idx and (_FIELD.match("".join(t for _, t, _ in spans).strip()) or _apart(lines[idx[-1]], spans)):
+                break  # a cover's field, or a heading further down ("Older versions" under "Frequently Asked ...")
             idx.append(i)
     if not idx:
         return []
@@ -283,10 +283,24 @@ def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
     if above:
         first, prev = lines[idx[0]][0][2], above[-1]
         size, box = max(sp[0] for sp in prev), prev[0][2]
+        text = "".join(t for _, t, _ in prev).strip()
         if size >= 0.7 * top and abs(box[0] - first[0]) < 2 and 0 <= first[1] - box[3] < 1.5 * (first[3] - first[1]) \
-                and not _FIELD.match("".join(t for _, t, _ in prev).strip()):  # "Version: v1.0" is a field
+                and not _FIELD.match(text) and not text.endswith(".") and not text[:1].islower():  # a field, prose
             picked.insert(0, "".join(t for _, t, _ in prev))
     return picked
+
+
+def _apart(above: _Line, below: _Line) -> bool:
+    """Whether `below` is no next line of `above`: beside it, above it, or more than one and a half of its line
+    heights under it."""
+    top_a, bottom_a = min(b[1] for _, _, b in above), max(b[3] for _, _, b in above)
+    top_b, bottom_b = min(b[1] for _, _, b in below), max(b[3] for _, _, b in below)
+    left_a, right_a = min(b[0] for _, _, b in above), max(b[2] for _, _, b in above)
+    left_b, right_b = min(b[0] for _, _, b in below), max(b[2] for _, _, b in below)
+    height = bottom_b - top_b
+    if abs(top_b - top_a) < 0.5 * height and (left_b >= right_a or right_b <= left_a):
+        return True  # side by side: the headings of two columns ("... Changes in Equity" beside another statement)
+    return not -height <= top_b - bottom_a <= 1.5 * height
 
 
 def _first_line_company(lines: list[_Line]) -> str:
