@@ -158,8 +158,11 @@ def test_a_blank_the_sentence_gives_away_is_not_asked() -> None:
 
     assert term_candidates("Every cluster runs the Kubernetes Scheduler, and the kubernetes-sigs project keeps its own.") == []
     assert term_candidates("The General Services Administration runs the GSA portal for the federal agencies.") == []
-    assert term_candidates("Indexes such as the KD-Tree or the Ball-Tree13 speed up the search for the neighbours.") == [
-        ("Indexes such as the ___ or the Ball-Tree13 speed up the search for the neighbours.", "KD-Tree")]
+    # a footnote mark glued to a word ("Ball-Tree13"): the sentence is not quoted as the page prints it
+    assert term_candidates("Indexes such as the KD-Tree or the Ball-Tree13 speed up the search for the neighbours.") == []
+    assert term_candidates("Indexes such as the KD-Tree speed up the search for the nearest neighbours.") == [
+        ("Indexes such as the ___ speed up the search for the nearest neighbours.", "KD-Tree")]
+    assert cloze_candidates("The t-value was calculated as F0.5 and compared at the 0.05 level of the test.") == []
     assert cloze_candidates("In the survey 54% of the parents and 46% of the others said they read daily.") == []
 
 

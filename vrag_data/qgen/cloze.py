@@ -59,6 +59,10 @@ def running_words(sentence: str) -> list[str]:
         return []  # a caption run on, a table's note or source line
     if re.search(r":\s*\d{1,2}\.$", sentence):  # "... in order: 1." - a list cut at its first item
         return []
+    # a footnote mark glued to a word ("Ball-Tree13", "practice2"), a formula the text layer flattened ("F0.5",
+    # "Q% approximately equals"): the sentence is not quoted as the page prints it
+    if re.search(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%", sentence):
+        return []
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
         return []
