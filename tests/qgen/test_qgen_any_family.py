@@ -186,3 +186,14 @@ def test_a_page_without_a_larger_title_gives_no_name_and_a_statement_page_its_co
     assert document_label("FY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES\n",
                           largest="FY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES") == \
         "\u201cFY 2019 GSA OCSIT ANNUAL REPORT ON SHARED SERVICES\u201d"
+
+
+def test_two_sub_columns_read_as_one_and_a_total_line_leave_no_highest_row() -> None:
+    from vrag_data.qgen.table_hops import _is_total
+
+    smeared = ("| Country | hypermarkets 1996 since 1980 | supermarkets 1996 since 1990 |\n|---|---|---|\n"
+               "| France | 51 | 30 |\n| Spain | 28 | 12 |")
+    assert "smeared" in table_grid(smeared).problem
+    assert table_grid(smeared.replace("hypermarkets 1996 since 1980", "growth 1990 to 1994").replace(
+        "supermarkets 1996 since 1990", "share 1994")).problem == ""
+    assert _is_total("EU Total") and _is_total("All countries") and not _is_total("Totalizer settings")

@@ -145,6 +145,9 @@ def _smeared(cols: list[str]) -> bool:
     number ("Payments due by Period Less than Total")."""
     if any(re.search(r"\b(less|more) than (?![\d$])", c, re.I) for c in cols):
         return True
+    # two sub-columns read as one: "hypermarkets 1996 since 1980" (a "1996" column and a "since 1980" column)
+    if any(re.search(r"\b(?:19|20)\d\d\s+(?!to\b|and\b|vs\b|versus\b|through\b)[A-Za-z]+\b.*\b(?:19|20)\d\d\b", c) for c in cols):
+        return True
     groups: dict[str, list[str]] = {}
     for c in cols:
         m = re.match(r"(.*\b(?:19|20)\d\d)\s+(\S.*)$", c)  # a dated group: "<period ending YYYY> <rest>"

@@ -49,7 +49,8 @@ def untitled(page_id: str) -> Rejected:
 
 
 def _is_total(row: str) -> bool:
-    return row.lower().startswith(("total", "net total", "all "))
+    """A total line: "Total", "Net total", "EU Total", "All countries", "Sum"."""
+    return bool(re.match(r"^(all|sum)\b|.*\btotals?\b", row.strip(), re.I))
 
 
 def _one_unit(grid: Grid, cells: list[tuple[str, float, str]]) -> bool:
@@ -119,6 +120,8 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         cells = a.numbers(col)
         if len(cells) < 2 or not _one_unit(a.grid, cells):
             continue
+        if any(_is_total(r) for r, c, _ in (*a.grid.cells, *a.grid.dropped) if c == col):
+            continue  # "the highest" with or without the total line: a reader cannot tell which is meant
         top = max(n for _, n, _ in cells)
         winners = [r for r, n, _ in cells if n == top]
         if len(winners) != 1 or _is_total(winners[0]) or generic_label(winners[0]) or winners[0] not in rows_b:
