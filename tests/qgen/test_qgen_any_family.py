@@ -197,3 +197,27 @@ def test_two_sub_columns_read_as_one_and_a_total_line_leave_no_highest_row() -> 
     assert table_grid(smeared.replace("hypermarkets 1996 since 1980", "growth 1990 to 1994").replace(
         "supermarkets 1996 since 1990", "share 1994")).problem == ""
     assert _is_total("EU Total") and _is_total("All countries") and not _is_total("Totalizer settings")
+
+
+def test_a_margin_number_a_garbled_quote_and_a_guessable_blank_give_no_question() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+    from vrag_data.qgen.terms import term_question
+
+    # a form's line number printed in the margin, inside the sentence as the text layer reads it
+    form = "If 'Yes,' attach a conformed copy of the amended documents if they reflect\n34\na change to the name.\n"
+    assert cloze_candidates(form) == []
+    assert cloze_candidates("Do not complete more than 1 line of this form for each of the returns you file.") == []
+    for garbled in ("The agents allow next-\u2010generaHon transactional systems to run on the platform now.",
+                    "The House shall chuse their Speaker and other Offi cers and the 12 clerks of the House.",
+                    "\u00cc Choose the model with more than 2 outcome classes when the data is balanced.",
+                    "The hotel district counts I2 hotels and 3 hostels within walking distance of the venue."):
+        assert cloze_candidates(garbled) == [] and term_candidates(garbled) == [], garbled
+    rng = __import__("random").Random(0)
+    text = "Each player receives 45 Train Car cards and the ONLY rule is that a player may only draw two."
+    assert term_question(rng, text, "\u201cRules\u201d", everywhere=lambda term: term == "Train Car") is None
+
+
+def test_a_metadata_title_page_1_does_not_print_names_no_document() -> None:
+    assert document_label("TICKET TO RIDE\nA cross-country train adventure\n", "rules EN reprint 2015 TTR2 rules US") == ""
+    assert document_label("Ticket to Ride Rules\nA cross-country train adventure\n", "Ticket to Ride Rules") == \
+        "\u201cTicket to Ride Rules\u201d"

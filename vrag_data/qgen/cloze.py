@@ -38,8 +38,14 @@ def _mend(m: re.Match[str]) -> str:
 
 def _sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
+    # a line holding a number alone inside running text is a form's line number, a margin or page number
+    text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
     text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", _mend, text)  # words broken at a line end
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
+
+
+_GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b[a-z]{3,}[A-Z][a-z]+|\^|\u2010|"
+                      r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b")
 
 
 def running_words(sentence: str) -> list[str]:
@@ -59,9 +65,10 @@ def running_words(sentence: str) -> list[str]:
         return []  # a caption run on, a table's note or source line
     if re.search(r":\s*\d{1,2}\.$", sentence):  # "... in order: 1." - a list cut at its first item
         return []
-    # a footnote mark glued to a word ("Ball-Tree13", "practice2"), a formula the text layer flattened ("F0.5",
-    # "Q% approximately equals"): the sentence is not quoted as the page prints it
-    if re.search(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%", sentence):
+    # what the text layer garbled is not quoted as the page prints it: a footnote mark glued to a word
+    # ("Ball-Tree13"), a flattened formula ("F0.5", "Q% approximately"), a ligature lost ("generaHon",
+    # "transac^onal", "Offi cers"), a digit read for a letter ("I2 hotels"), a bullet read as a letter ("\u00cc Choose")
+    if _GARBLED.search(sentence) or (len(words[0]) == 1 and words[0] not in "AI"):
         return []
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
@@ -86,6 +93,8 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
     for i in digits:
         m = _NUMBER.match(words[i])
         if not m or _YEAR.match(m.group(2)) and not m.group(3):
+            continue
+        if m.group(2) in ("0", "1") and not (m.group(3) or m.group(1) or m.group(4)):  # "more than ___ line": a guess
             continue
         if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"
             continue

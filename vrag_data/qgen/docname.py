@@ -195,8 +195,9 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
         blocks = [b for b in blocks if len(re.findall(r"[A-Za-z]{3,}", b)) >= 2 and names_an_entity(b)]
         if blocks:
             title = blocks[0]
-        elif readable_title(meta_title) and strip_boilerplate(meta_title):
-            title = strip_boilerplate(meta_title)
+        elif readable_title(meta_title) and strip_boilerplate(meta_title) and (
+                not first_page_text or _printed(strip_boilerplate(meta_title), first_page_text)):
+            title = strip_boilerplate(meta_title)  # a metadata title page 1 does not print is a file's label
         else:
             return ""
         if generic_title(title):

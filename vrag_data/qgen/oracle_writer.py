@@ -264,13 +264,15 @@ def _table_compare(rng: random.Random, region: Region, label: str,
     return Written(q, plain(ra) if na > nb else plain(rb), "Str", "logic", (va, vb), NAME, ((0, ra, col, va), (0, rb, col, vb)))
 
 
-def _text_blank(rng: random.Random, ev: Evidence, label: str, common: frozenset[str]) -> Written | Rejected:
+def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) -> Written | Rejected:
     """A sentence's one number, blanked (`cloze`): single questions over the text of a document without tables."""
     if ev.kind != "single":
         return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
     if not label:
         return unnamed(ev.regions[0].stem)
-    got = cloze_question(rng, ev.regions[0].text, label, common) or term_question(rng, ev.regions[0].text, label, common)
+    region = ev.regions[0]
+    got = cloze_question(rng, region.text, label, scope.common) or term_question(
+        rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term))
     if got is None:
         return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask for")
     q, value = got
@@ -315,7 +317,7 @@ class OracleWriter:
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
         if not any(found) and all(r.source == "text" for r in ev.regions):  # a document without tables
-            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""), self.text.common)
+            return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""), self.text)
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
         if tables_only and any(s in self.text.shared_names for s in ev.stems):
             return Rejected("writer", "ambiguous_name", "oracle: another document of the workspace has the same name; "

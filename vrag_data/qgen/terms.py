@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 from vrag_data.qgen.cloze import _NAMED_BY, prose, running_words, sentences
 
@@ -105,11 +106,14 @@ def term_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tup
     return [b for s in sentences(text) if s not in common for b in _blanks(s)]
 
 
-def term_question(rng: random.Random, text: str, label: str,
-                  common: frozenset[str] = frozenset()) -> tuple[str, str] | None:
-    """(question, answer) for one sentence of the region naming its document, a name or term blanked (never one
-    the document's name spells), or None."""
-    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower()]
+def term_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
+                  everywhere: Callable[[str], bool] = lambda term: False) -> tuple[str, str] | None:
+    """(question, answer) for one sentence of the region naming its document, a name or term blanked: never one
+    the document's name spells, one printed all over the document (`everywhere`), or a word set in capitals for
+    emphasis ("ONLY", "NEXT": the region prints it in lower case too)."""
+    words = set(re.findall(r"\b[a-z]+\b", text))
+    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower() and not everywhere(t[1])
+             and not (t[1].isalpha() and t[1].isupper() and t[1].lower() in words)]
     if not terms or not label:
         return None
     blanked, value = rng.choice(terms)

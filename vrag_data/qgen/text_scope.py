@@ -34,6 +34,13 @@ class TextScope:
     shared_names: frozenset[str] = frozenset()  # stems whose readable name another document also has
     back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
     running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines printed on page after page
+    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stem -> its pages' text
+
+    def everywhere(self, stem: str, term: str) -> bool:
+        """Whether a term is printed on `RUNNING_PAGES` pages of the document or more: its subject or its maker
+        ("United States" in a constitution, a vendor in every footer, "GC" in a deck on garbage collection), a
+        blank a reader fills without looking."""
+        return sum(term in t for t in self.texts.get(stem, ())) >= RUNNING_PAGES
 
     def body(self, stem: str, page: int) -> bool:
         """Whether a page's text is the document's own statement (before its reference list)."""
@@ -48,7 +55,9 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     docs_of: dict[str, set[str]] = defaultdict(set)
     back: dict[str, int] = {}
     lines_on: dict[str, Counter[str]] = defaultdict(Counter)
+    texts: dict[str, list[str]] = defaultdict(list)
     for p in pages:
+        texts[p.stem].append(p.text)
         lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := _norm(ln))})
         for s in sentences(p.text):
             if len(s) >= _MIN_SENTENCE:
@@ -58,4 +67,5 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     named = Counter(v for v in labels.values() if v)
     shared = frozenset(s for s, v in labels.items() if v and named[v] > 1)
     running = {stem: frozenset(ln for ln, n in c.items() if n >= RUNNING_PAGES) for stem, c in lines_on.items()}
-    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running)
+    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running,
+                     {stem: tuple(t) for stem, t in texts.items()})
