@@ -221,3 +221,12 @@ def test_a_metadata_title_page_1_does_not_print_names_no_document() -> None:
     assert document_label("TICKET TO RIDE\nA cross-country train adventure\n", "rules EN reprint 2015 TTR2 rules US") == ""
     assert document_label("Ticket to Ride Rules\nA cross-country train adventure\n", "Ticket to Ride Rules") == \
         "\u201cTicket to Ride Rules\u201d"
+
+
+def test_a_slides_statement_without_a_period_is_a_sentence_a_menu_line_is_not() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+
+    slide = "The survey was administered in 6 languages: English, Chinese (Simplified and Traditional), Japanese and Spanish"
+    assert cloze_candidates(slide) == [(slide.replace(" 6 ", " ___ "), "6")]
+    assert cloze_candidates("Polish Sausage 6.00 Polish with Cheese 7.00 Polish with Chili and Cheese 8.00 The Boondoggie") == []
+    assert cloze_candidates("If gross receipts are $200,000 or more, or if total assets are more than L") == []

@@ -48,13 +48,27 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
                       r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b")
 
 
+_VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
+
+
+def _statement(words: list[str]) -> bool:
+    """A block's last line without a period that still states something (a slide's "The survey was administered in 6
+    languages"): a verb among its lower-case words, and no more than 60 % of its words capitalised (a menu's
+    "Polish Sausage 6.00 Polish with Cheese 7.00" states nothing)."""
+    if sum(w[:1].isupper() for w in words) > 0.6 * len(words) or not re.fullmatch(r"[A-Za-z]{3,}\)?|[\d,.]+%?", words[-1]):
+        return False  # a line cut mid-word ("... or if total L"), a question, a list running on
+    return any(_VERB.match(w.strip(",;:")) for w in words[1:] if w[:1].islower())
+
+
 def running_words(sentence: str) -> list[str]:
     """The words of a sentence a blank can be cut from, or [] when it is no fit: 8 to 30 words, a capital first,
-    a period last, no citation, link, symbol or numbered parenthesis, no pronoun first that needs the sentence
+    a period last (or, ending a block, a statement: `_statement`), no citation, link, symbol or numbered parenthesis, no pronoun first that needs the sentence
     before, no heading run into it."""
     sentence = re.sub(r"^(?:[\u2022\u2013*\-]\s*|\d{1,2}\s+(?=[A-Z][a-z]))", "", sentence)  # a bullet, a note mark
     words = sentence.split()
-    if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper() or not sentence.endswith("."):
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper():
+        return []
+    if not sentence.endswith(".") and not _statement(words):
         return []
     if re.search(r"\([^)]*\d[^)]*\)|[\[\]{}<>|@/\\=+*#_\u2022]|https?:|www\.|et al|e\.g\.|i\.e\.|"
                  r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
