@@ -230,3 +230,18 @@ def test_a_slides_statement_without_a_period_is_a_sentence_a_menu_line_is_not() 
     assert cloze_candidates(slide) == [(slide.replace(" 6 ", " ___ "), "6")]
     assert cloze_candidates("Polish Sausage 6.00 Polish with Cheese 7.00 Polish with Chili and Cheese 8.00 The Boondoggie") == []
     assert cloze_candidates("If gross receipts are $200,000 or more, or if total assets are more than L") == []
+
+
+def test_a_place_reference_gives_the_printed_page_number_when_it_differs() -> None:
+    from vrag_data.qgen.naming import position_reference, printed_page_number
+
+    md = "| | 2023 | 2022 |\n|---|---|---|\n| Roads | 1,200 | 1,150 |\n| Bridges | 300 | 280 |"
+    page = "Notes to the statements\n2023\n2022\nRoads\n1,200\n1,150\nBridges\n300\n280\nTown of Ajax  Page 8\n"
+    assert printed_page_number(page, 10) == "8" and printed_page_number("Roads\n1,200\n772", 5) == ""
+    ref = position_reference(md, page, 10, [md], "\u201cTown of Ajax\u201d")
+    assert ref == "the table on page 10 (printed as page 8) of \u201cTown of Ajax\u201d"
+    assert position_reference(md, page.replace("Page 8", "Page 10"), 10, [md], "X") == "the table on page 10 of X"
+    q = f"In {ref}, what is the 2023 value of Roads?"
+    doc = Document(doc_id="d1", stem="ajax", source_path="ajax.pdf", kind="pdf", n_pages=30, n_bytes=100, title="ajax")
+    assert check_question(Written(q, "1,200", "Str", "extraction", ("1,200",), "oracle"), [doc], [doc],
+                          {"ajax": "\u201cTown of Ajax\u201d"}) is None

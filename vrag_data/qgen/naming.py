@@ -226,8 +226,9 @@ _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", 
 
 def position_reference(table_md: str, page_text: str, page_no: int, page_tables: Sequence[str], label: str) -> str:
     """A neutral, true reference to a table that has no name of its own: "the second table on page 8 of <doc>"
-    (its order among the page's tables, top first, by where their rows are printed), or "" when its place cannot
-    be told (a table whose rows are not found on the page, or a document without a name)."""
+    (its order among the page's tables, top first, by where their rows are printed; "page 13 (printed as page 10)"
+    when the page prints another number), or "" when its place cannot be told (a table whose rows are not found on
+    the page, or a document without a name)."""
     if not label:
         return ""
     lines = page_text.splitlines()
@@ -236,11 +237,35 @@ def position_reference(table_md: str, page_text: str, page_no: int, page_tables:
         return ""
     if len(set(_NUMBERED.findall(page_text))) > len(tables):  # the page prints a table the extractor missed
         return ""
+    printed = printed_page_number(page_text, page_no)
+    page = f"page {page_no}" + (f" (printed as page {printed})" if printed and printed != str(page_no) else "")
     if len(tables) == 1:
-        return f"the table on page {page_no} of {label}"
+        return f"the table on {page} of {label}"
     spans = [table_span(md, lines) for md in tables]
     if any(sp is None for sp in spans):
         return ""
     order = sorted(range(len(tables)), key=lambda k: spans[k])  # type: ignore[arg-type,return-value]
     k = order.index(tables.index(table_md.strip()))
-    return f"the {_ORDINALS[k]} table on page {page_no} of {label}" if k < len(_ORDINALS) else ""
+    return f"the {_ORDINALS[k]} table on {page} of {label}" if k < len(_ORDINALS) else ""
+
+
+_PAGE_WORD = re.compile(r"\bpage\s+(\d{1,4})\b", re.I)
+NEAR = 20  # a printed number this close to the file's page number: front matter numbered apart, not a cell
+
+
+def printed_page_number(page_text: str, page_no: int) -> str:
+    """The number a page prints as its own, "" when none is sure: "Page 8" in one of its first or last three
+    short lines, or a number alone on its first or last line within `NEAR` of `page_no` (a table's last value
+    printed last is no page number). A reference "page 13" counts the file's pages; a reader going by printed
+    numbers needs both. (Retrieval's `page_labels` reads more loosely: a boost there, a claim here.)"""
+    lines = [ln.strip() for ln in page_text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    for ln in (*lines[:3], *lines[-3:]):
+        m = _PAGE_WORD.search(ln)
+        if m and len(ln.split()) <= 8:
+            return m.group(1)
+    for ln in (lines[0], lines[-1]):
+        if re.fullmatch(r"\d{1,4}", ln) and abs(int(ln) - page_no) <= NEAR:
+            return ln
+    return ""

@@ -81,7 +81,8 @@ class Writer(Protocol):
 # -- checks on any writer's output (pure) ------------------------------------------------------------
 
 _PAGE_REF = re.compile(r"\b(page|slide|pg|p)\.?\s*(no\.?|number|#)?\s*\d+\b|\b(first|second|third|last|next|previous)\s+(page|slide)\b", re.I)
-_POSITION = re.compile(r"\bthe\s+(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth)\s+)?table\s+on\s+page\s+\d+\s+of\b")
+_POSITION = re.compile(r"\bthe\s+(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth)\s+)?table\s+on\s+page\s+\d+"
+                       r"(?:\s+\(printed as page \d+\))?\s+of\b")
 _DEICTIC = re.compile(
     r"\b(this|that|the|above|given|attached|provided|shown|following)\s+(document|pdf|file|image|picture|screenshot|page|slide)s?\b"
     r"|\b(highlighted|outlined|marked|boxed|red)\s+(box|region|area|rectangle|part|section)\b", re.I)
