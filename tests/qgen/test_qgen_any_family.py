@@ -245,3 +245,13 @@ def test_a_place_reference_gives_the_printed_page_number_when_it_differs() -> No
     doc = Document(doc_id="d1", stem="ajax", source_path="ajax.pdf", kind="pdf", n_pages=30, n_bytes=100, title="ajax")
     assert check_question(Written(q, "1,200", "Str", "extraction", ("1,200",), "oracle"), [doc], [doc],
                           {"ajax": "\u201cTown of Ajax\u201d"}) is None
+
+
+def test_a_value_the_page_repeats_or_a_plain_one_and_a_true_false_term_are_no_blanks() -> None:
+    from vrag_data.qgen.cloze import cloze_candidates
+
+    text = ("Leave is granted for 6 months at most.\nThe 6 months are counted from the first day of the leave period.\n"
+            "A second leave of 6 months needs the approval of the director of the office.\n"
+            "The transmission multiplier is 1.0 when no reduction is applied to the signal.")
+    assert cloze_candidates(text) == []
+    assert term_candidates("Boolean masks in the library are arrays of True and False values for every element.") == []

@@ -96,7 +96,7 @@ def prose(words: list[str], skip: set[int]) -> bool:
     return sum(bool(_WORD.match(w.strip("()\u201c\u201d\"'"))) for w in others) >= 0.9 * len(others)
 
 
-def _blanks(sentence: str) -> list[tuple[str, str]]:
+def _blanks(sentence: str, region_text: str = "") -> list[tuple[str, str]]:
     """(the sentence with one of its numbers blanked, that number as printed) for each number a blank can ask for;
     [] when the sentence is no fit (module doc)."""
     words = running_words(sentence)
@@ -108,7 +108,10 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
         m = _NUMBER.match(words[i])
         if not m or _YEAR.match(m.group(2)) and not m.group(3):
             continue
-        if m.group(2) in ("0", "1") and not (m.group(3) or m.group(1) or m.group(4)):  # "more than ___ line": a guess
+        value = float(m.group(2).replace(",", "") + (m.group(3) or ""))
+        if value in (0.0, 1.0) and not (m.group(1) or m.group(4)):  # "more than ___ line", "a multiplier of ___"
+            continue
+        if _repeated(region_text, m.group(2) + (m.group(3) or "")):  # "the 6-month limit" in every sentence around
             continue
         if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"
             continue
@@ -148,6 +151,11 @@ def sentences(text: str) -> list[str]:
     return _sentences(text)
 
 
+def _repeated(text: str, number: str) -> bool:
+    """Whether the region prints the number three times or more: the blank is read off the sentences around it."""
+    return len(re.findall(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", text)) >= 3
+
+
 def _complement(words: list[str], i: int, m: re.Match[str]) -> bool:
     """Whether another share of the sentence and this one add up to 100 (one is the rest of the other)."""
     value = float(m.group(2).replace(",", "") + (m.group(3) or ""))
@@ -158,7 +166,7 @@ def _complement(words: list[str], i: int, m: re.Match[str]) -> bool:
 def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Every usable (blanked sentence, number) of a text region (module doc); sentences in `common` (printed in
     more than one document: a disclaimer, a boilerplate paragraph) have no one document to name."""
-    return [b for s in _sentences(text) if s not in common for b in _blanks(s)]
+    return [b for s in _sentences(text) if s not in common for b in _blanks(s, text)]
 
 
 def cloze_question(rng: random.Random, text: str, label: str,

@@ -137,6 +137,7 @@ _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 _SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sales|revenues?)|gross (profit|margin)|"
                        r"operating (income|profit|loss)|(income|earnings|loss|profit) (before|from)|ebitd?a\b|"
                        r"adjusted ebitd?a|revenues?$|sales$|cash and cash equivalents|net (financial )?assets|net debt|"
+                       r"(cash|funds) (provided|used|generated)|"
                        r"accumulated (surplus|deficit))|(beginning|end) of (the )?(year|period)",
                        re.I)  # and a balance (cash at the start of the year) against a flow of the year
 

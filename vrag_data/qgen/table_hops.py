@@ -133,9 +133,11 @@ def bridge(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         # an asked row whose cell is no number ("**": a change not meaningful, "n/m") may be the highest too
         if any(c == col and quantity(v) is None for _, c, v in a.grid.cells):
             continue
+        row_a = {v for r, _, v in a.grid.cells if r == winners[0]}
         for r, cb, vb in b.grid.cells:
-            # the base line of a statement as a percentage of it ("Revenue | 100.0 %") answers itself
-            if r == winners[0] and not (cb in b.grid.percent_columns and quantity(vb) == 100):
+            # the base line of a statement as a percentage of it ("Revenue | 100.0 %") answers itself, and a value
+            # table A already prints in that row needs no second table
+            if r == winners[0] and vb not in row_a and not (cb in b.grid.percent_columns and quantity(vb) == 100):
                 options.append((col, winners[0], next(v for rr, _, v in cells if rr == r), cb, vb))
     if not options:
         return Rejected("writer", "writer_declined", "oracle: no row that is the highest of a column in one table "
@@ -168,7 +170,9 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
                 # losses" is a provision, not the receivables balance of another table
                 same_line = label_key(ra) == label_key(rb) \
                     and a.grid.sections.get(ra, "") == b.grid.sections.get(rb, "")
-                if not same_line or generic_label(ra) or na == nb or 0 in (na, nb):
+                # the same amount printed with two signs (an expense positive in one table, in parentheses in the
+                # other) is one figure: its "difference" means nothing
+                if not same_line or generic_label(ra) or abs(na) == abs(nb) or 0 in (na, nb):
                     continue
                 if not cross and concept(ra) is None and not _one_subject(a, b):  # a place or segment of two measures
                     continue

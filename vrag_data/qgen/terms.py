@@ -23,13 +23,14 @@ _ROMAN = re.compile(r"^[IVXLC]+$")
 _JOINERS = frozenset({"of", "for", "and", "de", "on"})
 _CALENDAR = frozenset("january february march april may june july august september october november december "
                       "monday tuesday wednesday thursday friday saturday sunday".split())
+_VALUES = frozenset("true false yes no none null nan".split())  # capitalised values, not names
 MAX_TERM_WORDS = 5
 _TRAIL = ".,;:"
 
 
 def _named(token: str) -> bool:
     """A word of a name: an acronym or code, or a capitalised word that is no month or day."""
-    if _ROMAN.match(token) or token.lower() in _CALENDAR or token.lower() in _NAMED_BY:
+    if _ROMAN.match(token) or token.lower() in _CALENDAR or token.lower() in _NAMED_BY or token.lower() in _VALUES:
         return False
     return bool(_ACRONYM.match(token) or _CAPITAL.match(token))
 
