@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from vrag_data.filters.setlevel import jaccard, question_tokens
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import cell_at, same_columns, table_grid
+from vrag_data.qgen.columns import same_columns
+from vrag_data.qgen.grid import cell_at, table_grid
 from vrag_data.qgen.oracle_writer import visible
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.page_cells import reread_on_page
