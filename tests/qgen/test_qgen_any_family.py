@@ -255,3 +255,19 @@ def test_a_value_the_page_repeats_or_a_plain_one_and_a_true_false_term_are_no_bl
             "The transmission multiplier is 1.0 when no reduction is applied to the signal.")
     assert cloze_candidates(text) == []
     assert term_candidates("Boolean masks in the library are arrays of True and False values for every element.") == []
+
+
+def test_a_contents_page_and_a_header_row_of_values_give_no_table_question() -> None:
+    from vrag_data.qgen.naming import contents_page
+
+    md = ("| INDEPENDENT AUDITORS' REPORT | 2-3 |\n|---|---|\n| Consolidated Statement of Financial Position | 4 |\n"
+          "| Consolidated Statement of Cash Flows | 7 |")
+    page = ("THE CORPORATION OF THE TOWN OF CALEDON\nFor the year ended December 31, 2023\nINDEX\n"
+            "INDEPENDENT AUDITORS' REPORT\n2-3\nConsolidated Statement of Financial Position\n4\n"
+            "Consolidated Statement of Cash Flows\n7\n")
+    assert contents_page(page) and not contents_page("Statement of Cash Flows\nCash, end of year\n1,200\n")
+    region = _region(md, stem="caledon", page=2, title="")
+    region = type(region)(region.block, region.page.model_copy(update={"text": page, "tables_md": [md]}), "table")
+    assert not OracleWriter({}, {"caledon": "\u201cTown of Caledon\u201d"}).accepts(region)
+    slide = "| Error Handling | Option, Try, Validated, Either, Ior |\n|---|---|\n| Concurrency | IO, Fiber |\n| Streams | fs2 |"
+    assert "list of values" in table_grid(slide).problem

@@ -172,6 +172,8 @@ def _header_problem(header: list[str]) -> str:
         return "one column name is part of another (a header split by text extraction)"
     if _smeared(cols) or _date_cut(cols):
         return "a group header smeared over its columns, or a column name cut by text extraction"
+    if any(h.count(",") >= 2 for h in cols):  # "Option, Try, Validated, Either": a row of values read as the header
+        return "the first row holds a list of values, not column names"
     if any(_GLUED_VALUE.search(h) or _REPEATED_WORD.search(h) for h in cols):
         return "a value or a repeated word glued to a column name (\"Q3 2023 $960M\", \"Consolidated Consolidated\")"
     return ""

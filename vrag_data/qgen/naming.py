@@ -269,3 +269,14 @@ def printed_page_number(page_text: str, page_no: int) -> str:
         if re.fullmatch(r"\d{1,4}", ln) and abs(int(ln) - page_no) <= NEAR:
             return ln
     return ""
+
+
+_CONTENTS_HEAD = re.compile(r"^\s*(table of contents|contents|index)\s*$", re.I)
+_LEADER = re.compile(r"\.{4,}\s*\d+\s*$")
+
+
+def contents_page(page_text: str) -> bool:
+    """A contents or index page: "CONTENTS" / "INDEX" as a line among its first eight, or three lines or more
+    with dot leaders to a page number. Its table lists page numbers, no amounts."""
+    lines = [ln for ln in page_text.splitlines() if ln.strip()]
+    return any(_CONTENTS_HEAD.match(ln) for ln in lines[:8]) or sum(bool(_LEADER.search(ln)) for ln in lines) >= 3

@@ -30,7 +30,7 @@ from vrag_data.qgen.cloze import cloze_candidates, cloze_question
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_column
-from vrag_data.qgen.naming import named_by_columns, position_reference, region_where, table_name
+from vrag_data.qgen.naming import contents_page, named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
 from vrag_data.qgen.writer import ORACLE, Attempt, Rejected, Written
 from vrag_data.rewards.answer import normalize_answer
@@ -300,6 +300,7 @@ class OracleWriter:
                 return False
             return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
+                and not contents_page(region.page.text)  # a contents page's "table" holds page numbers
                 # a table no reader could find, by its name or its place on the page, gives none
                 and bool(table_name(region.text, region.page.text, region.page.tables_md)
                          or position_reference(region.text, region.page.text, region.page.page, region.page.tables_md, "-")))
