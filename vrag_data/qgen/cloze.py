@@ -36,7 +36,8 @@ def _mend(m: re.Match[str]) -> str:
     return f"{head}-{tail}" if "-" in head else head + tail
 
 
-def _sentences(text: str) -> list[str]:
+def sentences(text: str) -> list[str]:
+    """The sentences of a text, words broken at line ends rejoined, margin numbers left out (as the blanks read them)."""
     text = unicodedata.normalize("NFKC", text)
     # a line holding a number alone inside running text is a form's line number, a margin or page number
     text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
@@ -146,11 +147,6 @@ def _amount(words: list[str], i: int, m: re.Match[str]) -> bool:
     return i == 0 or words[i - 1].lower().strip(".,;:") in _BEFORE_AMOUNT
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences of a text, words broken at line ends rejoined (as the blanks read them)."""
-    return _sentences(text)
-
-
 def _repeated(text: str, number: str) -> bool:
     """Whether the region prints the number three times or more: the blank is read off the sentences around it."""
     return len(re.findall(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", text)) >= 3
@@ -166,7 +162,7 @@ def _complement(words: list[str], i: int, m: re.Match[str]) -> bool:
 def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Every usable (blanked sentence, number) of a text region (module doc); sentences in `common` (printed in
     more than one document: a disclaimer, a boilerplate paragraph) have no one document to name."""
-    return [b for s in _sentences(text) if s not in common for b in _blanks(s, text)]
+    return [b for s in sentences(text) if s not in common for b in _blanks(s, text)]
 
 
 def cloze_question(rng: random.Random, text: str, label: str,

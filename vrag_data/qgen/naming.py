@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from vrag_data.qgen.captions import caption_of, table_span
-from vrag_data.qgen.grid import Grid, markdown_rows
+from vrag_data.qgen.grid import Grid, markdown_rows, section_key
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
 
@@ -215,7 +215,7 @@ def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tab
     """`describe` for a table region read from its page; a name that is one of the document's running lines (a
     header or footer printed on page after page: "THE COMPANY", "CITY OF VANCOUVER") names no table."""
     title = table_name(table_md, page_text, page_tables)
-    if title and not title.startswith("Table ") and _norm(title) in running:
+    if title and not title.startswith("Table ") and section_key(title) in running:
         title = ""
     return describe(grid, label, title, table_scale(table_md, page_text))
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from vrag_data.qgen.cloze import sentences
+from vrag_data.qgen.grid import section_key
 from vrag_data.schema.records import Page
 
 _BACK_MATTER = re.compile(r"^\s*(?:[\dIVX]+\.?\s+)?(references|bibliography|works cited|literature cited)\s*$",
@@ -33,7 +34,7 @@ class TextScope:
     common: frozenset[str] = frozenset()  # sentences printed in more than one document
     shared_names: frozenset[str] = frozenset()  # stems whose readable name another document also has
     back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
-    running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines printed on page after page
+    running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines (`section_key`) printed on page after page
     texts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stem -> its pages' text
 
     def everywhere(self, stem: str, term: str) -> bool:
@@ -47,10 +48,6 @@ class TextScope:
         return page < self.back_matter.get(stem, 10**9)
 
 
-def _norm(line: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", line.lower()).split())
-
-
 def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     docs_of: dict[str, set[str]] = defaultdict(set)
     back: dict[str, int] = {}
@@ -58,7 +55,7 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     texts: dict[str, list[str]] = defaultdict(list)
     for p in pages:
         texts[p.stem].append(p.text)
-        lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := _norm(ln))})
+        lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := section_key(ln))})
         for s in sentences(p.text):
             if len(s) >= _MIN_SENTENCE:
                 docs_of[s].add(p.stem)
