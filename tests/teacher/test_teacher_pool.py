@@ -33,6 +33,11 @@ def run(coro):  # noqa: ANN001, ANN201
     return asyncio.run(coro)
 
 
+async def _check(pool: TeacherPool) -> None:
+    async with pool:
+        await pool.check()
+
+
 async def _chat_all(pool: TeacherPool, texts: list[str], **kw) -> list:  # noqa: ANN003
     async with pool:
         return await asyncio.gather(*(pool.chat("policy", user(t), **kw) for t in texts))
@@ -231,12 +236,8 @@ def test_check_reports_an_unreachable_endpoint_in_one_line(tmp_path):
         dead = srv.base_url  # a port that was just closed
     pool = TeacherPool({"policy": role(dead)}, RequestCache(tmp_path), "r1")
 
-    async def go():  # noqa: ANN202
-        async with pool:
-            await pool.check()
-
     with pytest.raises(TeacherError) as err:
-        run(go())
+        run(_check(pool))
     msg = str(err.value)
     assert "unreachable" in msg and dead in msg and "roles.policy.endpoints[0].base_url" in msg and "\n" not in msg
 
@@ -245,12 +246,8 @@ def test_check_reports_a_model_the_server_does_not_serve(tmp_path):
     with OpenAIServer(models=["other-model"]) as srv:
         pool = TeacherPool({"policy": role(srv.base_url)}, RequestCache(tmp_path), "r1")
 
-        async def go():  # noqa: ANN202
-            async with pool:
-                await pool.check()
-
         with pytest.raises(TeacherError, match="does not serve model 'teacher'"):
-            run(go())
+            run(_check(pool))
 
 
 def test_roles_are_never_filled_in_and_same_as_is_explicit():
@@ -418,12 +415,8 @@ def test_check_names_every_wrong_model_in_one_line(tmp_path):
                  "question_writer": RoleConfig(endpoints=[EndpointConfig(base_url=b.base_url, model="served-b")])}
         pool = TeacherPool(roles, RequestCache(tmp_path), "r1")
 
-        async def go():  # noqa: ANN202
-            async with pool:
-                await pool.check()
-
         with pytest.raises(TeacherError) as err:
-            run(go())
+            run(_check(pool))
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("2 wrong model names: ")
     assert "does not serve model 'polcy' (it serves ['served-a']); fix roles.policy.endpoints[0].model" in msg
