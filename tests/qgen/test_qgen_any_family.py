@@ -148,7 +148,7 @@ def test_a_running_header_names_no_table_and_a_value_in_the_header_names_no_colu
     region = type(region)(region.block, region.page.model_copy(update={"tables_md": [md]}), "table")
     out = OracleWriter({}, {"essex": "\u201cTown of Essex\u201d"}, scope).write_sync(
         Attempt(0, Evidence("single", (region,)), "extraction"))
-    assert isinstance(out, Written) and out.question.startswith("In the table on page 26 of \u201cTown of Essex\u201d"), out
+    assert isinstance(out, Written) and out.question.startswith("In the table on PDF page 26 of \u201cTown of Essex\u201d"), out
     glued = "| | Q3 2023 $960M | Q3 2022 |\n|---|---|---|\n| Revenue growth | 32% | 30% |\n| Gross margin | 50% | 49% |"
     assert "glued" in table_grid(glued).problem
 
@@ -226,8 +226,10 @@ def test_a_metadata_title_page_1_does_not_print_names_no_document() -> None:
 def test_a_slides_statement_without_a_period_is_a_sentence_a_menu_line_is_not() -> None:
     from vrag_data.qgen.cloze import cloze_candidates
 
-    slide = "The survey was administered in 6 languages: English, Chinese (Simplified and Traditional), Japanese and Spanish"
-    assert cloze_candidates(slide) == [(slide.replace(" 6 ", " ___ "), "6")]
+    slide = "The survey was answered by 2,480 developers from 31 countries"
+    assert cloze_candidates(slide) == [(slide.replace(" 2,480 ", " ___ "), "2,480"), (slide.replace(" 31 ", " ___ "), "31")]
+    # a small count the list after it gives away ("in ___ languages: English, Japanese and Spanish") is no blank
+    assert cloze_candidates("The survey was administered in 3 languages: English, Japanese and Spanish") == []
     assert cloze_candidates("Polish Sausage 6.00 Polish with Cheese 7.00 Polish with Chili and Cheese 8.00 The Boondoggie") == []
     assert cloze_candidates("If gross receipts are $200,000 or more, or if total assets are more than L") == []
 
@@ -239,8 +241,8 @@ def test_a_place_reference_gives_the_printed_page_number_when_it_differs() -> No
     page = "Notes to the statements\n2023\n2022\nRoads\n1,200\n1,150\nBridges\n300\n280\nTown of Ajax  Page 8\n"
     assert printed_page_number(page, 10) == "8" and printed_page_number("Roads\n1,200\n772", 5) == ""
     ref = position_reference(md, page, 10, [md], "\u201cTown of Ajax\u201d")
-    assert ref == "the table on page 10 (printed as page 8) of \u201cTown of Ajax\u201d"
-    assert position_reference(md, page.replace("Page 8", "Page 10"), 10, [md], "X") == "the table on page 10 of X"
+    assert ref == "the table on PDF page 10 (printed as page 8) of \u201cTown of Ajax\u201d"
+    assert position_reference(md, page.replace("Page 8", "Page 10"), 10, [md], "X") == "the table on PDF page 10 of X"
     q = f"In {ref}, what is the 2023 value of Roads?"
     doc = Document(doc_id="d1", stem="ajax", source_path="ajax.pdf", kind="pdf", n_pages=30, n_bytes=100, title="ajax")
     assert check_question(Written(q, "1,200", "Str", "extraction", ("1,200",), "oracle"), [doc], [doc],

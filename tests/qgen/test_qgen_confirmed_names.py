@@ -65,7 +65,7 @@ def test_a_running_header_above_prose_names_no_table_its_place_on_the_page_does(
     assert table_name(SAMPLE, page.text, page.tables_md) == ""
     w = OracleWriter({}, {"methods": LABEL}).write_sync(Attempt(0, Evidence("single", (region,)), "extraction"))
     assert isinstance(w, Written), w
-    assert w.question.startswith(f"In the table on page 5 of {LABEL}, what is the ")
+    assert w.question.startswith(f"In the table on PDF page 5 of {LABEL}, what is the ")
     doc = Document(doc_id="sha_methods", stem="methods", source_path="methods.pdf", kind="pdf", n_pages=7, n_bytes=1)
     assert check_question(w, [doc], [doc], {"methods": LABEL}) is None  # its place is a true reference
 
@@ -102,13 +102,13 @@ def test_a_document_without_tables_gets_a_text_question_with_a_number_blanked() 
     from vrag_data.qgen.cloze import cloze_candidates
 
     text = ("The survey was conducted among 2,010 adults living in all 50 states.\n"
-            "As many as 7 attempts were made to contact every sampled telephone number.\n"
+            "As many as 17 attempts were made to contact every sampled telephone number.\n"
             "Pursuant to the Executive Order 13788, the agency reviews its grants each year.\n"
             "This shows that 12 of them answered.\nThe figure was first printed in 1789 by the department.")
     # no number of a name ("Order 13788"), no pronoun needing the sentence before, no year
     blanks = [("The survey was conducted among ___ adults living in all 50 states.", "2,010"),
               ("The survey was conducted among 2,010 adults living in all ___ states.", "50"),
-              ("As many as ___ attempts were made to contact every sampled telephone number.", "7")]
+              ("As many as ___ attempts were made to contact every sampled telephone number.", "17")]
     assert cloze_candidates(text) == blanks
     region = _region("x", stem="methods", page=2, title="")
     block = region.block.model_copy(update={"cls": "text", "text": text})
@@ -145,12 +145,17 @@ def test_labels_and_counts_of_different_things_are_no_amounts_to_ask_or_weigh() 
     assert all(isinstance(o, Rejected) for o in out), out
 
 
-def test_no_place_reference_where_the_page_prints_a_table_the_extractor_missed() -> None:
+def test_a_table_beside_one_the_extractor_missed_is_found_by_a_row_only_it_prints_not_by_its_order() -> None:
     from vrag_data.qgen.naming import position_reference
 
     page = "Table 1. Results on five models.\nModel\nAUROC\nTable 2. Detection of GPT-3 text.\n" + PAGE_BODY
-    assert position_reference(AUROC, page, 6, [AUROC], LABEL) == ""  # two tables printed, one extracted
-    assert position_reference(AUROC, PAGE_BODY, 6, [AUROC], LABEL) == f"the table on page 6 of {LABEL}"
+    # two tables printed, one extracted: "the first table" could be either; its own row label tells
+    assert position_reference(AUROC, page, 6, [AUROC], LABEL) == f"the table listing \u201cRoB-base\u201d on PDF page 6 of {LABEL}"
+    # a row label printed twice on the page tells nothing: the next one is taken, none left gives no reference
+    twice = page + "RoB-base is a baseline.\n"
+    assert position_reference(AUROC, twice, 6, [AUROC], LABEL) == f"the table listing \u201cDetectGPT\u201d on PDF page 6 of {LABEL}"
+    assert position_reference(AUROC, twice + "DetectGPT too.\n", 6, [AUROC], LABEL) == ""
+    assert position_reference(AUROC, PAGE_BODY, 6, [AUROC], LABEL) == f"the table on PDF page 6 of {LABEL}"
 
 
 AUROC = "| Method | Avg. |\n|---|---|\n| RoB-base | 0.77 |\n| DetectGPT | 0.83 |"

@@ -27,13 +27,17 @@ _NEEDS_CONTEXT = frozenset("this these that those it its they their them he she 
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'\u2019\-]*[.,;:]?$")
 
 
-def _mend(m: re.Match[str]) -> str:
+def _mend(m: re.Match[str], words: frozenset[str] = frozenset()) -> str:
     """A word broken at a line end ("imple- mented"), rejoined; a compound keeps its hyphen ("state-of-the- art",
-    "low- and middle-income")."""
+    "low- and middle-income"), and so does a pair of words the text prints apart ("second- highest": "second" and
+    "highest" are words of the text, "imple" is none), as the page prints it."""
     head, tail = m.group(1), m.group(2)
     if tail in ("and", "or", "to") or m.group(3):  # "low- and middle-income"; "year- over-year" keeps its hyphen
         return re.sub(r"-\s+", "-", m.group(0)) if m.group(3) else m.group(0)
-    return f"{head}-{tail}" if "-" in head else head + tail
+    last = head.rsplit("-", 1)[-1].lower()
+    if "-" in head or (last in words and tail.lower() in words and (head + tail).lower() not in words):
+        return f"{head}-{tail}"
+    return head + tail
 
 
 def sentences(text: str) -> list[str]:
@@ -41,7 +45,8 @@ def sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
     # a line holding a number alone inside running text is a form's line number, a margin or page number
     text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
-    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", _mend, text)  # words broken at a line end
+    vocab = frozenset(w.lower() for w in re.findall(r"(?<![\w-])[A-Za-z]+(?![\w-])", text))
+    text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", lambda m: _mend(m, vocab), text)  # broken at a line end
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
 
@@ -49,6 +54,11 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
                       r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b")
 
 
+# what reads as a sentence but states nothing of the document's own: a labelled field or a dataset's example
+# ("Text: The most ...", "... till stop: 4 Achieved ..."), a link's title ("Wikipedia - Must know ..."), a
+# trademark or copyright notice, a note on a screenshot
+_NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|trademark|all rights reserved|"
+                           r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
 _VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
 
 
@@ -75,6 +85,8 @@ def running_words(sentence: str) -> list[str]:
                  r"\b(arxiv|preprint|proceedings|pp\.|vol\.|doi)\b", sentence, re.I):  # a reference list's entry too
         return []
     if words[0].lower().strip(",") in _NEEDS_CONTEXT:
+        return []
+    if _NO_STATEMENT.search(sentence):  # a field, console output, a link's title, a legal notice: no statement
         return []
     if re.match(r"(table|figure|fig\.|exhibit|chart)\s+[\dA-Z][\w.\-]*\s*[:.]|(notes?|sources?)\b", sentence, re.I):
         return []  # a caption run on, a table's note or source line
@@ -110,8 +122,10 @@ def _blanks(sentence: str, region_text: str = "") -> list[tuple[str, str]]:
         if not m or _YEAR.match(m.group(2)) and not m.group(3):
             continue
         value = float(m.group(2).replace(",", "") + (m.group(3) or ""))
-        if value in (0.0, 1.0) and not (m.group(1) or m.group(4)):  # "more than ___ line", "a multiplier of ___"
-            continue
+        if (value in (0.0, 1.0) or value < 10 and not m.group(3)) and not (m.group(1) or m.group(4)):  # "___ days a week", "in ___ languages: English, ...",
+            continue  # "a multiplier of ___": a small count or setting is a guess away
+        if any(re.fullmatch(r"\d{3}[.,;:]?", w) for w in words[i + 1:i + 2]) or (i and re.fullmatch(r"\d{1,3}", words[i - 1])):
+            continue  # "30 000": one number printed with a space between its thousands
         if _repeated(region_text, m.group(2) + (m.group(3) or "")):  # "the 6-month limit" in every sentence around
             continue
         if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"

@@ -2,7 +2,7 @@
 
 A survey's disposition codes (1.1, 2.11, 4.31), a form's line numbers, a list of years or of phone numbers print
 digits a reader never weighs or adds: "which has the higher AAPOR code" asks nothing. A column is one of them when
-its name says so ("Code", "ID", "Phone", "No.") or when its values are written as codes: every one a dotted code
+its name says so ("Code", "ID", "Phone", "No.", a statement's "Notes" column of cross-references) or when its values are written as codes: every one a dotted code
 of several points, an integer with a leading zero, a year, or a phone number.
 """
 
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 _NAMED = re.compile(r"\b(codes?|ids?|identifiers?|identification|phone|telephone|tel|fax|zip|postal|no|nos|"
-                    r"serial|ref|reference|account|ssn|ein|isbn|issn|doi|version|line)\b\.?|#|\bnumber\b(?!\s+of\b)", re.I)
+                    r"serial|ref|reference|notes?|page|pages|account|ssn|ein|isbn|issn|doi|version|line)\b\.?|#|\bnumber\b(?!\s+of\b)", re.I)
 _CODE_VALUE = re.compile(r"\d+\.\d+\.\d+|0\d+|(?:19|20)\d\d|\(?\d{3}\)?[\s.\-]\d{3}[\s.\-]\d{4}|\d+(?:\.\d+)?[a-z]")
 
 

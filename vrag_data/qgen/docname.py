@@ -41,7 +41,7 @@ _MONTH = r"(?:january|february|march|april|may|june|july|august|september|octobe
 # a line that dates or files a document and names no one: "For the fiscal year ended December 31, 2018",
 # "ANNUAL REPORT PURSUANT TO SECTION 13 ...", "Commission file number 1-3285", "December 31, 2018"
 _NO_ENTITY = re.compile(
-    rf"^(?:for\s+the\b|fiscal\s+year\b|(?:annual|quarterly|transition)\s+report\b|commission\s+file\b|"
+    rf"^(?:for\s+the\b|fiscal\s+year\b|(?:annual|quarterly|transition)\s+report\s+pursuant\b|commission\s+file\b|"
     rf"\(?exact\s+name\b|{_MONTH}\s+\d{{1,2}},?\s+\d{{4}}$|\d{{4}}$)|\bended\s+{_MONTH}\b", re.I)
 # a company printed on the cover: "3M COMPANY", "Acme Holdings, Inc."
 _COMPANY_LINE = re.compile(r"^([A-Z0-9][A-Za-z0-9&.,' \-]{0,60}?\b(?:COMPANY|Company|CORPORATION|Corporation|INC\.?|Inc\.?|"
@@ -62,6 +62,8 @@ _KIND_WORDS = frozenset(
     "information heading title level page pages only use office official schedule exhibit attachment supplement "
     "fiscal year years financial highlights review update program programme project draft version edition volume "
     "the of for and a an to in on by with at from its our your this".split())
+_MASTHEAD = re.compile(r"^(?:the\s+)?(?:journal|proceedings|transactions|annals|bulletin|letters|review)\s+(?:of|on|in)\b"
+                       r"|\b(?:journal|review|letters|transactions)$", re.I)
 _SECTION_HEAD = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[IVX]+\.)\s+[A-Za-z]")
 NEUTRAL_PREFIX = "the document whose first page is headed "
 NEUTRAL = re.compile(NEUTRAL_PREFIX + "\u201c[^\u201d]{1,160}\u201d")
@@ -181,12 +183,15 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
         return sec
     cited = _CITATION.search(first_page_text)
     big = strip_boilerplate(largest)
+    meta = strip_boilerplate(meta_title) if readable_title(meta_title) else ""
     if cited:  # the title the publisher asks to be cited by
         title = _clean(cited.group(1))
+    elif meta and _MASTHEAD.match(big) and names_an_entity(meta) and not generic_title(meta) \
+            and _printed(meta, first_page_text):  # a journal's masthead set larger than the paper's title
+        title = meta
     elif big and len(re.findall(r"[A-Za-z]{3,}", big)) >= 2 and names_an_entity(big) and not generic_title(big):
         title = big  # page 1's largest type: its title
     elif big:  # a generic heading, a section's heading: the metadata title when page 1 prints it, else the heading
-        meta = strip_boilerplate(meta_title) if readable_title(meta_title) else ""
         if not (meta and names_an_entity(meta) and not generic_title(meta) and _printed(meta, first_page_text)):
             return neutral_reference(big)
         title = meta
@@ -266,7 +271,10 @@ def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
     Storage Service" over "Product Introduction"). None when nothing there is set larger than the running text
     (a transcript, a statement: its first line is no title)."""
     upper = [spans for spans in lines if spans and (not height or spans[0][2][1] < TOP_SHARE * height)]
-    sizes = [size for spans in upper for size, text, _ in spans if re.search(r"[A-Za-z]{3,}|^[A-Z]$", text.strip())]
+    # a small-caps title sets its initials alone in the largest size; a drop cap ("C" opening a paragraph) stands
+    # on a line of its own
+    sizes = [size for spans in upper for size, text, _ in spans
+             if re.search(r"[A-Za-z]{3,}", text) or re.fullmatch(r"[A-Z]", text.strip()) and len(spans) > 1]
     body, chars = _body_size(lines)
     if not sizes or (chars >= RUNNING_TEXT and max(sizes) < DISTINCT * body):
         return []
@@ -329,6 +337,25 @@ def largest_font_text(pdf_path: str) -> str:
     except (RuntimeError, ValueError):
         return ""
     return _clean("\n".join(t.strip() for t in _title_lines(lines, height)) or _first_line_company(lines))
+
+
+def first_heading(pdf_path: str) -> str:
+    """The top line of a local PDF's first page (a lecture's "MATH 3100 FALL 2020", set like its body): what a
+    neutral reference quotes when nothing there is set as a title; "" when the file is not readable."""
+    from pathlib import Path
+
+    from vrag_data.ingest.render import import_pymupdf
+
+    if not Path(pdf_path).is_file():
+        return ""
+    pymupdf = import_pymupdf(layout=False)
+    try:
+        with pymupdf.open(pdf_path) as doc:
+            lines = _page_lines(doc[0]) if doc.page_count else []
+    except (RuntimeError, ValueError):
+        return ""
+    texts = sorted((spans[0][2][1], "".join(t for _, t, _ in spans).strip()) for spans in lines if spans)
+    return next((t for _, t in texts if re.search(r"[A-Za-z]{3,}", t)), "")
 
 
 _GENERIC = frozenset(

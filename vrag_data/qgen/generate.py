@@ -29,7 +29,7 @@ from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash, task_id
 from vrag_data.inert import sanitize_text
-from vrag_data.qgen.docname import document_label, largest_font_text
+from vrag_data.qgen.docname import document_label, first_heading, largest_font_text, neutral_reference
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
@@ -164,7 +164,10 @@ def _label(doc: Document, first: Page | None, title_blocks: list[str]) -> str:
     if doc.kind == "pdf" and Path(doc.source_path).is_file():
         title_blocks = []  # page 1's fonts were read: a layout "title" block they do not confirm is a section's heading
     # page 1 and the metadata are outside text: the name reaches the writer's prompt and every question made here
-    return sanitize_text(document_label(first.text if first else "", meta, title_blocks, largest))
+    label = document_label(first.text if first else "", meta, title_blocks, largest)
+    if not label and doc.kind == "pdf":  # nothing set as a title: the page's top line, quoted as a heading
+        label = neutral_reference(first_heading(doc.source_path))
+    return sanitize_text(label)
 
 
 @dataclass

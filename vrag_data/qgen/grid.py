@@ -249,7 +249,9 @@ def _heads(body: list[list[str]]) -> dict[str, str]:
         if r[0] and not any(c and (c.lower() not in _EMPTY or _DASH.fullmatch(c.strip())) for c in r[1:]):
             head = r[0].strip().rstrip(":").strip()
             # a heading, not a long label whose values sit on the next line ("Preferred stock, $1.00 par value: ...")
-            section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) else ""
+            # ... nor the lower-case rest of the label above ("Deferred" / "memberships")
+            section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) \
+                and not _FRAGMENT.match(head) else ""
         elif r[0] and section:
             out.setdefault(r[0], section)
             if r[0].lower().startswith("total"):  # "Total current assets" closes "Current assets"
@@ -296,6 +298,40 @@ def _spanning(rows: list[list[str]]) -> set[str]:
     return out
 
 
+def _value_kind(value: str) -> str:
+    v = value.strip()
+    if re.search(r"%\)?$", v):
+        return "share"
+    if re.search(r"[A-Za-z]{3}", v) or re.fullmatch(r"\d{1,2}/\d{1,2}/\d{2,4}|(?:19|20)\d\d", v):
+        return "date or text"
+    return "number"
+
+
+def _odd_kind(cells: list[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Cells unlike the rest of their column (a rate under "Maturity" where every other cell is a date): the
+    extractor moved a value into an empty cell beside it, so the row's cell there is not the printed one."""
+    out = set()
+    for col in {c for _, c, _ in cells}:
+        column = [cell for cell in cells if cell[1] == col]
+        kinds = Counter(_value_kind(v) for _, _, v in column)
+        top, n = kinds.most_common(1)[0]
+        if len(column) >= 3 and n * 5 >= 4 * len(column):
+            out |= {cell for cell in column if _value_kind(cell[2]) != top}
+    return out
+
+
+def _cut_above(rows: list[list[str]]) -> set[str]:
+    """Labels that are the second line of a label-only row cut short above them ("Interest expense on borrowings on
+    Condensed Consolidated" over "Statements of Income | 1,204"): the values belong to the two lines together."""
+    out = set()
+    for r, nxt in zip(rows, rows[1:]):
+        label_only = r[0] and not any(c and c.lower() not in _EMPTY for c in r[1:])
+        if label_only and nxt[0] and (_ENDS_CUT.search(r[0].strip()) or re.search(r"[A-Za-z]-$", r[0].strip())
+                                      or len(r[0].split()) > 5 and not r[0].rstrip().endswith(":")):  # a long
+            out.add(nxt[0])  # label, not a heading: "which line", the table does not tell
+    return out
+
+
 def _continued(rows: list[list[str]]) -> set[str]:
     """Labels that may go on in the next row: a row of values followed by a row with a label and no values
     ("Adjusted FIFO Operating | $989" over "Profit (Table 7) |"). That row is the label's second line or the heading
@@ -336,11 +372,12 @@ def table_grid(text: str) -> Grid:
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
     labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
-    spans = _spanning(whole) | _continued(whole)
+    spans = _spanning(whole) | _continued(whole) | _cut_above(whole)
     asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
              and not _FRAGMENT.match(r[0]) and r[0] not in spans]
     cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
+    cells = [c for c in cells if c not in _odd_kind(cells)]
     if not cells:
         return Grid(header, [], "no row with a unique readable label and a value under a named column")
     dropped = [(r[0], header[j], r[j]) for r in whole if r not in asked

@@ -221,32 +221,37 @@ def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tab
 
 
 _NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+((?:[A-Z]-?)?\d+(?:[.\-]\d+)*[a-z]?|[IVXL]+)\s*[:.]", re.M)  # a caption's start
-_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
-
-
 def position_reference(table_md: str, page_text: str, page_no: int, page_tables: Sequence[str], label: str) -> str:
-    """A neutral, true reference to a table that has no name of its own: "the second table on page 8 of <doc>"
-    (its order among the page's tables, top first, by where their rows are printed; "page 13 (printed as page 10)"
-    when the page prints another number), or "" when its place cannot be told (a table whose rows are not found on
-    the page, or a document without a name)."""
+    """A neutral, true reference to a table that has no name of its own: "the table on PDF page 8 of <doc>" (the
+    file's page: "PDF page 13 (printed as page 10)" when the page prints its own number), and on a page with
+    several tables the one that lists a row label no other line of the page prints ("the table listing “Discount
+    rate” on PDF page 14 of <doc>"): an ordinal ("the second table") is wrong as soon as the extractor misses a
+    table above it. "" when its place cannot be told (a table not among the page's, no row label of its own, a
+    document without a name)."""
     if not label:
         return ""
-    lines = page_text.splitlines()
     tables = list(dict.fromkeys(md.strip() for md in page_tables if md.strip()))
     if table_md.strip() not in tables:
         return ""
-    if len(set(_NUMBERED.findall(page_text))) > len(tables):  # the page prints a table the extractor missed
-        return ""
     printed = printed_page_number(page_text, page_no)
-    page = f"page {page_no}" + (f" (printed as page {printed})" if printed and printed != str(page_no) else "")
-    if len(tables) == 1:
+    page = f"PDF page {page_no}" + (f" (printed as page {printed})" if printed and printed != str(page_no) else "")
+    if len(tables) == 1 and len(set(_NUMBERED.findall(page_text))) <= 1:
         return f"the table on {page} of {label}"
-    spans = [table_span(md, lines) for md in tables]
-    if any(sp is None for sp in spans):
-        return ""
-    order = sorted(range(len(tables)), key=lambda k: spans[k])  # type: ignore[arg-type,return-value]
-    k = order.index(tables.index(table_md.strip()))
-    return f"the {_ORDINALS[k]} table on {page} of {label}" if k < len(_ORDINALS) else ""
+    anchor = _own_row_label(table_md, page_text)
+    return f"the table listing \u201c{anchor}\u201d on {page} of {label}" if anchor else ""
+
+
+def _own_row_label(table_md: str, page_text: str) -> str:
+    """The first row label of a table that the page prints on one line only, and as that line's start: a reader
+    finds the table by it whatever else the page holds."""
+    lines = [ln.strip() for ln in page_text.splitlines() if ln.strip()]
+    for cells in markdown_rows(table_md)[1:]:
+        row = cells[0].strip() if cells else ""
+        if not (4 <= len(row) <= 60 and re.search(r"[A-Za-z]{3}", row)) or not any(c.strip() for c in cells[1:]):
+            continue
+        if sum(ln.startswith(row) for ln in lines) == 1 and sum(row in ln for ln in lines) == 1:
+            return row
+    return ""
 
 
 _PAGE_WORD = re.compile(r"\bpage\s+(\d{1,4})\b", re.I)

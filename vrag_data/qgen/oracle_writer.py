@@ -191,7 +191,11 @@ def _table_cell(rng: random.Random, region: Region, label: str, running: frozens
     where = _where(region, grid, label, running)
     if isinstance(where, Rejected):
         return where
-    row, col, value = rng.choice(grid.cells)
+    codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
+    cells = [cell for cell in grid.cells if cell[1] not in codes]  # a note's number, a line number: no value asked
+    if not cells:
+        return Rejected("writer", "writer_declined", "oracle: only codes, notes or line numbers in the table")
+    row, col, value = rng.choice(cells)
     q = _cell_question(where, grid.row_phrase(row), col, value)
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
 
@@ -207,6 +211,26 @@ def _blocks(grid: Grid) -> dict[tuple[str, str], int]:
         out[(row, col)] = seen.get((col, unit), 0)
         if _SUBTOTAL.search(row):
             seen[(col, unit)] = seen.get((col, unit), 0) + 1
+    return out
+
+
+def _sums(grid: Grid) -> set[tuple[str, str]]:
+    """Cells that equal the sum of two or more cells right above them in their column: a total whatever its label
+    says ("Acquisition Cost" under its parts); weighed against one of its parts it answers itself."""
+    out: set[tuple[str, str]] = set()
+    for col in grid.header:
+        run = [(row, quantity(v)) for row, c, v in grid.cells if c == col]
+        for i, (row, n) in enumerate(run):
+            if n is None or i < 2:
+                continue
+            total = 0.0
+            for k, (_, m) in enumerate(reversed(run[:i])):
+                if m is None:
+                    break
+                total += m
+                if k >= 1 and abs(total - n) <= max(1.0, abs(n) * 1e-3):
+                    out.add((row, col))
+                    break
     return out
 
 
@@ -239,9 +263,10 @@ def _table_compare(rng: random.Random, region: Region, label: str,
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     blocks = _blocks(grid)
     codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
+    totals = _sums(grid)
     for row, col, value in grid.cells:
-        if col in codes:  # a code, an identifier, a year or a phone number is no amount to weigh
-            continue
+        if col in codes or (row, col) in totals:  # a code, an identifier, a year or a phone number is no amount to
+            continue  # weigh; a line that adds up the lines above it holds them
         n = quantity(value)  # a year is a date, not an amount to compare
         # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
         # signed changes of balances, not amounts one weighs against another

@@ -23,7 +23,8 @@ _ROMAN = re.compile(r"^[IVXLC]+$")
 _JOINERS = frozenset({"of", "for", "and", "de", "on"})
 _CALENDAR = frozenset("january february march april may june july august september october november december "
                       "monday tuesday wednesday thursday friday saturday sunday".split())
-_VALUES = frozenset("true false yes no none null nan".split())  # capitalised values, not names
+# capitalised values and connectives, not names ("True", "AKA")
+_VALUES = frozenset("true false yes no none null nan aka fyi etc vs nb ps ok faq".split())
 MAX_TERM_WORDS = 5
 _TRAIL = ".,;:"
 
@@ -65,6 +66,8 @@ def _given_away(term: list[str], rest: list[str]) -> bool:
     stem = " ".join(term).lower()[:5]
     if len(stem) == 5 and any(w.lower().strip("()\u201c\u201d\"'.,;:").startswith(stem) for w in rest):
         return True
+    if len(term) > 1 and any(w.strip("()\u201c\u201d\"'.,;:") == term[-1] for w in rest):
+        return True  # "the Left Spine and the Right Spine": its sibling name gives it away
     if len(term) == 1 and _ACRONYM.match(term[0]) and term[0].isupper():
         initials = "".join(w[0] for w in rest if w[:1].isupper())
         return term[0].replace("-", "") in initials

@@ -48,20 +48,29 @@ class TextScope:
         return page < self.back_matter.get(stem, 10**9)
 
 
+def _back_matter(text: str) -> bool:
+    """Whether a page opens the reference list: a "References" line that no page number follows (a contents page
+    lists "References 14" and the paper goes on)."""
+    return any(not re.match(r"\s*(?:\.\s*)*\d{1,4}\s*(?:\n|$)", text[m.end():]) for m in _BACK_MATTER.finditer(text))
+
+
 def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     docs_of: dict[str, set[str]] = defaultdict(set)
     back: dict[str, int] = {}
     lines_on: dict[str, Counter[str]] = defaultdict(Counter)
     texts: dict[str, list[str]] = defaultdict(list)
+    last: Counter[str] = Counter()
     for p in pages:
         texts[p.stem].append(p.text)
+        last[p.stem] = max(last[p.stem], p.page)
         lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := section_key(ln))})
         for s in sentences(p.text):
             if len(s) >= _MIN_SENTENCE:
                 docs_of[s].add(p.stem)
-        if p.page > 1 and _BACK_MATTER.search(p.text):
+        if p.page > 1 and _back_matter(p.text):
             back[p.stem] = min(back.get(p.stem, p.page), p.page)
-    named = Counter(v for v in labels.values() if v)
+    back = {stem: n for stem, n in back.items() if 2 * n > last[stem]}  # a "References" slide early in a talk
+    named = Counter(v for v in labels.values() if v)  # closes no document
     shared = frozenset(s for s, v in labels.items() if v and named[v] > 1)
     running = {stem: frozenset(ln for ln, n in c.items() if n >= RUNNING_PAGES) for stem, c in lines_on.items()}
     return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running,

@@ -81,7 +81,7 @@ class Writer(Protocol):
 # -- checks on any writer's output (pure) ------------------------------------------------------------
 
 _PAGE_REF = re.compile(r"\b(page|slide|pg|p)\.?\s*(no\.?|number|#)?\s*\d+\b|\b(first|second|third|last|next|previous)\s+(page|slide)\b", re.I)
-_POSITION = re.compile(r"\bthe\s+(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth)\s+)?table\s+on\s+page\s+\d+"
+_POSITION = re.compile(r"\bthe\s+table\s+(?:listing\s+\u201c[^\u201d]{1,80}\u201d\s+)?on\s+PDF\s+page\s+\d+"
                        r"(?:\s+\(printed as page \d+\))?\s+of\b")
 _DEICTIC = re.compile(
     r"\b(this|that|the|above|given|attached|provided|shown|following)\s+(document|pdf|file|image|picture|screenshot|page|slide)s?\b"
