@@ -71,13 +71,23 @@ def _statement(words: list[str]) -> bool:
     return any(_VERB.match(w.strip(",;:")) for w in words[1:] if w[:1].islower())
 
 
+def _unbullet(sentence: str) -> str:
+    """The sentence without the bullet a list sets before it: any symbol, dash or private-use glyph ("\u25b8",
+    "\u2219", a symbol font's "\uf0b7"), not a currency sign."""
+    k = 0
+    while k < len(sentence) and (sentence[k] in "*\u00b7 " or unicodedata.category(sentence[k]) in ("So", "Sm", "Pd", "Co")):
+        k += 1
+    return sentence[k:]
+
+
 def running_words(sentence: str) -> list[str]:
     """The words of a sentence a blank can be cut from, or [] when it is no fit: 8 to 30 words, a capital first,
     a period last (or, ending a block, a statement: `_statement`), no citation, link, symbol or numbered parenthesis, no pronoun first that needs the sentence
     before, no heading run into it."""
-    sentence = re.sub(r"^(?:[\u2022\u2013*\-]\s*|\d{1,2}\s+(?=[A-Z][a-z]))", "", sentence)  # a bullet, a note mark
+    sentence = re.sub(r"^\d{1,2}\s+(?=[A-Z][a-z])", "", _unbullet(sentence))  # a bullet, a note mark
     words = sentence.split()
-    if not MIN_WORDS <= len(words) <= MAX_WORDS or not words[0][:1].isupper():
+    # a capital first, or a number (a slide's "47,308 respondents in 2019 ...")
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or not (words[0][:1].isupper() or _NUMBER.match(words[0])):
         return []
     if not sentence.endswith(".") and not _statement(words):
         return []

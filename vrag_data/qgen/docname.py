@@ -207,6 +207,8 @@ def document_label(first_page_text: str, meta_title: str = "", title_blocks: lis
             return ""
         if generic_title(title):
             return ""
+    if title.rstrip().endswith("?"):  # a question set large (a flyer's hook, a survey's first question) is a
+        return neutral_reference(title)  # heading, not the document's name
     title = _tidy(title)  # as printed: re-casing "FY 2019 GSA OCSIT" gave "Fy 2019 Gsa Ocsit"
     # the year of publication: the last year on a line that dates the document (a stamp, a copyright, a citation:
     # "arXiv:2004.04906v3 [cs.CL] 30 Sep 2020" is from 2020, not 2004); none without such a line (the first year
@@ -225,6 +227,8 @@ def _page_lines(page) -> list[_Line]:  # noqa: ANN001 - a PyMuPDF page
     an arXiv stamp runs up the margin in a large font, and overprinted titles read "The The Limes Limes"."""
     kept: list[tuple[float, float, float, float]] = []
     lines: list[_Line] = []
+    if page.rotation:  # a landscape page stored turned: its lines run up the stored page (the file is not saved)
+        page.remove_rotation()
     for block in page.get_text("dict")["blocks"]:
         for line in block.get("lines", []):
             if abs(line["dir"][1]) >= 0.01:

@@ -152,6 +152,9 @@ def table_title(zone: list[str], cells: set[str] | None = None, others: Sequence
         above = _norm(zone[i + 1]) if i + 1 < len(zone) else ""
         if any(_norm(line) in o and above in o for o in others):  # two rows of another table: a title above is its
             break
+        over = zone[i + 1].strip() if i + 1 < len(zone) else ""
+        if over.endswith(":") and len(over.split()) <= 4:  # "Board Listed:" over "Main Board": a field's value
+            continue
         if line.endswith(":"):
             subject = _lead_in(zone, i)
             if subject:

@@ -27,6 +27,7 @@ from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question
+from vrag_data.qgen.survey import answer_shares, share_question
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_column
@@ -297,10 +298,13 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
     if not label:
         return unnamed(ev.regions[0].stem)
     region = ev.regions[0]
+    texts = scope.texts.get(region.stem, ())
     got = cloze_question(rng, region.text, label, scope.common) or term_question(
-        rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term))
+        rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term)) or \
+        share_question(region.page.text, label, texts, rng.choice)  # a survey's answers span the page's blocks
     if got is None:
-        return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask for")
+        return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask "
+                        "for, and no survey answer")
     q, value = got
     return Written(q, value, "Str", "extraction", (value,), NAME)
 
@@ -323,7 +327,8 @@ class OracleWriter:
         if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
             if not self.text.body(region.stem, region.page.page):
                 return False
-            return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common))
+            return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common)
+                        or answer_shares(region.page.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 and not contents_page(region.page.text)  # a contents page's "table" holds page numbers
                 # a table no reader could find, by its name or its place on the page, gives none
