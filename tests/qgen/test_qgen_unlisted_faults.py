@@ -193,3 +193,12 @@ def test_a_surveys_answer_shares_give_questions_when_the_page_has_no_sentence() 
     out = w.write_sync(Attempt(0, Evidence("single", (region,)), "extraction"))
     assert isinstance(out, Written) and out.answer in {"26.09%", "30.43%", "8.70%"}, out
     assert not isinstance(out, Rejected)
+
+
+def test_a_header_whose_day_of_the_year_runs_into_the_next_columns_words_names_no_columns() -> None:
+    md = ("| | Balance at December 31 Contributions 2022 | Balance at December 31 Contributions Received | "
+          "Balance at Investment Income |\n|---|---|---|---|\n| Heritage grant | 11,814 | 42,348 | 391 |\n"
+          "| Development | 79,905,741 | 12,862,987 | 2,513,620 |")
+    assert table_grid(md).problem
+    fine = "| | December 31, 2023 | December 31 2022 |\n|---|---|---|\n| Heritage grant | 54,553 | 11,814 |\n| Roads | 120 | 110 |"
+    assert not table_grid(fine).problem

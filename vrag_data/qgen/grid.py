@@ -139,6 +139,10 @@ def clean_value(cell: str) -> bool:
     return not re.search(r"%\s*%|\$\s*\$|\s{2,}|\$$", c)  # "29% %", "$ 1,874 $": two cells run together
 
 
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b")
+
+
 def _smeared(cols: list[str]) -> bool:
     """Column names that a header merge garbled: the group label of some columns glued into every name after their
     shared prefix ("... 2022 Rigid Flexibles", "... 2022 Rigid Packaging", ...), or "less/more than" cut from its
@@ -147,6 +151,10 @@ def _smeared(cols: list[str]) -> bool:
         return True
     # two sub-columns read as one: "hypermarkets 1996 since 1980" (a "1996" column and a "since 1980" column)
     if any(re.search(r"\b(?:19|20)\d\d\s+(?!to\b|and\b|vs\b|versus\b|through\b)[A-Za-z]+\b.*\b(?:19|20)\d\d\b", c) for c in cols):
+        return True
+    # a day of the year run into the next column's words: "Balance at December 31 Contributions Received"
+    # ("December 31" over "2022" in one column, "Contributions" over "Received" in the next)
+    if any(re.search(rf"\b{_MONTH}\.?\s+\d{{1,2}}\s+(?!,|(?:19|20)\d\d\b)[A-Za-z]", c, re.I) for c in cols):
         return True
     groups: dict[str, list[str]] = {}
     for c in cols:
