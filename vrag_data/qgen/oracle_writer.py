@@ -27,7 +27,7 @@ from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question
-from vrag_data.qgen.survey import answer_shares, share_question
+from vrag_data.qgen.survey import region_shares, share_question
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_column
@@ -215,6 +215,9 @@ def _blocks(grid: Grid) -> dict[tuple[str, str], int]:
     return out
 
 
+_STEP = re.compile(r"^\s*(less|add|deduct|plus|minus)\b\s*:?", re.I)
+
+
 def _sums(grid: Grid) -> set[tuple[str, str]]:
     """Cells that equal the sum of two or more cells right above them in their column: a total whatever its label
     says ("Acquisition Cost" under its parts); weighed against one of its parts it answers itself."""
@@ -271,7 +274,8 @@ def _table_compare(rng: random.Random, region: Region, label: str,
         n = quantity(value)  # a year is a date, not an amount to compare
         # a total beside its parts answers itself; lines under "Changes in operating assets and liabilities" are
         # signed changes of balances, not amounts one weighs against another
-        if n is not None and n > 0 and not row.lower().startswith("total") \
+        # a deduction or an addition ("Less: sinking fund assets") is a step of a reconciliation, no line to weigh
+        if n is not None and n > 0 and not row.lower().startswith("total") and not _STEP.match(row) \
                 and not _CHANGES.search(grid.heads.get(row, "")):
             key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}\x00{blocks[(row, col)]}"
             by_col.setdefault(key, []).append((row, n, value))
@@ -292,16 +296,20 @@ def _table_compare(rng: random.Random, region: Region, label: str,
 
 
 def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) -> Written | Rejected:
-    """A sentence's one number, blanked (`cloze`): single questions over the text of a document without tables."""
+    """A sentence's one number or name blanked (`cloze`, `terms`), else a survey answer's share (`survey`): single
+    questions over the text and survey charts of a document without tables."""
     if ev.kind != "single":
         return Rejected("writer", "writer_declined", f"oracle: no {ev.kind} template over text regions")
     if not label:
         return unnamed(ev.regions[0].stem)
     region = ev.regions[0]
     texts = scope.texts.get(region.stem, ())
-    got = cloze_question(rng, region.text, label, scope.common) or term_question(
-        rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term)) or \
-        share_question(region.page.text, label, texts, rng.choice)  # a survey's answers span the page's blocks
+    got = None
+    if region.source == "text":  # a chart's labels are no sentences: only its answer shares are asked
+        got = cloze_question(rng, region.text, label, scope.common) or term_question(
+            rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term))
+    # answers under a question printed above them
+    got = got or share_question(region.text, region.page.text, label, texts, rng.choice)
     if got is None:
         return Rejected("writer", "writer_declined", "oracle: no sentence with a number or a name a blank can ask "
                         "for, and no survey answer")
@@ -324,11 +332,13 @@ class OracleWriter:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
         if facts_in(region, self.facts.get(region.stem, [])):
             return True
+        if region.source in ("chart", "figure"):  # a survey chart whose text layer prints each answer by its share
+            return bool(region_shares(region.text, region.page.text))
         if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
             if not self.text.body(region.stem, region.page.page):
                 return False
             return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common)
-                        or answer_shares(region.page.text))
+                        or region_shares(region.text, region.page.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 and not contents_page(region.page.text)  # a contents page's "table" holds page numbers
                 # a table no reader could find, by its name or its place on the page, gives none
@@ -348,7 +358,7 @@ class OracleWriter:
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
-        if not any(found) and all(r.source == "text" for r in ev.regions):  # a document without tables
+        if not any(found) and all(r.source in ("text", "chart", "figure") for r in ev.regions):  # no tables
             return _text_blank(rng, ev, self.labels.get(ev.regions[0].stem, ""), self.text)
         tables_only = not any(found) and all(r.source == "table" for r in ev.regions)
         if tables_only and any(s in self.text.shared_names for s in ev.stems):

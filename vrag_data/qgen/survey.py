@@ -43,11 +43,18 @@ def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def share_question(page_text: str, label: str, doc_texts: tuple[str, ...],
+def region_shares(region_text: str, page_text: str) -> list[tuple[str, str, str]]:
+    """The page's answer shares whose answer the region prints followed by its share (the region, a text block or
+    the survey's chart, shows what the question asks)."""
+    flat = f" {' '.join(region_text.split())} "  # a chart's text layer runs its labels together on one line
+    return [c for c in answer_shares(page_text) if f" {c[1]} {c[2]} " in flat]
+
+
+def share_question(region_text: str, page_text: str, label: str, doc_texts: tuple[str, ...],
                    pick: Callable[[list], object]) -> tuple[str, str] | None:
     """(question, answer) asking what share of respondents gave one answer to a survey question the document
     (`doc_texts`) prints once, or None."""
-    cands = [c for c in answer_shares(page_text) if sum(t.count(c[0]) for t in doc_texts) == 1]
+    cands = [c for c in region_shares(region_text, page_text) if sum(t.count(c[0]) for t in doc_texts) == 1]
     if not cands or not label:
         return None
     question, answer, share = pick(cands)  # type: ignore[misc]
