@@ -181,6 +181,8 @@ def test_a_surveys_answer_shares_give_questions_when_the_page_has_no_sentence() 
     q, a = share_question(page, page, "\u201cSDVN survey\u201d", (page,), random.Random(0).choice)  # type: ignore[misc]
     assert q.startswith("In \u201cSDVN survey\u201d, what share of respondents answered \u201c") and \
         q.endswith("to the question \u201cWhich sector would you assign your company to?\u201d?") and a.endswith("%")
+    # a follow-up question needs the one before it
+    assert answer_shares(page.replace("Which sector would", "If so, which sector would")) == []
     # a survey question printed twice in the document (two waves) names no single answer
     assert share_question(page, page, "\u201cSDVN survey\u201d", (page, page), random.Random(0).choice) is None
     # the writer asks it of a text region on such a page that prints the answer and its share (the evidence shows

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 _SHARE = re.compile(r"^\d{1,3}(?:\.\d+)?\s?%$")
 MAX_OPTION_WORDS = 6
+# a follow-up that needs the question before it ("If so, is there a clear strategy ...?", "Why not?")
+_FOLLOW_UP = re.compile(r"^(if\s+(so|yes|no|not)\b|why\b|and\b|or\b|(this|that|these|those|it|they)\b)", re.I)
 
 
 def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
@@ -21,7 +23,7 @@ def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
     lines = [ln.strip() for ln in page_text.splitlines() if ln.strip()]
     out = []
     for i, line in enumerate(lines):
-        if not (line.endswith("?") and 4 <= len(line.split()) <= 30 and line[:1].isupper()):
+        if not (line.endswith("?") and 4 <= len(line.split()) <= 30 and line[:1].isupper()) or _FOLLOW_UP.match(line):
             continue
         pending: list[str] = []
         found: list[tuple[str, str]] = []
