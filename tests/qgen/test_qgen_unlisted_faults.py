@@ -223,3 +223,22 @@ def test_a_survey_chart_whose_text_layer_prints_answers_by_their_shares_gives_a_
     # a chart whose labels do not stand by their shares gives none
     loose = chart.model_copy(update={"text": "OEM Tier 1 Tier 2 26.09% 30.43% 17.39%"})
     assert not w.accepts(type(region)(loose, region.page, "chart"))
+
+
+def test_a_bullets_number_starts_a_statement_a_bare_number_starts_a_fragment() -> None:
+    assert ("\u25b8 ___ respondents in 2019 took part in the survey (no requirement to answer all questions)"[2:], "47,308") in \
+        cloze_candidates("\u25b8 47,308 respondents in 2019 took part in the survey (no requirement to answer all questions)")
+    assert cloze_candidates("0.0075 for 2 days, after which it will return to the value 0.0, indicating no infection.") == []
+
+
+def test_a_question_holding_an_unreadable_character_is_refused() -> None:
+    from vrag_data.qgen.writer import check_question
+    from vrag_data.schema.records import Document
+
+    doc = Document(doc_id="d1", stem="amherstburg", source_path="a.pdf", kind="pdf", n_pages=3, n_bytes=100, title="a")
+    labels = {"amherstburg": "\u201cTown of Amherstburg\u201d"}
+    q = "In the table of information about the Town\ufffds defined benefit plans in \u201cTown of Amherstburg\u201d, what is the 2022 value of Interest?"
+    out = check_question(Written(q, "455,600", "Str", "extraction", ("455,600",), "oracle"), [doc], [doc], labels)
+    assert isinstance(out, Rejected) and out.reason == "garbled_text"
+    fine = q.replace("\ufffd", "\u2019")
+    assert check_question(Written(fine, "455,600", "Str", "extraction", ("455,600",), "oracle"), [doc], [doc], labels) is None

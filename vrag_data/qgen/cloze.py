@@ -84,10 +84,12 @@ def running_words(sentence: str) -> list[str]:
     """The words of a sentence a blank can be cut from, or [] when it is no fit: 8 to 30 words, a capital first,
     a period last (or, ending a block, a statement: `_statement`), no citation, link, symbol or numbered parenthesis, no pronoun first that needs the sentence
     before, no heading run into it."""
-    sentence = re.sub(r"^\d{1,2}\s+(?=[A-Z][a-z])", "", _unbullet(sentence))  # a bullet, a note mark
+    listed = _unbullet(sentence)
+    bullet, sentence = listed != sentence, re.sub(r"^\d{1,2}\s+(?=[A-Z][a-z])", "", listed)  # a bullet, a note mark
     words = sentence.split()
-    # a capital first, or a number (a slide's "47,308 respondents in 2019 ...")
-    if not MIN_WORDS <= len(words) <= MAX_WORDS or not (words[0][:1].isupper() or _NUMBER.match(words[0])):
+    # a capital first, or a bullet's number (a slide's "\u25b8 47,308 respondents in 2019 ..."; without the bullet
+    # a sentence starting with a number is the rest of one cut at a line: "0.0075 for 2 days, after which ...")
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or not (words[0][:1].isupper() or bullet and _NUMBER.match(words[0])):
         return []
     if not sentence.endswith(".") and not _statement(words):
         return []

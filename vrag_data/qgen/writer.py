@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -130,7 +131,14 @@ def check_question(w: Written, docs: list[Document], corpus: list[Document] = ()
                         w.question, w.answer)
     if len(w.question.split()) < 4:
         return Rejected("check", "too_short", "the question has fewer than 4 words", w.question, w.answer)
+    bad = next((c for c in w.question + w.answer if c == "\ufffd" or unicodedata.category(c) in _UNREADABLE), "")
+    if bad:  # a character the text layer could not map ("Town\ufffds"), a symbol font's private glyph, a control
+        return Rejected("check", "garbled_text", f"the question or answer holds an unreadable character (U+{ord(bad):04X})",
+                        w.question, w.answer)
     return None
+
+
+_UNREADABLE = frozenset({"Cc", "Cf", "Co", "Cs", "Cn"})
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
