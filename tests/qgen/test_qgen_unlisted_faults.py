@@ -242,3 +242,55 @@ def test_a_question_holding_an_unreadable_character_is_refused() -> None:
     assert isinstance(out, Rejected) and out.reason == "garbled_text"
     fine = q.replace("\ufffd", "\u2019")
     assert check_question(Written(fine, "455,600", "Str", "extraction", ("455,600",), "oracle"), [doc], [doc], labels) is None
+
+
+def test_a_currency_column_mark_glued_to_a_name_an_unbalanced_heading_and_an_open_line_end_are_not_asked() -> None:
+    md = "| | June 30, 2026 $ \u2014 | December 31, 2025 $ \u2014 |\n|---|---|---|\n| Customer deposits | 41.2 | 45.1 |\n| Dividends | 16.9 | 16.4 |"
+    assert table_grid(md).problem
+    md = ("| | Pre-tax Income | Earnings Per Share |\n|---|---|---|\n| Electric Costs) | | |\n| Interest charges | (1.2) | (0.02) |"
+          "\n| Payroll | (0.8) | (0.01) |")
+    assert "Electric Costs)" not in table_grid(md).heads.values()
+    assert cloze_candidates("EPA has had annual program announcements in the STAR program with focus on 12 sites and") == []
+
+
+def test_a_flattened_power_a_mark_for_a_value_and_two_names_joined_by_and_are_no_blanks() -> None:
+    # "11.44 \u00d7 10^9 y" reads "11.44 \u00d7 109 y" in the text layer: 109 is not what the page shows
+    assert cloze_candidates("The age of the universe in this model is around 11.44 \u00d7 109 years for the values used here.") == []
+    md = "| Feature | Arrow | Cats |\n|---|---|---|\n| Typeclasses | \u2713 | \u2715 |\n| Effects | 12 | 9 |\n| Optics | 4 | 2 |"
+    assert all(v not in ("\u2713", "\u2715") for _, _, v in table_grid(md).cells)
+    terms = {t for _, t in term_candidates("We thank Henk van Elst and Thomas Buchert for useful discussions of the model.")}
+    assert "Elst and Thomas Buchert" not in terms and "Elst" not in terms and "Thomas Buchert" not in terms, terms
+    terms = {t for _, t in term_candidates("Gear is certified by the American Society for Testing and Materials in every lab.")}
+    assert "Society for Testing" not in terms and "American Society for Testing" not in terms, terms
+
+
+def test_a_total_named_as_its_section_is_not_weighed_and_a_small_caps_title_is_whole(tmp_path: Path) -> None:
+    md = ("| | Q2 2026 | Q1 2026 |\n|---|---|---|\n| Acquisition costs | | |\n| Compensation and benefits | 22,454 | 19,880 |\n"
+          "| Promotional | 17,346 | 16,120 |\n| Amortization | 9,400 | 8,950 |\n| Acquisition Cost | 61,216 | 56,950 |")
+    region = _region(md, stem="lpl", page=19, title="Acquisition Cost Summary")
+    w = OracleWriter({}, {"lpl": "\u201cLPL Financial Announces Second Quarter 2026 Results\u201d"})
+    outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "logic")) for i in range(40)]
+    questions = [o.question for o in outs if isinstance(o, Written)]
+    assert questions and not any("Acquisition Cost" in q.split(":")[-1] for q in questions), questions
+
+    def small_caps(page) -> None:  # noqa: ANN001 - capitals large, the rest of each word smaller, in pieces
+        x = 60.0
+        for word in ("LoftQ:", "LoRA-Fine-Tuning-Aware", "Quantization"):
+            page.insert_text((x, 80), word[0], fontsize=17)
+            page.insert_text((x + 11, 80), word[1:].upper(), fontsize=13.8)
+            x += 12 + 10 * len(word)
+        for k in range(30):
+            page.insert_text((60, 140 + 14 * k), "Quantization is an indispensable technique for serving large models.", fontsize=10)
+
+    big = largest_font_text(_pdf(tmp_path, "s.pdf", small_caps))
+    assert big.startswith("LOFTQ:") and "QUANTIZATION" in big, big
+
+
+def test_a_neutral_heading_is_a_heading_not_a_columns_first_line(tmp_path: Path) -> None:
+    def survey(page) -> None:  # noqa: ANN001
+        page.insert_text((320, 50), "(or why they cannot imagine such a thing) and which input", fontsize=10)
+        page.insert_text((60, 60), "SURVEY", fontsize=10)
+        for k in range(40):
+            page.insert_text((60, 80 + 14 * k), "Participants described how they search the web on a phone.", fontsize=10)
+
+    assert first_heading(_pdf(tmp_path, "v.pdf", survey)) == "SURVEY"

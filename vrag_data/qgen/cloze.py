@@ -51,7 +51,7 @@ def sentences(text: str) -> list[str]:
 
 
 _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b[a-z]{3,}[A-Z][a-z]+|\^|\u2010|"
-                      r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b")
+                      r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b|[\u00d7x]\s*10\d")  # "\u00d7 109": 10 to the 9
 
 
 # what reads as a sentence but states nothing of the document's own: a labelled field or a dataset's example
@@ -59,6 +59,7 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
 # trademark or copyright notice, a note on a screenshot
 _NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|trademark|all rights reserved|"
                            r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
+_OPEN_ENDS = frozenset("and or but nor the for with from into onto that which who than their its our your".split())
 _VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
 
 
@@ -66,7 +67,8 @@ def _statement(words: list[str]) -> bool:
     """A block's last line without a period that still states something (a slide's "The survey was administered in 6
     languages"): a verb among its lower-case words, and no more than 60 % of its words capitalised (a menu's
     "Polish Sausage 6.00 Polish with Cheese 7.00" states nothing)."""
-    if sum(w[:1].isupper() for w in words) > 0.6 * len(words) or not re.fullmatch(r"[A-Za-z]{3,}\)?|[\d,.]+%?", words[-1]):
+    if sum(w[:1].isupper() for w in words) > 0.6 * len(words) or not re.fullmatch(r"[A-Za-z]{3,}\)?|[\d,.]+%?", words[-1]) \
+            or words[-1].lower() in _OPEN_ENDS:  # "... with focus on nanotechnology and": the line goes on
         return False  # a line cut mid-word ("... or if total L"), a question, a list running on
     return any(_VERB.match(w.strip(",;:")) for w in words[1:] if w[:1].islower())
 

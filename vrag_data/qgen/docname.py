@@ -311,8 +311,9 @@ def _apart(above: _Line, below: _Line) -> bool:
     left_a, right_a = min(b[0] for _, _, b in above), max(b[2] for _, _, b in above)
     left_b, right_b = min(b[0] for _, _, b in below), max(b[2] for _, _, b in below)
     height = bottom_b - top_b
-    if abs(top_b - top_a) < 0.5 * height and (left_b >= right_a or right_b <= left_a):
-        return True  # side by side: the headings of two columns ("... Changes in Equity" beside another statement)
+    gap = max(left_b - right_a, left_a - right_b)
+    if abs(top_b - top_a) < 0.5 * height and gap >= 0:  # side by side: the headings of two columns ("... Changes
+        return gap > 2 * height  # in Equity" beside another statement), not one line set in pieces (small caps)
     return not -height <= top_b - bottom_a <= 1.5 * height
 
 
@@ -359,7 +360,10 @@ def first_heading(pdf_path: str) -> str:
     except (RuntimeError, ValueError):
         return ""
     texts = sorted((spans[0][2][1], "".join(t for _, t, _ in spans).strip()) for spans in lines if spans)
-    return next((t for _, t in texts if re.search(r"[A-Za-z]{3,}", t)), "")
+    # a heading starts as one (a capital or a number) and ends as one: not a column's first line that goes on
+    # from the page before ("(or why they cannot imagine such a thing) and which input")
+    return next((t for _, t in texts if re.search(r"[A-Za-z]{3,}", t) and re.match(r"[A-Z0-9]", t)
+                 and not re.search(r"\b(and|or|of|the|to|for|with|in|on|by|a|an|that|which)$", t, re.I)), "")
 
 
 _GENERIC = frozenset(

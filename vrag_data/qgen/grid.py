@@ -134,6 +134,8 @@ def clean_value(cell: str) -> bool:
     c = cell.strip()
     if c.lower() in _EMPTY or len(c) > 40 or c.count("(") != c.count(")"):  # "Audit Committee.)": a cut note
         return False
+    if not re.search(r"[^\W_]", c):  # a mark ("\u2715", "\u2713"): what it means the question cannot say
+        return False
     if not is_number(c) and _CUT.search(c):
         return False
     return not re.search(r"%\s*%|\$\s*\$|\s{2,}|\$$", c)  # "29% %", "$ 1,874 $": two cells run together
@@ -188,7 +190,7 @@ def _header_problem(header: list[str]) -> str:
 
 
 # an amount inside a column name: the first row's value read into the header ("Q3 2023 $960M", "FY22 73%")
-_GLUED_VALUE = re.compile(r"[$\u20ac\u00a3]\s?\d|\d[\d,.]*\s?[MBK]\b|\b\d+(\.\d+)?\s?%")
+_GLUED_VALUE = re.compile(r"[$\u20ac\u00a3]\s?\d|\d[\d,.]*\s?[MBK]\b|\b\d+(\.\d+)?\s?%|\s[$\u20ac\u00a3\u2014\u2013]+(\s[$\u20ac\u00a3\u2014\u2013-]+)*$")
 _REPEATED_WORD = re.compile(r"\b(\w{3,})\s+\1\b", re.I)
 
 
@@ -259,7 +261,7 @@ def _heads(body: list[list[str]]) -> dict[str, str]:
             # a heading, not a long label whose values sit on the next line ("Preferred stock, $1.00 par value: ...")
             # ... nor the lower-case rest of the label above ("Deferred" / "memberships")
             section = head if len(head.split()) <= MAX_HEAD_WORDS and not re.search(r"\d|:", head) \
-                and not _FRAGMENT.match(head) else ""
+                and not _FRAGMENT.match(head) and head.count("(") == head.count(")") else ""
         elif r[0] and section:
             out.setdefault(r[0], section)
             if r[0].lower().startswith("total"):  # "Total current assets" closes "Current assets"

@@ -23,7 +23,7 @@ import random
 import re
 
 from vrag_data.qgen.evidence import Evidence, Region
-from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
+from vrag_data.qgen.grid import Grid, plain, quantity, section_key, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question
@@ -215,6 +215,12 @@ def _blocks(grid: Grid) -> dict[tuple[str, str], int]:
     return out
 
 
+def _heads_itself(row: str, head: str) -> bool:
+    """A row named as its section ("Acquisition Cost" under "Acquisition costs"): the section's total."""
+    a, b = (re.sub(r"s\b", "", section_key(x)) for x in (row, head))
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))
+
+
 _STEP = re.compile(r"^\s*(less|add|deduct|plus|minus)\b\s*:?", re.I)
 
 
@@ -276,6 +282,7 @@ def _table_compare(rng: random.Random, region: Region, label: str,
         # signed changes of balances, not amounts one weighs against another
         # a deduction or an addition ("Less: sinking fund assets") is a step of a reconciliation, no line to weigh
         if n is not None and n > 0 and not row.lower().startswith("total") and not _STEP.match(row) \
+                and not _heads_itself(row, grid.heads.get(row, "")) \
                 and not _CHANGES.search(grid.heads.get(row, "")):
             key = f"{col}\x00{grid.unit(value, row, col)}\x00{grid.sections.get(row, '')}\x00{blocks[(row, col)]}"
             by_col.setdefault(key, []).append((row, n, value))

@@ -20,7 +20,10 @@ from vrag_data.qgen.cloze import _NAMED_BY, prose, running_words, sentences
 _ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*$")  # two capitals at least
 _CAPITAL = re.compile(r"^[A-Z][a-z]+(?:-[A-Za-z]+)*$")
 _ROMAN = re.compile(r"^[IVXLC]+$")
-_JOINERS = frozenset({"of", "for", "and", "de", "on"})
+# words inside one name ("Bank of Canada", "Henk van Elst"); "and" joins two names as often ("Elst and Thomas
+# Buchert"), so a run beside "and" and another name is not blanked (`_beside_another`)
+_JOINERS = frozenset({"of", "for", "de", "on", "van", "von", "der", "den", "da", "di", "du", "del", "la", "le"})
+_AND = frozenset({"and", "&"})
 _CALENDAR = frozenset("january february march april may june july august september october november december "
                       "monday tuesday wednesday thursday friday saturday sunday".split())
 # capitalised values and connectives, not names ("True", "AKA")
@@ -74,6 +77,16 @@ def _given_away(term: list[str], rest: list[str]) -> bool:
     return False
 
 
+def _beside_another(words: list[str], a: int, b: int) -> bool:
+    """Whether the run `words[a:b]` stands by "and" next to another name: one name of a list, or part of a longer
+    one ("Society for Testing and Materials"); which words the blank holds, the sentence does not tell."""
+    after = b + 1 < len(words) and words[b].lower() in _AND and _named(words[b + 1].rstrip(_TRAIL)) \
+        and words[b - 1] == words[b - 1].rstrip(_TRAIL)
+    before = a >= 2 and words[a - 1].lower() in _AND and _named(words[a - 2].rstrip(_TRAIL)) \
+        and words[a - 2] == words[a - 2].rstrip(_TRAIL)
+    return after or before
+
+
 def _blanks(sentence: str) -> list[tuple[str, str]]:
     words = running_words(sentence)
     if not words or sum(w[:1].isupper() for w in words) * 2 > len(words):  # a title-case line, no prose
@@ -83,6 +96,8 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
         if a == 1 and _named(words[0].rstrip(_TRAIL)):  # "Kim YH. Anterior ...": a name begun by the first word
             continue
         if words[a - 1][:1].isupper() or b < len(words) and words[b][:1].isupper():  # "___ Aid's": part of a name
+            continue
+        if _beside_another(words, a, b):
             continue
         term = " ".join(words[a:b]).rstrip(_TRAIL)
         core = [w.rstrip(_TRAIL) for w in words[a:b]]
