@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from vrag_data.qgen.captions import caption_of, table_span
+from vrag_data.qgen.captions import caption_of
 from vrag_data.qgen.grid import Grid, markdown_rows, section_key
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
