@@ -294,3 +294,46 @@ def test_a_neutral_heading_is_a_heading_not_a_columns_first_line(tmp_path: Path)
             page.insert_text((60, 80 + 14 * k), "Participants described how they search the web on a phone.", fontsize=10)
 
     assert first_heading(_pdf(tmp_path, "v.pdf", survey)) == "SURVEY"
+
+
+# -- faults the held-out sets AK-AN showed, measured as found on 587c58a ---------------------------------------
+
+
+def test_a_signature_stamp_under_the_letter_is_no_title(tmp_path: Path) -> None:
+    def letter(page) -> None:  # noqa: ANN001 - an exchange filing's cover letter, signed digitally at its foot
+        page.insert_text((60, 50), "Cipla Ltd.", fontsize=9)
+        for k in range(32):
+            page.insert_text((60, 80 + 14 * k), "We are enclosing herewith a copy of the transcript of the earnings call.", fontsize=11)
+        page.insert_text((60, 560), "RAJENDR", fontsize=16)
+        page.insert_text((60, 578), "A KUMAR", fontsize=16)
+        page.insert_text((200, 560), "Digitally signed by RAJENDRA KUMAR CHOPRA", fontsize=7)
+
+    assert largest_font_text(_pdf(tmp_path, "c.pdf", letter)) == "Cipla Ltd."
+
+
+def test_a_pages_margin_line_numbers_keep_its_sentences_out_of_quotes() -> None:
+    from vrag_data.qgen.cloze import margin_numbers
+
+    page = "\n".join(f"Line of the notes number {k} runs here and on.\n{k}" for k in range(46, 56))
+    margin = margin_numbers(page)
+    assert {"46", "50", "55"} <= margin
+    text = "In practice this can be efficiently computed 69 using the Fast Fourier Transform over 128 cells."
+    assert cloze_candidates(text, frozenset(), frozenset({"69"})) == []
+    assert term_candidates(text, frozenset(), frozenset({"69"})) == []
+    assert margin_numbers("Roads\n1,200\n12\n2023\n7\n") == frozenset()  # a few bare values are no margin
+
+
+def test_a_survey_legend_printed_above_shares_set_first_gives_no_pairs_and_contacts_no_columns() -> None:
+    page = ("How likely are you to recommend the course to your friends?\nDetractor\nPassive\nPromoter\n34%\nDetractor\n"
+            "52%\nPassive\n15%\nPromoter\n")
+    assert answer_shares(page) == []
+    md = "| | Analyst Relations | geoffrey.weiss@cibc.com |\n|---|---|---|\n| Phone | 416-980-5093 | 416-980-5093 |\n| Fax | 1 | 2 |"
+    assert table_grid(md).problem
+
+
+def test_a_label_wrapped_in_capitals_and_a_title_hyphen_at_a_line_end_read_as_printed() -> None:
+    md = ("| | Q3 2023 | Q3 2022 |\n|---|---|---|\n| INCOME/(LOSS) FROM CONTINUING OPERATIONS | | |\n"
+          "| BEFORE INCOME TAXES | 1,972 | 1,517 |\n| Provision for income taxes | 268 | 193 |\n| Net income | 1,704 | 1,324 |")
+    assert "BEFORE INCOME TAXES" not in {r for r, _, _ in table_grid(md).cells}
+    assert document_label("Step-by-\nStep Guide to AVERT\n", largest="Step-by-\nStep Guide to AVERT") == "\u201cStep-by-Step Guide to AVERT\u201d"
+    assert "stylegan-encoder" in sentences("We compare StyleGAN2 morphs and the stylegan-\nencoder morphs at one threshold.")[0]

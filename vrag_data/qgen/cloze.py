@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from functools import lru_cache
 
 MIN_WORDS, MAX_WORDS, MAX_NUMBERS = 8, 30, 3
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9%)][.!?])\s+(?=[A-Z])")
@@ -45,7 +46,7 @@ def sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
     # a line holding a number alone inside running text is a form's line number, a margin or page number
     text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
-    vocab = frozenset(w.lower() for w in re.findall(r"(?<![\w-])[A-Za-z]+(?![\w-])", text))
+    vocab = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", text))  # "StyleGAN2" holds the word "stylegan"
     text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", lambda m: _mend(m, vocab), text)  # broken at a line end
     return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
 
@@ -187,16 +188,34 @@ def _complement(words: list[str], i: int, m: re.Match[str]) -> bool:
     return any(o and abs(float(o.group(1)) + value - 100) < 1e-9 for o in others)
 
 
-def cloze_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """Every usable (blanked sentence, number) of a text region (module doc); sentences in `common` (printed in
-    more than one document: a disclaimer, a boilerplate paragraph) have no one document to name."""
-    return [b for s in sentences(text) if s not in common for b in _blanks(s, text)]
+MIN_MARGIN_LINES = 5
 
 
-def cloze_question(rng: random.Random, text: str, label: str,
-                   common: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+@lru_cache(maxsize=4096)
+def margin_numbers(page_text: str) -> frozenset[str]:
+    """The line numbers a page prints in its margin (a preprint's "46", "47", "48", ... one per line): five bare
+    numbers or more, most of them one after the other. The text layer runs them into the sentences beside them."""
+    nums = sorted({int(ln) for ln in page_text.split("\n") if re.fullmatch(r"\s*\d{1,4}\s*", ln)})
+    steps = sum(b - a == 1 for a, b in zip(nums, nums[1:]))
+    return frozenset(map(str, nums)) if len(nums) >= MIN_MARGIN_LINES and steps * 5 >= 3 * (len(nums) - 1) else frozenset()
+
+
+def quotable(sentence: str, common: frozenset[str], margin: frozenset[str]) -> bool:
+    """A sentence a blank may quote: printed in one document only (`common`: a disclaimer, a boilerplate paragraph
+    printed in several), and holding none of its page's margin line numbers (it would not read as printed)."""
+    return sentence not in common and not (margin and margin & {w.strip(".,;:()") for w in sentence.split()})
+
+
+def cloze_candidates(text: str, common: frozenset[str] = frozenset(), margin: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every usable (blanked sentence, number) of a text region (module doc) from the sentences it may quote
+    (`quotable`)."""
+    return [b for s in sentences(text) if quotable(s, common, margin) for b in _blanks(s, text)]
+
+
+def cloze_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
+                   margin: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(question, answer) for one sentence of the region naming its document, a number blanked, or None."""
-    cands = cloze_candidates(text, common)
+    cands = cloze_candidates(text, common, margin)
     if not cands or not label:
         return None
     blanked, value = rng.choice(cands)

@@ -108,7 +108,8 @@ _MARKUP = re.compile(r"<\|?/?[A-Za-z_][^<>]{0,40}>|\[/?[A-Z]{2,8}\]|<<?/?SYS>>?"
 
 def _clean(text: str) -> str:
     """One line, no control characters or markup, hyphenation at line ends undone, cut to `MAX_CHARS`."""
-    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
+    text = re.sub(r"(\w)-\s*\n\s*([a-z])", r"\1\2", text)  # "Inter-\nnational"; "Step-by-\nStep" keeps it
+    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1-\2", text)
     text = _MARKUP.sub(" ", text)  # a tag or chat token printed in a title names nothing
     text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
     text = " ".join(text.split())
@@ -283,6 +284,11 @@ def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
     if not sizes or (chars >= RUNNING_TEXT and max(sizes) < DISTINCT * body):
         return []
     top = max(sizes)
+    if chars >= RUNNING_TEXT:  # a title stands above the running text, not under it (a signature stamp's name)
+        below = [b[1] for spans in lines for size, text, b in spans if abs(size - body) <= 0.5 and text.strip()]
+        first_top = min(spans[0][2][1] for spans in upper if any(abs(size - top) <= 0.5 for size, _, _ in spans))
+        if sum(y > first_top for y in below) * 2 < len(below):
+            return []
     idx: list[int] = []
     for i, spans in enumerate(lines):
         if spans in upper and any(abs(size - top) <= 0.5 for size, _, _ in spans):

@@ -182,6 +182,8 @@ def _header_problem(header: list[str]) -> str:
         return "one column name is part of another (a header split by text extraction)"
     if _smeared(cols) or _date_cut(cols):
         return "a group header smeared over its columns, or a column name cut by text extraction"
+    if any(re.search(r"@|www\.|https?:", h) for h in cols):  # a contact list's addresses: no column names
+        return "contact details in the first row, not column names"
     if any(h.count(",") >= 2 for h in cols):  # "Option, Try, Validated, Either": a row of values read as the header
         return "the first row holds a list of values, not column names"
     if any(_GLUED_VALUE.search(h) or _REPEATED_WORD.search(h) for h in cols):
@@ -330,6 +332,11 @@ def _odd_kind(cells: list[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     return out
 
 
+# a label that starts with a word joining it to the line above ("BEFORE INCOME TAXES" under "INCOME/(LOSS) FROM
+# CONTINUING OPERATIONS"): the rest of a wrapped label, whatever its case
+_GOES_ON = re.compile(r"^(before|after|of|for|and|or|from|to|in|on|by|with|at|per|than|into)\b", re.I)
+
+
 def _cut_above(rows: list[list[str]]) -> set[str]:
     """Labels that are the second line of a label-only row cut short above them ("Interest expense on borrowings on
     Condensed Consolidated" over "Statements of Income | 1,204"): the values belong to the two lines together."""
@@ -382,7 +389,7 @@ def table_grid(text: str) -> Grid:
     whole = body
     body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
     labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
-    spans = _spanning(whole) | _continued(whole) | _cut_above(whole)
+    spans = _spanning(whole) | _continued(whole) | _cut_above(whole) | {r[0] for r in whole if _GOES_ON.match(r[0])}
     asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
              and not _FRAGMENT.match(r[0]) and r[0] not in spans]
     cells = [(r[0], header[j], r[j]) for r in asked

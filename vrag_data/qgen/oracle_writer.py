@@ -26,7 +26,7 @@ from vrag_data.qgen.evidence import Evidence, Region
 from vrag_data.qgen.grid import Grid, plain, quantity, section_key, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
-from vrag_data.qgen.cloze import cloze_candidates, cloze_question
+from vrag_data.qgen.cloze import cloze_candidates, cloze_question, margin_numbers
 from vrag_data.qgen.survey import region_shares, share_question
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
@@ -313,8 +313,9 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
     texts = scope.texts.get(region.stem, ())
     got = None
     if region.source == "text":  # a chart's labels are no sentences: only its answer shares are asked
-        got = cloze_question(rng, region.text, label, scope.common) or term_question(
-            rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term))
+        margin = margin_numbers(region.page.text)
+        got = cloze_question(rng, region.text, label, scope.common, margin) or term_question(
+            rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term), margin)
     # answers under a question printed above them
     got = got or share_question(region.text, region.page.text, label, texts, rng.choice)
     if got is None:
@@ -344,7 +345,9 @@ class OracleWriter:
         if region.source == "text":  # used for documents without a usable table (`EvidencePool.tables_first`)
             if not self.text.body(region.stem, region.page.page):
                 return False
-            return bool(cloze_candidates(region.text, self.text.common) or term_candidates(region.text, self.text.common)
+            margin = margin_numbers(region.page.text)
+            return bool(cloze_candidates(region.text, self.text.common, margin)
+                        or term_candidates(region.text, self.text.common, margin)
                         or region_shares(region.text, region.page.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 and not contents_page(region.page.text)  # a contents page's "table" holds page numbers

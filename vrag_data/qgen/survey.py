@@ -40,7 +40,10 @@ def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
                 found.append((pending[-1], ln))
             pending = []
         names = [a for a, _ in found]
-        if len(found) >= 2 and len(set(names)) == len(names):
+        # an answer printed again above its share (a legend over a chart whose text sets shares first: "34%" /
+        # "Detractor" / "52%" / "Passive") leaves which share is whose unknown
+        above = lines[i + 1:i + 1 + next((k for k, ln in enumerate(lines[i + 1:]) if _SHARE.match(ln)), 0)]
+        if len(found) >= 2 and len(set(names)) == len(names) and not any(a in above[:-1] for a in names):
             out += [(line, a, s) for a, s in found if float(s.rstrip("%").strip()) > 0]
     return out
 

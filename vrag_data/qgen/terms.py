@@ -15,7 +15,7 @@ import random
 import re
 from collections.abc import Callable
 
-from vrag_data.qgen.cloze import _NAMED_BY, prose, running_words, sentences
+from vrag_data.qgen.cloze import _NAMED_BY, prose, quotable, running_words, sentences
 
 _ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*$")  # two capitals at least
 _CAPITAL = re.compile(r"^[A-Z][a-z]+(?:-[A-Za-z]+)*$")
@@ -119,19 +119,20 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
     return out
 
 
-def term_candidates(text: str, common: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """Every usable (sentence with a term blanked, the term) of a text region (module doc); sentences in
-    `common` are printed in more than one document."""
-    return [b for s in sentences(text) if s not in common for b in _blanks(s)]
+def term_candidates(text: str, common: frozenset[str] = frozenset(), margin: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Every usable (sentence with a term blanked, the term) of a text region (module doc) from the sentences it
+    may quote (`cloze.quotable`)."""
+    return [b for s in sentences(text) if quotable(s, common, margin) for b in _blanks(s)]
 
 
 def term_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
-                  everywhere: Callable[[str], bool] = lambda term: False) -> tuple[str, str] | None:
+                  everywhere: Callable[[str], bool] = lambda term: False,
+                  margin: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(question, answer) for one sentence of the region naming its document, a name or term blanked: never one
     the document's name spells, one printed all over the document (`everywhere`), or a word set in capitals for
     emphasis ("ONLY", "NEXT": the region prints it in lower case too)."""
     words = set(re.findall(r"\b[a-z]+\b", text))
-    terms = [t for t in term_candidates(text, common) if t[1].lower() not in label.lower() and not everywhere(t[1])
+    terms = [t for t in term_candidates(text, common, margin) if t[1].lower() not in label.lower() and not everywhere(t[1])
              and not (t[1].isalpha() and t[1].isupper() and t[1].lower() in words)]
     if not terms or not label:
         return None
