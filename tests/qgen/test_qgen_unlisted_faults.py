@@ -337,3 +337,9 @@ def test_a_label_wrapped_in_capitals_and_a_title_hyphen_at_a_line_end_read_as_pr
     assert "BEFORE INCOME TAXES" not in {r for r, _, _ in table_grid(md).cells}
     assert document_label("Step-by-\nStep Guide to AVERT\n", largest="Step-by-\nStep Guide to AVERT") == "\u201cStep-by-Step Guide to AVERT\u201d"
     assert "stylegan-encoder" in sentences("We compare StyleGAN2 morphs and the stylegan-\nencoder morphs at one threshold.")[0]
+
+
+def test_boxes_of_names_laid_out_in_a_grid_are_no_table() -> None:
+    md = ("| sys_open | sys_linkat | sys_symlink |\n|---|---|---|\n| sys_rename | sys_mkdir | sys_rmdir |\n"
+          "| sys_nmount | sys_unlink | sys_chmod |")
+    assert table_grid(md).problem

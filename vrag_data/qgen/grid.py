@@ -310,6 +310,16 @@ def _spanning(rows: list[list[str]]) -> set[str]:
     return out
 
 
+_TOKEN = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def _item_grid(header: list[str], body: list[list[str]]) -> bool:
+    """Boxes of names laid out in a grid ("sys_linkat | sys_symlink | sys_rename"): every cell one identifier, the
+    first row's alike, no number anywhere; "the sys_linkat value of sys_symlink" asks nothing."""
+    cells = [c for c in header[1:] if c] + [c for r in body for c in r[1:] if c and c.lower() not in _EMPTY]
+    return len(cells) >= 4 and all(_TOKEN.fullmatch(c) and ("_" in c or "." in c) for c in cells)
+
+
 def _value_kind(value: str) -> str:
     v = value.strip()
     if re.search(r"%\)?$", v):
@@ -379,6 +389,8 @@ def table_grid(text: str) -> Grid:
     body = [r for r in rows[1:] if len(r) == len(header)]
     if any(not header[j] and r[j] and r[j] not in _EMPTY for r in body for j in range(1, len(header))):
         return Grid(header, [], "values under unnamed columns (a range or a note split over cells)")
+    if _item_grid(header, body):
+        return Grid(header, [], "a grid of items (names in every cell, the first row too), not rows and columns")
     if _unlabelled(body):
         return Grid(header, [], "most rows of values have no row label (records laid out, not one row per item)")
     if _wrapped(body):
