@@ -343,3 +343,17 @@ def test_boxes_of_names_laid_out_in_a_grid_are_no_table() -> None:
     md = ("| sys_open | sys_linkat | sys_symlink |\n|---|---|---|\n| sys_rename | sys_mkdir | sys_rmdir |\n"
           "| sys_nmount | sys_unlink | sys_chmod |")
     assert table_grid(md).problem
+
+
+def test_a_document_with_a_table_or_two_keeps_its_text_in_the_pool() -> None:
+    from vrag_data.qgen.evidence import EvidencePool
+
+    def region(stem: str, page: int, source: str):  # noqa: ANN202
+        r = _region("| a | b |\n|---|---|\n| x | 1 |", stem=stem, page=page, title="")
+        return type(r)(r.block.model_copy(update={"cls": source}), r.page, source)
+
+    paper = [region("paper", 1, "table"), region("paper", 2, "text"), region("paper", 3, "text")]
+    filing = [region("tenk", k, "table") for k in (1, 2, 3)] + [region("tenk", 4, "text")]
+    pool = EvidencePool({"paper": paper, "tenk": filing}, {}).tables_first()
+    assert sum(r.source == "text" for r in pool.by_doc["paper"]) == 2  # its one table may give nothing
+    assert all(r.source == "table" for r in pool.by_doc["tenk"])

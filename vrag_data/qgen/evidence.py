@@ -32,6 +32,7 @@ CLASS_SOURCE: dict[str, EvidenceSource] = {
     "table": "table", "chart": "chart", "figure": "figure", "text": "text", "list": "text", "ocr_line": "text",
     "title": "layout", "caption": "layout",
 }
+FEW_TABLES = 3  # table regions a document needs before its running text is left out of the pool
 # Visual and tabular regions make better questions than running text; headings the least.
 WEIGHT: dict[str, float] = {"table": 3.0, "chart": 3.0, "figure": 2.0, "text": 1.0, "layout": 0.3}
 OVERLAP = 0.6  # share of the smaller block inside a kept block that makes it a duplicate
@@ -142,8 +143,9 @@ class EvidencePool:
         return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
 
     def tables_first(self) -> "EvidencePool":
-        """Text regions only for documents without a table region: a document with tables is asked about them."""
-        by_doc = {s: rs if not any(r.source == "table" for r in rs) else [r for r in rs if r.source != "text"]
+        """Text regions only for documents with fewer than `FEW_TABLES` table regions: a document of tables is asked
+        about them; a paper or a report with a table or two keeps its text (its one table may give nothing)."""
+        by_doc = {s: rs if sum(r.source == "table" for r in rs) < FEW_TABLES else [r for r in rs if r.source != "text"]
                   for s, rs in self.by_doc.items()}
         return EvidencePool({s: rs for s, rs in by_doc.items() if rs}, self.first_titles)
 
