@@ -52,11 +52,16 @@ def test_a_statements_notes_column_holds_references_no_value_is_asked_from_it() 
 def test_a_line_that_adds_up_the_lines_above_is_never_weighed_against_one_of_them() -> None:
     md = ("| | Q2 2026 | Q1 2026 |\n|---|---|---|\n| Compensation and benefits | 20,231 | 19,880 |\n"
           "| Promotional | 17,346 | 16,120 |\n| Depreciation | 11,400 | 10,950 |\n| Acquisition costs | 48,977 | 46,950 |")
+    questions = _comparisons(md)
+    assert questions and not any("Acquisition costs" in q for q in questions), questions
+
+
+def _comparisons(md: str) -> list[str]:
+    """The "which is higher" questions the writer makes of one table of an earnings release (40 attempts)."""
     region = _region(md, stem="lpl", page=19, title="Acquisition Cost Summary")
     w = OracleWriter({}, {"lpl": "\u201cLPL Financial Announces Second Quarter 2026 Results\u201d"})
     outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "logic")) for i in range(40)]
-    questions = [o.question for o in outs if isinstance(o, Written)]
-    assert questions and not any("Acquisition costs" in q for q in questions), questions
+    return [o.question for o in outs if isinstance(o, Written)]
 
 
 def test_a_label_cut_over_two_lines_and_the_rest_of_a_label_are_not_asked() -> None:
@@ -267,10 +272,7 @@ def test_a_flattened_power_a_mark_for_a_value_and_two_names_joined_by_and_are_no
 def test_a_total_named_as_its_section_is_not_weighed_and_a_small_caps_title_is_whole(tmp_path: Path) -> None:
     md = ("| | Q2 2026 | Q1 2026 |\n|---|---|---|\n| Acquisition costs | | |\n| Compensation and benefits | 22,454 | 19,880 |\n"
           "| Promotional | 17,346 | 16,120 |\n| Amortization | 9,400 | 8,950 |\n| Acquisition Cost | 61,216 | 56,950 |")
-    region = _region(md, stem="lpl", page=19, title="Acquisition Cost Summary")
-    w = OracleWriter({}, {"lpl": "\u201cLPL Financial Announces Second Quarter 2026 Results\u201d"})
-    outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "logic")) for i in range(40)]
-    questions = [o.question for o in outs if isinstance(o, Written)]
+    questions = _comparisons(md)
     assert questions and not any("Acquisition Cost" in q.split(":")[-1] for q in questions), questions
 
     def small_caps(page) -> None:  # noqa: ANN001 - capitals large, the rest of each word smaller, in pieces
