@@ -8,7 +8,8 @@ from __future__ import annotations
 from tests.qgen import test_qgen_tables as T
 from vrag_data.qgen.docname import document_label
 from vrag_data.qgen.evidence import Evidence
-from vrag_data.qgen.grid import plain, quantity, table_grid
+from vrag_data.qgen.cells import plain, quantity
+from vrag_data.qgen.grid import table_grid
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.scale import table_scale

@@ -8,7 +8,8 @@ from __future__ import annotations
 from tests.qgen.test_qgen_tables import LABELS, _region
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.qgen.columns import same_columns
-from vrag_data.qgen.grid import clean_name, clean_value, number, table_grid
+from vrag_data.qgen.cells import clean_name, clean_value, number
+from vrag_data.qgen.grid import table_grid
 from vrag_data.qgen.oracle_writer import OracleWriter
 from vrag_data.qgen.table_hops import _same_period
 from vrag_data.qgen.writer import Attempt, Rejected

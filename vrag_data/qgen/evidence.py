@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from vrag_data.ingest.backends import block_source_ranks
 from vrag_data.qgen.naming import table_name
 from vrag_data.qgen.statement_items import item_keys, ratio_pair
-from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, quantity, table_grid
+from vrag_data.qgen.cells import quantity
+from vrag_data.qgen.grid import generic_label, label_key, markdown_rows, table_grid
 from vrag_data.schema.records import EvidenceSource, LayoutBlock, Page
 from vrag_data.store import Workspace
 from vrag_data.store.corpus import load_layout, load_pages

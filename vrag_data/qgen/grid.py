@@ -14,35 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-# thousands groups of three only: "3,5,7" is a list of numbers, not 357
-# "1,234", "(16)", "$ 12.5", "-3%", and "$ (16)" (a currency sign printed before the bracket of a negative)
-_NUMBER = re.compile(r"(?:[$\u20ac\u00a3]\s*(?=[(\u2212-]))?[-+\u2212(]?\s*[$\u20ac\u00a3]?\s*(\d{1,3}(,\d{3})+|\d+)(\.\d*)?"
-                     r"\s*(%|pp|bps|x)?\)?", re.I)
-# text that a line wrap cut: it ends in a comma or a word that needs more after it ("Executive Team,", "format and")
-_CUT = re.compile(r"([,;:&/\u2013-]|\b(and|or|of|the|to|for|with|in|on|by|a|an|from|at|as|than|per))$", re.I)
+from vrag_data.qgen.cells import EMPTY, clean_name, clean_value, is_number, is_value, plain
+from vrag_data.qgen.grid_header import header_problem
+
 _UNIT_CELL = re.compile(r"[A-Za-z\u00b5\u03bc\u00b0%/]{1,5}")  # "V", "mA", "MHz", "ms", "\u00b5s", "%"
 _SHARE_COUNT = re.compile(r"\b(weighted[- ]average (number of )?(common )?shares|shares outstanding|number of shares)\b", re.I)
 _PER_SHARE = re.compile(r"\bper\s+(\w+\s+){0,2}share\b|\beps\b", re.I)
 _SHARE_COLUMN = re.compile(r"(\b(rate|rates|percent|percentage|yield|margin)\b|%)", re.I)  # a column of shares
-_EMPTY = {"", "-", "\u2013", "\u2014", "n/a", "na", "nm", "*"}
-MAX_HEADER_CHARS, MAX_LABEL_CHARS, MAX_COLUMNS_NAMED, MAX_HEAD_WORDS = 60, 80, 4, 12
-
-
-_YEAR = re.compile(r"(FY\s?)?(19|20)\d\d", re.I)
-
-
-def is_number(cell: str) -> bool:
-    return bool(_NUMBER.fullmatch(cell.strip()))
-
-
-def is_value(cell: str) -> bool:
-    """A number that is not a year (a year names a column or a row: "2023")."""
-    return is_number(cell) and not _YEAR.fullmatch(cell.strip())
-
-
-def quantity(cell: str) -> float | None:
-    """The number a cell states as an amount to compare: not a year ("approved 2021" is a date, not more than 2020)."""
-    return number(cell) if is_value(cell) else None
+MAX_LABEL_CHARS, MAX_COLUMNS_NAMED, MAX_HEAD_WORDS = 80, 4, 12
 
 
 @dataclass(frozen=True)
@@ -95,118 +74,6 @@ class Grid:
         return ", ".join(named[:MAX_COLUMNS_NAMED]) + more
 
 
-def plain(name: str) -> str:
-    """A label or column name without its footnote mark: "Interest payments(5)" -> "Interest payments",
-    "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita"."""
-    name = re.sub(r"^[*\u2020\u2021]+\s*(?=\w)", "", name.strip())
-    return re.sub(r"\s*(\((\d{1,2}|[a-z])\)|[*\u2020\u2021\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)$", "", name).strip() or name
-
-
-_SHORT_OK = frozenset("a i of in to at by on or vs no us uk eu fy q1 q2 q3 q4 h1 h2 % & $ # + - ( )".split())
-
-
-def clean_name(cell: str) -> bool:
-    """A column name or row label as a reader would type it: not a number, no fragment left by text extraction
-    (a stray letter such as "Three o", a cut word such as "th Ended"), no value glued to its end ("Some college 69")."""
-    toks = cell.split()
-    if not toks or is_value(cell) or cell.startswith("(") and cell.endswith(")"):
-        return False
-    if cell.count("(") != cell.count(")"):  # "EPS (Diluted Net EBITDA": two header cells run together
-        return False
-    if len(re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", cell)) >= 2:  # "June 30, 2023 11.5 years 11.3 years": values glued on
-        return False
-    if not re.search(r"[A-Za-z]{2,}|\d", cell):  # "/S/" (a signature mark), "—"
-        return False
-    if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
-        return False
-    if any(re.fullmatch(r"[A-Za-z]{2,}-", t) for t in toks):  # "World-", "Inter-": a hyphenated word cut at a line end
-        return False
-    if toks[0][0].islower() and len(toks[0]) <= 3 or toks[0] in ("-", "\u2013", "\u2022"):  # "th Ended", "d", "- Self-Ask"
-        return False
-    if len(toks) > 1 and _CUT.search(cell.strip()):  # "Net sales by" or "Shares in": the rest is on the next line
-        return False
-    if len(toks) > 1 and re.search(r"[$(\[]$", cell.strip()):  # "..., net of tax of $3, $(4), $31, and $": cut
-        return False
-    return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
-
-
-def clean_value(cell: str) -> bool:
-    c = cell.strip()
-    if c.lower() in _EMPTY or len(c) > 40 or c.count("(") != c.count(")"):  # "Audit Committee.)": a cut note
-        return False
-    if not re.search(r"[^\W_]", c):  # a mark ("\u2715", "\u2713"): what it means the question cannot say
-        return False
-    if not is_number(c) and _CUT.search(c):
-        return False
-    return not re.search(r"%\s*%|\$\s*\$|\s{2,}|\$$", c)  # "29% %", "$ 1,874 $": two cells run together
-
-
-_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
-          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b")
-
-
-def _smeared(cols: list[str]) -> bool:
-    """Column names that a header merge garbled: the group label of some columns glued into every name after their
-    shared prefix ("... 2022 Rigid Flexibles", "... 2022 Rigid Packaging", ...), or "less/more than" cut from its
-    number ("Payments due by Period Less than Total")."""
-    if any(re.search(r"\b(less|more) than (?![\d$])", c, re.I) for c in cols):
-        return True
-    # two sub-columns read as one: "hypermarkets 1996 since 1980" (a "1996" column and a "since 1980" column)
-    if any(re.search(r"\b(?:19|20)\d\d\s+(?!to\b|and\b|vs\b|versus\b|through\b)[A-Za-z]+\b.*\b(?:19|20)\d\d\b", c) for c in cols):
-        return True
-    # a day of the year run into the next column's words: "Balance at December 31 Contributions Received"
-    # ("December 31" over "2022" in one column, "Contributions" over "Received" in the next)
-    if any(re.search(rf"\b{_MONTH}\.?\s+\d{{1,2}}\s+(?!,|(?:19|20)\d\d\b)[A-Za-z]", c, re.I) for c in cols):
-        return True
-    groups: dict[str, list[str]] = {}
-    for c in cols:
-        m = re.match(r"(.*\b(?:19|20)\d\d)\s+(\S.*)$", c)  # a dated group: "<period ending YYYY> <rest>"
-        if m:
-            groups.setdefault(m.group(1), []).append(m.group(2))
-    for rests in groups.values():
-        firsts = {r.split()[0] for r in rests if len(r.split()) >= 2}
-        if len(rests) >= 3 and len(firsts) == 1 and all(len(r.split()) >= 2 for r in rests):
-            return True
-    return False
-
-
-def _header_problem(header: list[str]) -> str:
-    """Why the first row names no columns a question could use ("" when it does)."""
-    cols = [h for h in header[1:] if h]
-    if not cols or sum(is_value(h) for h in cols) * 2 >= len(cols):
-        return "the first row holds values, not column names"
-    if len(set(cols)) < len(cols) or not all(clean_name(h) and len(h) <= MAX_HEADER_CHARS for h in cols):
-        return "column names repeated or broken by text extraction"
-    words = [frozenset(h.lower().split()) for h in cols]
-    if any(i != j and a <= b for i, a in enumerate(words) for j, b in enumerate(words)):  # "Six Months" / "Six Months Ended"
-        return "one column name is part of another (a header split by text extraction)"
-    if _smeared(cols) or _date_cut(cols):
-        return "a group header smeared over its columns, or a column name cut by text extraction"
-    if any(re.search(r"@|www\.|https?:", h) for h in cols):  # a contact list's addresses: no column names
-        return "contact details in the first row, not column names"
-    if any(h.count(",") >= 2 for h in cols):  # "Option, Try, Validated, Either": a row of values read as the header
-        return "the first row holds a list of values, not column names"
-    if any(_GLUED_VALUE.search(h) or _REPEATED_WORD.search(h) for h in cols):
-        return "a value or a repeated word glued to a column name (\"Q3 2023 $960M\", \"Consolidated Consolidated\")"
-    return ""
-
-
-# an amount inside a column name: the first row's value read into the header ("Q3 2023 $960M", "FY22 73%")
-_GLUED_VALUE = re.compile(r"[$\u20ac\u00a3]\s?\d|\d[\d,.]*\s?[MBK]\b|\b\d+(\.\d+)?\s?%|\s[$\u20ac\u00a3\u2014\u2013]+(\s[$\u20ac\u00a3\u2014\u2013-]+)*$")
-_REPEATED_WORD = re.compile(r"\b(\w{3,})\s+\1\b", re.I)
-
-
-_MONTH_DAY_YEAR = re.compile(r"\b[A-Z][a-z]{2,8}\.?\s+\d{1,2},?\s+(19|20)\d\d\b")
-
-
-def _date_cut(cols: list[str]) -> bool:
-    """A period column that lost its month and day ("Three Months Ended 2022") beside one that kept them ("Three
-    Months Ended December 31, 2021"): which day the first period ends is not known."""
-    dated = [c for c in cols if _MONTH_DAY_YEAR.search(c)]
-    return bool(dated) and any(re.search(r"\bended\b", c, re.I) and re.search(r"\b(19|20)\d\d\b", c)
-                               and not _MONTH_DAY_YEAR.search(c) for c in cols)
-
-
 def _unlabelled(body: list[list[str]]) -> bool:
     """Most rows holding numbers have no row label: the table lays out records (a product, its period, region and
     commentary), not one row per item, and a label found there names a fragment ("Business" of two lines)."""
@@ -228,7 +95,7 @@ def label_key(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", label.lower())
 
 
-_ENDS_CUT = re.compile(r"\b(and|or|of|in|the|to|for|with|by|from|at|on)$", re.I)  # a label going on below
+_ENDSCUT = re.compile(r"\b(and|or|of|in|the|to|for|with|by|from|at|on)$", re.I)  # a label going on below
 
 
 def _wrapped(body: list[list[str]]) -> bool:
@@ -239,8 +106,8 @@ def _wrapped(body: list[list[str]]) -> bool:
     goes_on, prev = 0, ""
     for r in body:
         lab = r[0]
-        texts = [c for c in r[1:] if c and c.lower() not in _EMPTY and not is_number(c)]
-        cut_above = bool(re.search(r"[A-Za-z]-$", prev)) or (" " in prev and bool(_ENDS_CUT.search(prev)))
+        texts = [c for c in r[1:] if c and c.lower() not in EMPTY and not is_number(c)]
+        cut_above = bool(re.search(r"[A-Za-z]-$", prev)) or (" " in prev and bool(_ENDSCUT.search(prev)))
         goes_on += (bool(re.match(r"[a-z]+\b", lab)) or cut_above or (not lab and bool(texts))
                     or any(re.match(r"[a-z]+\s+\S", c) for c in texts))  # "and one in ...", not "mA"
         prev = lab or prev
@@ -258,7 +125,7 @@ def _heads(body: list[list[str]]) -> dict[str, str]:
     section = ""
     for r in body:
         # a label with no values under it; a dash is a value (a zero line: "Preferred stock | — | —")
-        if r[0] and not any(c and (c.lower() not in _EMPTY or _DASH.fullmatch(c.strip())) for c in r[1:]):
+        if r[0] and not any(c and (c.lower() not in EMPTY or _DASH.fullmatch(c.strip())) for c in r[1:]):
             head = r[0].strip().rstrip(":").strip()
             # a heading, not a long label whose values sit on the next line ("Preferred stock, $1.00 par value: ...")
             # ... nor the lower-case rest of the label above ("Deferred" / "memberships")
@@ -279,7 +146,7 @@ def unit_column(header: list[str], body: list[list[str]]) -> int | None:
     """The column that names each row's unit ("Units": V, mA, ms), when there is one: it is named so, or holds
     only short unit words, at least two different ones."""
     for j in range(1, len(header)):
-        vals = [r[j] for r in body if r[j] and r[j].lower() not in _EMPTY]
+        vals = [r[j] for r in body if r[j] and r[j].lower() not in EMPTY]
         if len(vals) >= 2 and all(_UNIT_CELL.fullmatch(v) for v in vals) and (
                 "unit" in header[j].lower() or len({v.lower() for v in vals}) >= 2):
             return j
@@ -303,9 +170,9 @@ def _spanning(rows: list[list[str]]) -> set[str]:
     numbers without a label under a group is its subtotal, not the rest of a record.)"""
     out = set()
     for r, nxt in zip(rows, rows[1:]):
-        if r[0] and not nxt[0] and any(c and c.lower() not in _EMPTY and not _DASH.fullmatch(c)
+        if r[0] and not nxt[0] and any(c and c.lower() not in EMPTY and not _DASH.fullmatch(c)
                                        and not is_value(c.replace("$", "").strip()) for c in nxt[1:]) and \
-                any(c and c.lower() not in _EMPTY for c in r[1:]):
+                any(c and c.lower() not in EMPTY for c in r[1:]):
             out.add(r[0])
     return out
 
@@ -316,7 +183,7 @@ _TOKEN = re.compile(r"[A-Za-z_][\w.\-]*")
 def _item_grid(header: list[str], body: list[list[str]]) -> bool:
     """Boxes of names laid out in a grid ("sys_linkat | sys_symlink | sys_rename"): every cell one identifier, the
     first row's alike, no number anywhere; "the sys_linkat value of sys_symlink" asks nothing."""
-    cells = [c for c in header[1:] if c] + [c for r in body for c in r[1:] if c and c.lower() not in _EMPTY]
+    cells = [c for c in header[1:] if c] + [c for r in body for c in r[1:] if c and c.lower() not in EMPTY]
     return len(cells) >= 4 and all(_TOKEN.fullmatch(c) and ("_" in c or "." in c) for c in cells)
 
 
@@ -352,8 +219,8 @@ def _cut_above(rows: list[list[str]]) -> set[str]:
     Condensed Consolidated" over "Statements of Income | 1,204"): the values belong to the two lines together."""
     out = set()
     for r, nxt in zip(rows, rows[1:]):
-        label_only = r[0] and not any(c and c.lower() not in _EMPTY for c in r[1:])
-        if label_only and nxt[0] and (_ENDS_CUT.search(r[0].strip()) or re.search(r"[A-Za-z]-$", r[0].strip())
+        label_only = r[0] and not any(c and c.lower() not in EMPTY for c in r[1:])
+        if label_only and nxt[0] and (_ENDSCUT.search(r[0].strip()) or re.search(r"[A-Za-z]-$", r[0].strip())
                                       or len(r[0].split()) > 5 and not r[0].rstrip().endswith(":")):  # a long
             out.add(nxt[0])  # label, not a heading: "which line", the table does not tell
     return out
@@ -366,8 +233,8 @@ def _continued(rows: list[list[str]]) -> set[str]:
     heading that ends in a colon, is no wrapped label)."""
     out = set()
     for r, nxt in zip(rows, rows[1:]):
-        label_only = nxt[0] and not any(c and c.lower() not in _EMPTY for c in nxt[1:])
-        if label_only and not nxt[0].rstrip().endswith(":") and any(c and c.lower() not in _EMPTY for c in r[1:]) \
+        label_only = nxt[0] and not any(c and c.lower() not in EMPTY for c in nxt[1:])
+        if label_only and not nxt[0].rstrip().endswith(":") and any(c and c.lower() not in EMPTY for c in r[1:]) \
                 and not r[0].lower().startswith("total"):
             out.add(r[0])
     return out
@@ -383,11 +250,11 @@ def table_grid(text: str) -> Grid:
     if len(rows) < 2 or len(rows[0]) < 2:
         return Grid([], [], "fewer than 2 rows or 2 columns")
     header = rows[0]
-    problem = _header_problem(header)
+    problem = header_problem(header)
     if problem:
         return Grid(header, [], problem)
     body = [r for r in rows[1:] if len(r) == len(header)]
-    if any(not header[j] and r[j] and r[j] not in _EMPTY for r in body for j in range(1, len(header))):
+    if any(not header[j] and r[j] and r[j] not in EMPTY for r in body for j in range(1, len(header))):
         return Grid(header, [], "values under unnamed columns (a range or a note split over cells)")
     if _item_grid(header, body):
         return Grid(header, [], "a grid of items (names in every cell, the first row too), not rows and columns")
@@ -397,9 +264,9 @@ def table_grid(text: str) -> Grid:
         return Grid(header, [], "text cells wrapped over several lines (row labels are fragments of one cell)")
     # a text cell in a column of numbers is the rest of a row label ("Comparable Constant Currency | Growth % | (4)")
     numeric = {j for j in range(1, len(header))
-               if sum(is_number(r[j]) for r in body) * 5 >= 3 * max(1, sum(bool(r[j]) and r[j] not in _EMPTY for r in body))}
+               if sum(is_number(r[j]) for r in body) * 5 >= 3 * max(1, sum(bool(r[j]) and r[j] not in EMPTY for r in body))}
     whole = body
-    body = [r for r in body if not any(r[j] and r[j].lower() not in _EMPTY and not is_number(r[j]) for j in numeric)]
+    body = [r for r in body if not any(r[j] and r[j].lower() not in EMPTY and not is_number(r[j]) for j in numeric)]
     labels = Counter(label_key(r[0]) for r in body)  # labels equal but for case or spacing name no single row
     spans = _spanning(whole) | _continued(whole) | _cut_above(whole) | {r[0] for r in whole if _GOES_ON.match(r[0])}
     asked = [r for r in body if labels[label_key(r[0])] == 1 and clean_name(r[0]) and len(r[0]) <= MAX_LABEL_CHARS
@@ -410,7 +277,7 @@ def table_grid(text: str) -> Grid:
     if not cells:
         return Grid(header, [], "no row with a unique readable label and a value under a named column")
     dropped = [(r[0], header[j], r[j]) for r in whole if r not in asked
-               for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in _EMPTY]
+               for j in range(1, len(header)) if header[j] and r[j] and r[j].lower() not in EMPTY]
     uj = unit_column(header, body)
     units = {r[0]: r[uj] for r in asked if r[uj]} if uj is not None else {}
     return Grid(header, cells, "", dropped, units, _heads(whole))
@@ -439,14 +306,3 @@ def unit(value: str, label: str) -> str:
     if _PER_SHARE.search(lab):  # "per share", "per common share", "Diluted EPS": not an amount in millions
         return "per-share"
     return "$" if "$" in v else "plain"
-
-
-def number(value: str) -> float | None:
-    if not is_number(value):
-        return None
-    v = re.sub(r"[^\d.]", "", value.replace(",", ""))
-    try:
-        n = float(v)
-    except ValueError:
-        return None
-    return -n if re.sub(r"^[$\u20ac\u00a3\s]+", "", value.strip()).startswith(("-", "\u2212", "(")) else n

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from vrag_data.qgen.cross_doc import PART_OF_GROUP, company
-from vrag_data.qgen.grid import plain, quantity
+from vrag_data.qgen.cells import plain, quantity
 from vrag_data.qgen.periods import ANNUAL_DOC, end_day, period_kind
 from vrag_data.qgen.scale import WORDS
 from vrag_data.qgen.statement_items import ITEMS, OUTFLOWS, RATIOS, candidates

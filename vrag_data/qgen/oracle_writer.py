@@ -23,7 +23,8 @@ import random
 import re
 
 from vrag_data.qgen.evidence import Evidence, Region
-from vrag_data.qgen.grid import Grid, plain, quantity, section_key, table_grid
+from vrag_data.qgen.cells import plain, quantity
+from vrag_data.qgen.grid import Grid, section_key, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question, margin_numbers

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from vrag_data.qgen.grid import is_value, markdown_rows
+from vrag_data.qgen.cells import is_value
+from vrag_data.qgen.grid import markdown_rows
 
 SCALES = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}
 WORDS = {v: k for k, v in SCALES.items()}

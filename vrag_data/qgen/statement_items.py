@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from vrag_data.qgen.grid import Grid, plain, quantity, table_grid
+from vrag_data.qgen.cells import plain, quantity
+from vrag_data.qgen.grid import Grid, table_grid
 from vrag_data.qgen.periods import period_kind
 
 YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")

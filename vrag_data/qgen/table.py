@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vrag_data.qgen.codes import code_column
-from vrag_data.qgen.grid import Grid, quantity
+from vrag_data.qgen.cells import quantity
+from vrag_data.qgen.grid import Grid
 from vrag_data.qgen.naming import describe
 
 

@@ -26,7 +26,8 @@ import re
 
 from vrag_data.qgen.cross_doc import is_amount, money_question, same_kind
 from vrag_data.qgen.evidence import Region
-from vrag_data.qgen.grid import Grid, generic_label, label_key, quantity, table_grid
+from vrag_data.qgen.cells import quantity
+from vrag_data.qgen.grid import Grid, generic_label, label_key, table_grid
 from vrag_data.qgen.line_items import cross_item, item_pair, statement_ratio
 from vrag_data.qgen.statement_items import concept, page_concepts, statement_kind
 from vrag_data.qgen.naming import table_name
