@@ -359,3 +359,10 @@ def test_a_document_with_a_table_or_two_keeps_its_text_in_the_pool() -> None:
     pool = EvidencePool({"paper": paper, "tenk": filing}, {}).tables_first()
     assert sum(r.source == "text" for r in pool.by_doc["paper"]) == 2  # its one table may give nothing
     assert all(r.source == "table" for r in pool.by_doc["tenk"])
+
+
+def test_speech_broken_off_and_a_sentence_cut_at_an_abbreviation_are_not_quoted() -> None:
+    assert cloze_candidates("At least -- the market was $800 million, $900 million pre generic in that year.") == []
+    text = "You may need to follow the Party Wall etc. Act 1996 and may have to serve a Party Wall Notice on 12 owners."
+    assert len(sentences(text)) == 1
+    assert all(not b.startswith("Act 1996") for b, _ in term_candidates(text))

@@ -48,17 +48,26 @@ def sentences(text: str) -> list[str]:
     text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
     vocab = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", text))  # "StyleGAN2" holds the word "stylegan"
     text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", lambda m: _mend(m, vocab), text)  # broken at a line end
-    return [" ".join(s.split()) for s in _SENTENCE_END.split(" ".join(text.split("\n")))]
+    out: list[str] = []
+    for piece in _SENTENCE_END.split(" ".join(text.split("\n"))):
+        if out and _ABBREVIATION.search(out[-1]):  # "The Party Wall etc. Act 1996 ...": one sentence
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return [" ".join(s.split()) for s in out]
 
 
+# a period that ends an abbreviation, not a sentence
+_ABBREVIATION = re.compile(r"\b(etc|vs|approx|incl|Mr|Mrs|Ms|Dr|Prof|No|Nos|Inc|Ltd|Co|Corp|St|Fig|Eq|Sec|Vol|cf|al)\.$")
 _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b[a-z]{3,}[A-Z][a-z]+|\^|\u2010|"
                       r"\b[A-Za-z]+(?:ffi|ffl|fi|fl) [a-z]{2,}\b|\b[Il]\d+\b|[\u00d7x]\s*10\d")  # "\u00d7 109": 10 to the 9
 
 
 # what reads as a sentence but states nothing of the document's own: a labelled field or a dataset's example
-# ("Text: The most ...", "... till stop: 4 Achieved ..."), a link's title ("Wikipedia - Must know ..."), a
+# ("Text: The most ...", "... till stop: 4 Achieved ..."), a link's title ("Wikipedia - Must know ..."), speech
+# broken off ("At least -- the market was ..."), a
 # trademark or copyright notice, a note on a screenshot
-_NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|trademark|all rights reserved|"
+_NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|\s--\s|trademark|all rights reserved|"
                            r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
 _OPEN_ENDS = frozenset("and or but nor the for with from into onto that which who than their its our your".split())
 _VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
