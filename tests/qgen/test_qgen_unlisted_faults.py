@@ -338,7 +338,8 @@ def test_a_label_wrapped_in_capitals_and_a_title_hyphen_at_a_line_end_read_as_pr
           "| BEFORE INCOME TAXES | 1,972 | 1,517 |\n| Provision for income taxes | 268 | 193 |\n| Net income | 1,704 | 1,324 |")
     assert "BEFORE INCOME TAXES" not in {r for r, _, _ in table_grid(md).cells}
     assert document_label("Step-by-\nStep Guide to AVERT\n", largest="Step-by-\nStep Guide to AVERT") == "\u201cStep-by-Step Guide to AVERT\u201d"
-    assert "stylegan-encoder" in sentences("We compare StyleGAN2 morphs and the stylegan-\nencoder morphs at one threshold.")[0]
+    assert "stylegan-encoder" in sentences("We compare StyleGAN2 morphs and the stylegan-\nencoder morphs at one threshold; "
+                                           "each encoder runs once.")[0]
 
 
 def test_boxes_of_names_laid_out_in_a_grid_are_no_table() -> None:
@@ -366,3 +367,10 @@ def test_speech_broken_off_and_a_sentence_cut_at_an_abbreviation_are_not_quoted(
     text = "You may need to follow the Party Wall etc. Act 1996 and may have to serve a Party Wall Notice on 12 owners."
     assert len(sentences(text)) == 1
     assert all(not b.startswith("Act 1996") for b, _ in term_candidates(text))
+
+
+def test_a_word_broken_at_a_line_end_is_mended_and_a_contents_run_is_no_sentence() -> None:
+    text = "Initial testing shows that morphs take around 12 min-\nutes for projecting faces with the com-\nmon threshold."
+    assert "12 minutes" in sentences(text)[0] and "common threshold" in sentences(text)[0]
+    assert cloze_candidates("Simulating Gaussian random fields 1.1 Definitions and properties 1.2 Diagonality of covariance "
+                            "in Fourier space and sampling.") == []

@@ -46,7 +46,8 @@ def sentences(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
     # a line holding a number alone inside running text is a form's line number, a margin or page number
     text = "\n".join(ln for ln in text.split("\n") if not re.fullmatch(r"\s*\d{1,4}\s*", ln))
-    vocab = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", text))  # "StyleGAN2" holds the word "stylegan"
+    # the words the text prints whole ("StyleGAN2" holds "stylegan"), not the halves of the words it breaks
+    vocab = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", re.sub(r"[\w-]*-\s*\n\s*\w+", " ", text)))
     text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", lambda m: _mend(m, vocab), text)  # broken at a line end
     out: list[str] = []
     for piece in _SENTENCE_END.split(" ".join(text.split("\n"))):
@@ -65,9 +66,9 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
 
 # what reads as a sentence but states nothing of the document's own: a labelled field or a dataset's example
 # ("Text: The most ...", "... till stop: 4 Achieved ..."), a link's title ("Wikipedia - Must know ..."), speech
-# broken off ("At least -- the market was ..."), a
+# broken off ("At least -- the market was ..."), numbered headings run together ("... fields 1.1 Definitions"), a
 # trademark or copyright notice, a note on a screenshot
-_NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|\s--\s|trademark|all rights reserved|"
+_NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|\s--\s|\b\d+(?:\.\d+)+\s+(?-i:[A-Z][a-z])|trademark|all rights reserved|"
                            r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
 _OPEN_ENDS = frozenset("and or but nor the for with from into onto that which who than their its our your".split())
 _VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
