@@ -231,8 +231,8 @@ def test_a_survey_chart_whose_text_layer_prints_answers_by_their_shares_gives_a_
 
 
 def test_a_bullets_number_starts_a_statement_a_bare_number_starts_a_fragment() -> None:
-    assert ("\u25b8 ___ respondents in 2019 took part in the survey (no requirement to answer all questions)"[2:], "47,308") in \
-        cloze_candidates("\u25b8 47,308 respondents in 2019 took part in the survey (no requirement to answer all questions)")
+    assert ("\u25b8 ___ respondents in 2019 answered the survey (no requirement to answer all questions)"[2:], "47,308") in \
+        cloze_candidates("\u25b8 47,308 respondents in 2019 answered the survey (no requirement to answer all questions)")
     assert cloze_candidates("0.0075 for 2 days, after which it will return to the value 0.0, indicating no infection.") == []
 
 
@@ -374,3 +374,8 @@ def test_a_word_broken_at_a_line_end_is_mended_and_a_contents_run_is_no_sentence
     assert "12 minutes" in sentences(text)[0] and "common threshold" in sentences(text)[0]
     assert cloze_candidates("Simulating Gaussian random fields 1.1 Definitions and properties 1.2 Diagonality of covariance "
                             "in Fourier space and sampling.") == []
+
+
+def test_slide_boxes_run_together_are_no_statement() -> None:
+    boxes = "Intermediate Method Historical hourly emission rates from 2019 modeling Dispatch or capacity expansion"
+    assert cloze_candidates(boxes) == [] and term_candidates(boxes) == []

@@ -71,7 +71,8 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
 _NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|\s--\s|\b\d+(?:\.\d+)+\s+(?-i:[A-Z][a-z])|trademark|all rights reserved|"
                            r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
 _OPEN_ENDS = frozenset("and or but nor the for with from into onto that which who than their its our your".split())
-_VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|[a-z]{3,}(ed|es|s))$")
+# a finite verb: an auxiliary or a past form ("was administered"); a plural noun ("emission rates") is none
+_VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|could|would|should|may|must|does|do|did|[a-z]{3,}ed)$")
 
 
 def _statement(words: list[str]) -> bool:
