@@ -379,3 +379,17 @@ def test_a_word_broken_at_a_line_end_is_mended_and_a_contents_run_is_no_sentence
 def test_slide_boxes_run_together_are_no_statement() -> None:
     boxes = "Intermediate Method Historical hourly emission rates from 2019 modeling Dispatch or capacity expansion"
     assert cloze_candidates(boxes) == [] and term_candidates(boxes) == []
+
+
+def test_a_number_the_sentence_prints_twice_two_sentences_glued_and_a_ligature_in_a_title() -> None:
+    assert not any(v == "1000" for _, v in cloze_candidates(
+        "Instead, a maximum number of frames may be given; for instance, --frames 1000 will stop the server after 1000 steps."))
+    assert term_candidates("Start number specifies the number of the first frame. yuv420p pix format for QuickTime "
+                           "compatibility is the default here.") == []
+    assert document_label("RoboCup 2D Half Field O\ufb00ense Technical Manual\n",
+                          largest="RoboCup 2D Half Field O\ufb00ense Technical Manual") == \
+        "\u201cRoboCup 2D Half Field Offense Technical Manual\u201d"
+    md = "| | 2025 | 2024 |\n|---|---|---|\n| Capitalized research and development | 10,739 | 6,294 |\n| Leases | 1,200 | 1,100 |"
+    page = "The significant components of deferred tax assets were as follows as of September 27 (in millions):\n" + \
+           "2025\n2024\nCapitalized research and development\n10,739\n6,294\nLeases\n1,200\n1,100\n"
+    assert not table_name(md, page, [md]).startswith("table of as of")

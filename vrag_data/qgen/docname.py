@@ -15,6 +15,7 @@ The result is document text: callers treat it as untrusted (it is cut, and strip
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 
 MAX_CHARS = 120
@@ -108,6 +109,7 @@ _MARKUP = re.compile(r"<\|?/?[A-Za-z_][^<>]{0,40}>|\[/?[A-Z]{2,8}\]|<<?/?SYS>>?"
 
 def _clean(text: str) -> str:
     """One line, no control characters or markup, hyphenation at line ends undone, cut to `MAX_CHARS`."""
+    text = unicodedata.normalize("NFKC", text)  # a ligature ("Oﬀense") reads as its letters
     text = re.sub(r"(\w)-\s*\n\s*([a-z])", r"\1\2", text)  # "Inter-\nnational"; "Step-by-\nStep" keeps it
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1-\2", text)
     text = _MARKUP.sub(" ", text)  # a tag or chat token printed in a title names nothing

@@ -116,6 +116,8 @@ def _lead_in(zone: list[str], i: int) -> str:
     if not sentence[:1].isupper():  # the sentence began on a line further up: its subject is not all here
         return ""
     subject = re.sub(r"^(the|our|a)\s+", "", (m.group("a") or m.group("b") or m.group("c")).strip(" ,;"), flags=re.I)
+    if re.match(r"(as|of|for|in|on|at|by|to|from|with|during)\b", subject, re.I):  # "as of September 27": no subject
+        return ""
     # a clause, not a noun phrase: "Our statements of income include stock-based compensation, net of ..."
     if re.search(r"\b(is|are|was|were|has|have|had|will|would|computed|using)\b", subject, re.I) or \
             re.search(r"\b(includes?|consists?|reflects?|shows?|presents?)\b", subject.split(",")[0], re.I) or \
