@@ -11,6 +11,7 @@ import signal
 import time
 from dataclasses import replace
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from rich.console import Console
@@ -153,12 +154,22 @@ def _fail_fast(summary: IngestSummary, ws: Workspace) -> None:
     raise IngestFailed(f"{first.path}{where}: {first.reason} (strict mode stops at the first error)", exit_code=2)
 
 
+_CRASHED = ("the worker process died on this file alone (a crash inside the PDF library: the file is likely "
+            "malformed); re-save it with a PDF tool, or leave it out")
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, BrokenProcessPool):  # after `_alone`: this document crashed its own process
+        return _CRASHED
+    return f"worker process failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+
+
 def _outcome(fut: Future[DocOutcome], job: DocJob) -> DocOutcome:
     """A worker that dies (e.g. a native crash inside MuPDF) costs its document, not the whole batch."""
     try:
         return fut.result()
     except Exception as err:  # noqa: BLE001 - BrokenProcessPool and friends
-        reason = f"worker process failed: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        reason = _why(err)
         stats = DocStats(path=job.path, stem=job.stem, doc_id=job.doc_id, status="failed", n_errors=1)
         return DocOutcome(stats=stats, errors=[IngestError(path=job.path, stage="ingest", reason=reason)])
 
@@ -168,7 +179,7 @@ def _part(fut: Future[PartOutcome], job: DocJob) -> PartOutcome:
         return fut.result()
     except Exception as err:  # noqa: BLE001 - a dead worker costs the document (written whole or not at all)
         pages = f"pages {job.pages[0]}-{job.pages[1]}" if job.pages else "a part"
-        reason = f"worker process failed on {pages}: {type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        reason = f"{pages}: {_why(err)}"
         return PartOutcome([], [IngestError(path=job.path, stage="ingest", reason=reason)], None, failed=True)
 
 
@@ -238,23 +249,42 @@ def _in_processes(jobs: list[DocJob], ranges: dict[str, list[DocJob]], workers: 
             else:
                 owner[pool.submit(ingest_document, j)] = j
         pending = set(owner)
+        taken_down: list[DocJob] = []  # documents of a pool a crashing worker broke: each is run again alone
+
+        def back(fut: Future[Any], job: DocJob) -> None:
+            if job.pages is None:
+                track.done(_outcome(fut, job))
+                return
+            parts[job.stem].append(_part(fut, job))
+            track.part(job, sum(len(p.pages) for ps in parts.values() for p in ps))
+            if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
+                whole = replace(job, pages=None)
+                track.done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
+
         try:
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    job = owner[fut]
-                    if job.pages is None:
-                        track.done(_outcome(fut, job))
-                        continue
-                    parts[job.stem].append(_part(fut, job))
-                    track.part(job, sum(len(p.pages) for ps in parts.values() for p in ps))
-                    if len(parts[job.stem]) == n_parts[job.stem]:  # the last part is back: one document
-                        whole = replace(job, pages=None)
-                        track.done(stitch_parts(whole, parts.pop(job.stem), time.perf_counter() - started[job.stem]))
+                    if isinstance(fut.exception(), BrokenProcessPool):
+                        taken_down.append(owner[fut])
+                    else:
+                        back(fut, owner[fut])
+            # A native crash (MuPDF on a malformed file) kills one worker and breaks the pool: every document it
+            # held fails with it. Each is run again in a process of its own, so only the one that crashes fails.
+            for job in taken_down:
+                back(_alone(job, ctx, init, threads), job)
         except BaseException:
             terminate_pool(pool)  # first: shutdown() forgets the worker processes
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+def _alone(job: DocJob, ctx: Any, init: tuple[Any, ...], threads: int) -> Future[Any]:
+    """`job` done in a pool of one process of its own (its outcome, or the exception its crash raised)."""
+    with ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
+        fut = pool.submit(ingest_document, job) if job.pages is None else pool.submit(ingest_part, replace(job, threads=threads))
+        wait([fut])
+        return fut
 
 
 def ingest_paths(paths: list[str], ws: Workspace, opts: IngestOptions, progress: bool = True) -> IngestSummary:
