@@ -393,3 +393,23 @@ def test_a_number_the_sentence_prints_twice_two_sentences_glued_and_a_ligature_i
     page = "The significant components of deferred tax assets were as follows as of September 27 (in millions):\n" + \
            "2025\n2024\nCapitalized research and development\n10,739\n6,294\nLeases\n1,200\n1,100\n"
     assert not table_name(md, page, [md]).startswith("table of as of")
+
+
+# -- faults the held-out sets AO-AR showed, measured as found on 7142082 ---------------------------------------
+
+
+def test_a_box_heading_set_a_point_larger_below_the_title_is_no_name(tmp_path: Path) -> None:
+    def factsheet(page) -> None:  # noqa: ANN001
+        page.insert_text((30, 40), "American Funds Global Insight", fontsize=11)
+        page.insert_text((30, 54), "Fund", fontsize=11)
+        page.insert_text((36, 180), "Fund Information", fontsize=12)
+        for k in range(45):
+            page.insert_text((36, 200 + 11 * k), "The fund seeks to provide prudent growth of capital and income.", fontsize=8)
+
+    assert largest_font_text(_pdf(tmp_path, "f.pdf", factsheet)) == "American Funds Global Insight Fund"
+
+
+def test_a_wrapped_column_name_with_the_next_one_glued_on_names_no_column() -> None:
+    md = ("| ID | Avg_Clar- Avg_Relevance | Avg_Accuracy |\n|---|---|---|\n| E1 | 5.00 | 4.50 |\n| D3 | 4.75 | 4.25 |"
+          "\n| B2 | 4.50 | 4.00 |")
+    assert table_grid(md).problem

@@ -66,7 +66,7 @@ def clean_name(cell: str) -> bool:
         return False
     if any(len(t) <= 2 and t.isalpha() and t.lower() not in _SHORT_OK for t in toks):
         return False
-    if any(re.fullmatch(r"[A-Za-z]{2,}-", t) for t in toks):  # "World-", "Inter-": a hyphenated word cut at a line end
+    if any(re.fullmatch(r"\w{2,}-", t) for t in toks):  # "World-", "Avg_Clar-": a word cut at a line end
         return False
     if toks[0][0].islower() and len(toks[0]) <= 3 or toks[0] in ("-", "\u2013", "\u2022"):  # "th Ended", "d", "- Self-Ask"
         return False

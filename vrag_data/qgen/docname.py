@@ -258,6 +258,7 @@ _FIELD = re.compile(r"^[A-Z][A-Za-z ]{1,30}:(\s|$)")
 
 
 TOP_SHARE = 0.8  # a first page's title stands above its footer
+NEAR_TOP = 0.9  # a line this close to the largest size, printed above it, is the title
 DISTINCT = 1.15  # a title is set at least this much larger than the page's running text ...
 RUNNING_TEXT = 400  # ... when the page has running text (characters in its most common size; a cover has little)
 
@@ -286,6 +287,13 @@ def _title_lines(lines: list[_Line], height: float = 0.0) -> list[str]:
     if not sizes or (chars >= RUNNING_TEXT and max(sizes) < DISTINCT * body):
         return []
     top = max(sizes)
+    # the topmost line set nearly as large is the title, not a box's heading further down set a point larger
+    # ("American Funds Global Insight Fund" at 11 pt over "Fund Information" at 12 pt)
+    near = [(spans[0][2][1], max(sz for sz, t, _ in spans if sz >= NEAR_TOP * top and re.search(r"[A-Za-z]{3,}", t)))
+            for spans in upper if any(sz >= NEAR_TOP * top and re.search(r"[A-Za-z]{3,}", t) for sz, t, _ in spans)
+            and not generic_title("".join(t for _, t, _ in spans))]  # not an "Exhibit 99.1" over the title
+    if near and not (chars >= RUNNING_TEXT and min(near)[1] < DISTINCT * body):
+        top = min(near)[1]
     if chars >= RUNNING_TEXT:  # a title stands above the running text, not under it (a signature stamp's name)
         below = [b[1] for spans in lines for size, text, b in spans if abs(size - body) <= 0.5 and text.strip()]
         first_top = min(spans[0][2][1] for spans in upper if any(abs(size - top) <= 0.5 for size, _, _ in spans))
