@@ -413,3 +413,12 @@ def test_a_wrapped_column_name_with_the_next_one_glued_on_names_no_column() -> N
     md = ("| ID | Avg_Clar- Avg_Relevance | Avg_Accuracy |\n|---|---|---|\n| E1 | 5.00 | 4.50 |\n| D3 | 4.75 | 4.25 |"
           "\n| B2 | 4.50 | 4.00 |")
     assert table_grid(md).problem
+
+
+def test_a_short_form_paired_with_another_and_a_lead_in_of_several_tables_are_not_used() -> None:
+    text = "The de Bruijn graph of a set of DNA or RNA sequences is a data structure used in genome assembly."
+    assert not any(t in ("DNA", "RNA") for _, t in term_candidates(text))
+    md = "| | 2023 | 2022 |\n|---|---|---|\n| Raw materials | 120 | 110 |\n| Finished goods | 300 | 280 |"
+    page = "The following tables show the Company's inventories and other non-current assets (in millions):\n" + \
+           "2023\n2022\nRaw materials\n120\n110\nFinished goods\n300\n280\n"
+    assert "inventories" not in table_name(md, page, [md])

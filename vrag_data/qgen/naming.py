@@ -115,6 +115,8 @@ def _lead_in(zone: list[str], i: int) -> str:
         return ""
     if not sentence[:1].isupper():  # the sentence began on a line further up: its subject is not all here
         return ""
+    if re.search(r"\btables\b", sentence, re.I):  # "The following tables show ...": it introduces more than this one
+        return ""
     subject = re.sub(r"^(the|our|a)\s+", "", (m.group("a") or m.group("b") or m.group("c")).strip(" ,;"), flags=re.I)
     if re.match(r"(as|of|for|in|on|at|by|to|from|with|during)\b", subject, re.I):  # "as of September 27": no subject
         return ""

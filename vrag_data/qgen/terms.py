@@ -77,6 +77,19 @@ def _given_away(term: list[str], rest: list[str]) -> bool:
     return False
 
 
+_ALTERNATIVE = frozenset({"or", "and", "vs", "vs.", "versus", "nor"})
+
+
+def _one_of_a_pair(words: list[str], a: int, b: int) -> bool:
+    """Whether a one-word term stands in a pair with another short form ("DNA or ___", "___ and DC"): the reader
+    fills the blank with the pair's usual other half."""
+    if b - a != 1 or not _ACRONYM.match(words[a].rstrip(_TRAIL)):
+        return False
+    before = a >= 2 and words[a - 1].lower() in _ALTERNATIVE and bool(_ACRONYM.match(words[a - 2].rstrip(_TRAIL)))
+    after = b + 1 < len(words) and words[b].lower() in _ALTERNATIVE and bool(_ACRONYM.match(words[b + 1].rstrip(_TRAIL)))
+    return before or after
+
+
 def _beside_another(words: list[str], a: int, b: int) -> bool:
     """Whether the run `words[a:b]` stands by "and" next to another name: one name of a list, or part of a longer
     one ("Society for Testing and Materials"); which words the blank holds, the sentence does not tell."""
@@ -97,7 +110,7 @@ def _blanks(sentence: str) -> list[tuple[str, str]]:
             continue
         if words[a - 1][:1].isupper() or b < len(words) and words[b][:1].isupper():  # "___ Aid's": part of a name
             continue
-        if _beside_another(words, a, b):
+        if _beside_another(words, a, b) or _one_of_a_pair(words, a, b):
             continue
         term = " ".join(words[a:b]).rstrip(_TRAIL)
         core = [w.rstrip(_TRAIL) for w in words[a:b]]
