@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 
 MIN_WORDS, MAX_WORDS, MAX_NUMBERS = 8, 30, 3
@@ -49,6 +50,11 @@ def sentences(text: str) -> list[str]:
     # the words the text prints whole ("StyleGAN2" holds "stylegan"), not the halves of the words it breaks
     vocab = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", re.sub(r"[\w-]*-\s*\n\s*\w+", " ", text)))
     text = re.sub(r"([\w-]*[a-z])-\s+([a-z]+)(?=(-?))", lambda m: _mend(m, vocab), text)  # broken at a line end
+    # a hyphen the text layer kept inside a word it broke ("fig-ures", "publica-tion"): the word the text prints
+    # whole elsewhere, unless the text prints the hyphenated form again
+    hyphened = Counter(m.group(0).lower() for m in re.finditer(r"\b[A-Za-z]+-[a-z]+\b", text))
+    text = re.sub(r"\b([A-Za-z]+)-([a-z]+)\b", lambda m: m.group(1) + m.group(2)
+                  if (m.group(1) + m.group(2)).lower() in vocab and hyphened[m.group(0).lower()] == 1 else m.group(0), text)
     out: list[str] = []
     for piece in _SENTENCE_END.split(" ".join(text.split("\n"))):
         if out and _ABBREVIATION.search(out[-1]):  # "The Party Wall etc. Act 1996 ...": one sentence

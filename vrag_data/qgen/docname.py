@@ -82,6 +82,8 @@ def neutral_reference(heading: str) -> str:
     h = _clean(heading)  # quoted as printed
     if not h or len(h.split()) > 12 or not re.search(r"[A-Za-z]{3,}", h) or re.search(r"www\.|https?:|@|\[|=|[\u201c\u201d]", h):
         return ""
+    if re.fullmatch(r"(table\s+of\s+)?contents|index", h.strip(), re.I):  # a contents link heads no document
+        return ""
     if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b|\d+\s+\d+\s", h, re.I) or _NO_ENTITY.search(h):  # a caption, a date
         # line, page numbers run into a header
         return ""
