@@ -75,7 +75,7 @@ _GARBLED = re.compile(r"[a-z]{2,}\d{1,2}\b|\b[A-Za-z]+\d+\.\d+\b|(?<![\d\s])%|\b
 # broken off ("At least -- the market was ..."), numbered headings run together ("... fields 1.1 Definitions"), a
 # trademark or copyright notice, a note on a screenshot
 _NO_STATEMENT = re.compile(r"^[A-Z][\w ]{0,20}:\s|:\s+[\d.]+\s+[A-Z]|^(?:\S+\s+){0,3}-\s|\s--\s|(?-i:\.\s+[a-z])|\b\d+(?:\.\d+)+\s+(?-i:[A-Z][a-z])|trademark|all rights reserved|"
-                           r"copyright|\u00a9|licensed under|\bcropped\b", re.I)
+                           r"copyright|\u00a9|licensed under", re.I)
 _OPEN_ENDS = frozenset("and or but nor the for with from into onto that which who than their its our your".split())
 # a finite verb: an auxiliary or a past form ("was administered"); a plural noun ("emission rates") is none
 _VERB = re.compile(r"^(is|are|was|were|has|have|had|will|can|could|would|should|may|must|does|do|did|[a-z]{3,}ed)$")
@@ -160,7 +160,7 @@ def _blanks(sentence: str, region_text: str = "") -> list[tuple[str, str]]:
             continue  # "30 000": one number printed with a space between its thousands
         if _repeated(region_text, m.group(2) + (m.group(3) or "")):  # "the 6-month limit" in every sentence around
             continue
-        if any(_NUMBER.match(w) and _NUMBER.match(w).group(2) == m.group(2) for k, w in enumerate(words) if k != i):
+        if any((o := _NUMBER.match(w)) and o.group(2) == m.group(2) for k, w in enumerate(words) if k != i):
             continue  # "--frames 1000 will stop the server after ___ steps": the sentence prints it again
         if any(w.lower().strip(".,;:") in _NAMED_BY for w in words[max(0, i - 3):i]):  # "Tables 1 and 2", "Form 1040"
             continue

@@ -22,3 +22,11 @@ def code_column(name: str, values: Iterable[str]) -> bool:
         return True
     vals = [v.strip() for v in values if v.strip()]
     return bool(vals) and all(_CODE_VALUE.fullmatch(v) for v in vals)
+
+
+def code_columns(header: Iterable[str], cells: Iterable[tuple[str, str, str]]) -> set[str]:
+    """The columns of a table (its header, its (row, column, value) cells) whose numbers are codes (`code_column`)."""
+    values: dict[str, list[str]] = {}
+    for _, col, value in cells:
+        values.setdefault(col, []).append(value)
+    return {c for c in header if code_column(c, values.get(c, []))}

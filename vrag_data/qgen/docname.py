@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from collections import Counter
 
 MAX_CHARS = 120
@@ -342,41 +343,47 @@ def _first_line_company(lines: list[_Line]) -> str:
     return m.group(1) if m else ""
 
 
-def largest_font_text(pdf_path: str) -> str:
-    """The text set in the largest font on a local PDF's first page (lines of that size, in reading order);
-    "" when the file is not a readable local PDF (a moved source: the other clues still apply)."""
+def _first_page(pdf_path: str) -> tuple[list[_Line], float] | None:
+    """Page 1's lines (`_page_lines`) and height of a local PDF, None when it is not a readable local PDF (a moved
+    source: the other clues still apply). Read once per file version: the title and the top line both need it."""
     from pathlib import Path
 
+    path = Path(pdf_path)
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _read_first_page(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_first_page(pdf_path: str, mtime_ns: int, size: int) -> tuple[list[_Line], float] | None:  # noqa: ARG001
     from vrag_data.ingest.render import import_pymupdf
 
-    if not Path(pdf_path).is_file():
-        return ""
     pymupdf = import_pymupdf(layout=False)
     try:
         with pymupdf.open(pdf_path) as doc:
             if doc.page_count == 0:
-                return ""
-            lines, height = _page_lines(doc[0]), doc[0].rect.height
+                return None
+            return _page_lines(doc[0]), doc[0].rect.height
     except (RuntimeError, ValueError):
+        return None
+
+
+def largest_font_text(pdf_path: str) -> str:
+    """The text set in the largest font on a local PDF's first page (lines of that size, in reading order);
+    "" when the file is not a readable local PDF."""
+    page = _first_page(pdf_path)
+    if page is None:
         return ""
+    lines, height = page
     return _clean("\n".join(t.strip() for t in _title_lines(lines, height)) or _first_line_company(lines))
 
 
 def first_heading(pdf_path: str) -> str:
     """The top line of a local PDF's first page (a lecture's "MATH 3100 FALL 2020", set like its body): what a
     neutral reference quotes when nothing there is set as a title; "" when the file is not readable."""
-    from pathlib import Path
-
-    from vrag_data.ingest.render import import_pymupdf
-
-    if not Path(pdf_path).is_file():
-        return ""
-    pymupdf = import_pymupdf(layout=False)
-    try:
-        with pymupdf.open(pdf_path) as doc:
-            lines = _page_lines(doc[0]) if doc.page_count else []
-    except (RuntimeError, ValueError):
-        return ""
+    page = _first_page(pdf_path)
+    lines = page[0] if page else []
     texts = sorted((spans[0][2][1], "".join(t for _, t, _ in spans).strip()) for spans in lines if spans)
     # a heading starts as one (a capital or a number) and ends as one: not a column's first line that goes on
     # from the page before ("(or why they cannot imagine such a thing) and which input")

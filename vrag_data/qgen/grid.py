@@ -273,7 +273,8 @@ def table_grid(text: str) -> Grid:
              and not _FRAGMENT.match(r[0]) and r[0] not in spans]
     cells = [(r[0], header[j], r[j]) for r in asked
              for j in range(1, len(header)) if header[j] and clean_value(r[j]) and r[j] != r[0] and r[j] != header[j]]
-    cells = [c for c in cells if c not in _odd_kind(cells)]
+    moved = _odd_kind(cells)
+    cells = [c for c in cells if c not in moved]
     if not cells:
         return Grid(header, [], "no row with a unique readable label and a value under a named column")
     dropped = [(r[0], header[j], r[j]) for r in whole if r not in asked

@@ -228,6 +228,8 @@ def region_where(table_md: str, page_text: str, grid: Grid, label: str, page_tab
 
 
 _NUMBERED = re.compile(r"^\s*(?:Table|TABLE)\s+((?:[A-Z]-?)?\d+(?:[.\-]\d+)*[a-z]?|[IVXL]+)\s*[:.]", re.M)  # a caption's start
+
+
 def position_reference(table_md: str, page_text: str, page_no: int, page_tables: Sequence[str], label: str) -> str:
     """A neutral, true reference to a table that has no name of its own: "the table on PDF page 8 of <doc>" (the
     file's page: "PDF page 13 (printed as page 10)" when the page prints its own number), and on a page with

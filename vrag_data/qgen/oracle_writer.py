@@ -29,7 +29,7 @@ from vrag_data.qgen.cloze import cloze_candidates, cloze_question, margin_number
 from vrag_data.qgen.survey import region_shares, share_question
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
-from vrag_data.qgen.codes import code_column
+from vrag_data.qgen.codes import code_columns
 from vrag_data.qgen.table_compare import weigh
 from vrag_data.qgen.naming import contents_page, named_by_columns, position_reference, region_where, table_name
 from vrag_data.qgen.table_hops import linked, unnamed, untitled
@@ -159,7 +159,7 @@ def _table_cell(rng: random.Random, region: Region, label: str, running: frozens
     where = _where(region, grid, label, running)
     if isinstance(where, Rejected):
         return where
-    codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
+    codes = code_columns(grid.header, grid.cells)
     cells = [cell for cell in grid.cells if cell[1] not in codes]  # a note's number, a line number: no value asked
     if not cells:
         return Rejected("writer", "writer_declined", "oracle: only codes, notes or line numbers in the table")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 _SHARE = re.compile(r"^\d{1,3}(?:\.\d+)?\s?%$")
 MAX_OPTION_WORDS = 6
@@ -20,8 +21,13 @@ _FOLLOW_UP = re.compile(r"^(if\s+(so|yes|no|not)\b|why\b|and\b|or\b|(this|that|t
 
 def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
     """(question, answer, share) of each survey answer printed under its question (module doc)."""
+    return list(_answer_shares(page_text))
+
+
+@lru_cache(maxsize=1024)
+def _answer_shares(page_text: str) -> tuple[tuple[str, str, str], ...]:  # remembered per page: each region asks
     lines = [ln.strip() for ln in page_text.splitlines() if ln.strip()]
-    out = []
+    out: list[tuple[str, str, str]] = []
     for i, line in enumerate(lines):
         if not (line.endswith("?") and 4 <= len(line.split()) <= 30 and line[:1].isupper()) or _FOLLOW_UP.match(line):
             continue
@@ -45,14 +51,14 @@ def answer_shares(page_text: str) -> list[tuple[str, str, str]]:
         above = lines[i + 1:i + 1 + next((k for k, ln in enumerate(lines[i + 1:]) if _SHARE.match(ln)), 0)]
         if len(found) >= 2 and len(set(names)) == len(names) and not any(a in above[:-1] for a in names):
             out += [(line, a, s) for a, s in found if float(s.rstrip("%").strip()) > 0]
-    return out
+    return tuple(out)
 
 
 def region_shares(region_text: str, page_text: str) -> list[tuple[str, str, str]]:
     """The page's answer shares whose answer the region prints followed by its share (the region, a text block or
     the survey's chart, shows what the question asks)."""
     flat = f" {' '.join(region_text.split())} "  # a chart's text layer runs its labels together on one line
-    return [c for c in answer_shares(page_text) if f" {c[1]} {c[2]} " in flat]
+    return [c for c in _answer_shares(page_text) if f" {c[1]} {c[2]} " in flat]
 
 
 def share_question(region_text: str, page_text: str, label: str, doc_texts: tuple[str, ...],

@@ -12,7 +12,7 @@ import random
 import re
 
 from vrag_data.qgen.cells import plain, quantity
-from vrag_data.qgen.codes import code_column
+from vrag_data.qgen.codes import code_columns
 from vrag_data.qgen.grid import Grid, section_key
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.writer import ORACLE as NAME
@@ -113,7 +113,7 @@ def weigh(rng: random.Random, grid: Grid, where: str) -> Written | Rejected:
     """"Which has the higher value" of two rows of one column of `grid` (named by `where`), or why none."""
     by_col: dict[str, list[tuple[str, float, str]]] = {}
     blocks = _blocks(grid)
-    codes = {c for c in grid.header if code_column(c, [v for _, cc, v in grid.cells if cc == c])}
+    codes = code_columns(grid.header, grid.cells)
     totals = _sums(grid)
     for row, col, value in grid.cells:
         if col in codes or (row, col) in totals:  # a code, an identifier, a year or a phone number is no amount to

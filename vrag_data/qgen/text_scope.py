@@ -59,7 +59,6 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     back: dict[str, int] = {}
     lines_on: dict[str, Counter[str]] = defaultdict(Counter)
     texts: dict[str, list[str]] = defaultdict(list)
-    refs: Counter[str] = Counter()  # pages that print a "References" line
     for p in pages:
         texts[p.stem].append(p.text)
         lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := section_key(ln))})
@@ -68,11 +67,10 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
                 docs_of[s].add(p.stem)
         if p.page > 1 and _back_matter(p.text):
             back[p.stem] = min(back.get(p.stem, p.page), p.page)
-            refs[p.stem] += 1
-    # a talk's navigation bar prints "References" on every slide: a running line, no reference list
-    back = {stem: n for stem, n in back.items() if refs[stem] < RUNNING_PAGES}
     named = Counter(v for v in labels.values() if v)
     shared = frozenset(s for s, v in labels.items() if v and named[v] > 1)
     running = {stem: frozenset(ln for ln, n in c.items() if n >= RUNNING_PAGES) for stem, c in lines_on.items()}
+    # a talk's navigation bar prints "References" on every slide: a running line, no reference list
+    back = {stem: n for stem, n in back.items() if not any(_BACK_MATTER.match(ln) for ln in running.get(stem, ()))}
     return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running,
                      {stem: tuple(t) for stem, t in texts.items()})
