@@ -214,7 +214,7 @@ def test_a_margin_number_a_garbled_quote_and_a_guessable_blank_give_no_question(
         assert cloze_candidates(garbled) == [] and term_candidates(garbled) == [], garbled
     rng = __import__("random").Random(0)
     text = "Each player receives 45 Train Car cards and the ONLY rule is that a player may only draw two."
-    assert term_question(rng, text, "\u201cRules\u201d", everywhere=lambda term: term == "Train Car") is None
+    assert term_question(rng, text, "\u201cRules\u201d", guessable=lambda term: term == "Train Car") is None
 
 
 def test_a_metadata_title_page_1_does_not_print_names_no_document() -> None:

@@ -195,7 +195,8 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
     if region.source == "text":  # a chart's labels are no sentences: only its answer shares are asked
         margin = margin_numbers(region.page.text)
         got = cloze_question(rng, region.text, label, scope.common, margin) or term_question(
-            rng, region.text, label, scope.common, lambda term: scope.everywhere(region.stem, term), margin)
+            rng, region.text, label, scope.common,
+            lambda term: scope.everywhere(region.stem, term) or scope.plain(region.stem, term), margin)
     # answers under a question printed above them
     got = got or share_question(region.text, region.page.text, label, texts, rng.choice)
     if got is None:

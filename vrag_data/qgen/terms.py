@@ -139,13 +139,14 @@ def term_candidates(text: str, common: frozenset[str] = frozenset(), margin: fro
 
 
 def term_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
-                  everywhere: Callable[[str], bool] = lambda term: False,
+                  guessable: Callable[[str], bool] = lambda term: False,
                   margin: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(question, answer) for one sentence of the region naming its document, a name or term blanked: never one
-    the document's name spells, one printed all over the document (`everywhere`), or a word set in capitals for
-    emphasis ("ONLY", "NEXT": the region prints it in lower case too)."""
+    the document's name spells, one the caller finds guessable (printed all over the document, or printed in lower
+    case as well: an ordinary word set in capitals, `TextScope.plain`), or a word set in capitals for emphasis
+    ("ONLY", "NEXT": the region prints it in lower case too)."""
     words = set(re.findall(r"\b[a-z]+\b", text))
-    terms = [t for t in term_candidates(text, common, margin) if t[1].lower() not in label.lower() and not everywhere(t[1])
+    terms = [t for t in term_candidates(text, common, margin) if t[1].lower() not in label.lower() and not guessable(t[1])
              and not (t[1].isalpha() and t[1].isupper() and t[1].lower() in words)]
     if not terms or not label:
         return None

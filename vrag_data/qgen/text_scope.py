@@ -43,6 +43,15 @@ class TextScope:
         blank a reader fills without looking."""
         return sum(term in t for t in self.texts.get(stem, ())) >= RUNNING_PAGES
 
+    def plain(self, stem: str, term: str) -> bool:
+        """Whether the document prints the term in lower case as well ("and" for "AND", "solar system" for "Solar
+        System"): an ordinary word set in capitals for emphasis or as a heading, no name a blank can ask for."""
+        low = term.lower()
+        if low == term:
+            return False
+        pattern = re.compile(rf"(?<![\w./:@-]){re.escape(low)}(?![\w/@:-])")
+        return any(pattern.search(t) for t in self.texts.get(stem, ()))
+
     def body(self, stem: str, page: int) -> bool:
         """Whether a page's text is the document's own statement (before its reference list)."""
         return page < self.back_matter.get(stem, 10**9)

@@ -1,0 +1,39 @@
+"""Issue 52, round 8: a blank asks for a name, and a name is capitalised wherever the document prints it. A word or
+phrase the document also prints in lower case ("and" for "AND", "solar system" for "Solar System") is an ordinary
+word set in capitals for emphasis or a heading: a reader fills it without looking, so it is no blank. Fails on the
+code of round 7, which looked for the lower-case form in the quoted region only."""
+
+from __future__ import annotations
+
+import random
+
+from vrag_data.qgen.terms import term_question
+from vrag_data.qgen.text_scope import TextScope
+
+LABEL = "\u201cCutoff convergence tool guide\u201d"
+
+
+def _asked(region: str, document: tuple[str, ...]) -> set[str]:
+    scope = TextScope(texts={"guide": document})
+    got = {term_question(random.Random(i), region, LABEL, guessable=lambda t: scope.plain("guide", t))
+           for i in range(40)}
+    return {g[1] for g in got if g}
+
+
+def test_a_word_the_document_also_prints_in_lower_case_is_no_blank() -> None:
+    region = ("Of course since in this example the same value is used for both minimum AND maximum cutoff, the run "
+              "stops after the first step.")
+    page = "The tool runs a series of calculations and reads the energies and forces of each one."
+    assert _asked(region, (region, page)) == set()
+    # the same sentence in a document that never prints the plain word: the capitals are all there is to go by
+    assert _asked(region, (region,)) == {"AND"}
+
+
+def test_a_phrase_printed_in_lower_case_elsewhere_is_no_name_while_a_name_stays() -> None:
+    region = ("The course then covers how the Solar System formed from a disk of gas, using data from the "
+              "Jet Propulsion Laboratory archive.")
+    other = "Each planet of the solar system is treated in its own chapter, with exercises at the end."
+    assert _asked(region, (region, other)) == {"Jet Propulsion Laboratory"}
+    # a short form printed in lower case only inside a web address is still a name
+    scope = TextScope(texts={"guide": ("Requests go over HTTP to the server.", "See http://example.org/api.")})
+    assert scope.plain("guide", "HTTP") is False
