@@ -170,6 +170,8 @@ def _blanks(sentence: str, region_text: str = "") -> list[tuple[str, str]]:
             continue
         if m.group(4) and _complement(words, i, m):  # "54% ... ___%": the other share gives it away
             continue
+        if _guessed(words, i, m, value):
+            continue
         blanked = [*words[:i], f"{m.group(1)}___{m.group(4)}{m.group(5)}", *words[i + 1:]]
         out.append((" ".join(blanked), f"{m.group(2)}{m.group(3) or ''}"))
     return out
@@ -193,6 +195,30 @@ def _amount(words: list[str], i: int, m: re.Match[str]) -> bool:
     if not m.group(5) and after and after.isalpha() and after not in _CONJUNCTIONS:
         return True
     return i == 0 or words[i - 1].lower().strip(".,;:") in _BEFORE_AMOUNT
+
+
+_MONTH = re.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[,;]?$")  # "may" is a verb
+
+
+_BOUND = frozenset("ended ending through until to and".split())
+
+
+def _guessed(words: list[str], i: int, m: re.Match[str], value: float) -> bool:
+    """Whether the blank is read off a convention rather than the page: the day that ends a period or a range ("as of
+    ___ December 2020", "the year ended ___ March", "June 15 and ___"; a reader guesses the month's end or the next
+    day), the whole of something ("___% of the proceeds", "___ percent"). A day a date states ("on ___ March 2020")
+    is asked."""
+    if value <= 31 and value == int(value) and not (m.group(1) or m.group(4)):
+        near = words[max(0, i - 3):i] + words[i + 1:i + 2]
+        before = [w.lower().strip(".,;:") for w in words[max(0, i - 2):i]]
+        bound = bool(before) and (before[-1] in _BOUND or before == ["as", "of"])
+        month = any(_MONTH.match(w) and len(w.strip(".,;")) >= 3 for w in near)
+        days = [k for k in range(max(0, i - 4), min(len(words), i + 5)) if k != i and re.fullmatch(r"\d{1,2}[.,;]?", words[k])
+                and int(words[k].strip(".,;")) <= 31]
+        if month and (bound or days):  # the other end of the range gives this one away
+            return True
+    after = words[i + 1].lower().strip(".,;:") if i + 1 < len(words) else ""
+    return value == 100 and (bool(m.group(4)) or after in ("percent", "per")) and not m.group(3)
 
 
 def _repeated(text: str, number: str) -> bool:

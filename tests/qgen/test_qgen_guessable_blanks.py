@@ -1,12 +1,14 @@
-"""Issue 52, round 8: a blank asks for a name, and a name is capitalised wherever the document prints it. A word or
-phrase the document also prints in lower case ("and" for "AND", "solar system" for "Solar System") is an ordinary
-word set in capitals for emphasis or a heading: a reader fills it without looking, so it is no blank. Fails on the
-code of round 7, which looked for the lower-case form in the quoted region only."""
+"""Issue 52, after round 7: a blank asks for what only the page tells. A name is capitalised wherever the document
+prints it: a word or phrase the document also prints in lower case ("and" for "AND", "solar system" for "Solar
+System") is an ordinary word set in capitals, which a reader fills without looking. A number that ends a period or a
+range ("as of ___ December", "June 15 and ___") or stands for the whole ("___% open") is read off a convention.
+Each test fails on the code of round 7."""
 
 from __future__ import annotations
 
 import random
 
+from vrag_data.qgen.cloze import cloze_candidates
 from vrag_data.qgen.terms import term_question
 from vrag_data.qgen.text_scope import TextScope
 
@@ -37,3 +39,12 @@ def test_a_phrase_printed_in_lower_case_elsewhere_is_no_name_while_a_name_stays(
     # a short form printed in lower case only inside a web address is still a name
     scope = TextScope(texts={"guide": ("Requests go over HTTP to the server.", "See http://example.org/api.")})
     assert scope.plain("guide", "HTTP") is False
+
+
+def test_a_day_that_ends_a_period_or_a_range_and_a_whole_hundred_are_no_blanks() -> None:
+    text = ("The balance by industry is given as of 30 December 2020 for every segment of the group. "
+            "The next two events are on 15 June and 16 June at the main office of the company. "
+            "Our commitment to open models means that we provide 100% open access to the data and the code. "
+            "The accounts cover the year ended 31 March 2021 and were audited by the regional firm. "
+            "The agency declared a public health emergency on 17 March 2020 after the first cases.")
+    assert [a for _, a in cloze_candidates(text)] == ["17"]
