@@ -48,3 +48,31 @@ def test_a_day_that_ends_a_period_or_a_range_and_a_whole_hundred_are_no_blanks()
             "The accounts cover the year ended 31 March 2021 and were audited by the regional firm. "
             "The agency declared a public health emergency on 17 March 2020 after the first cases.")
     assert [a for _, a in cloze_candidates(text)] == ["17"]
+
+
+def test_a_page_heading_is_the_first_top_line_that_can_head_it(tmp_path) -> None:  # noqa: ANN001
+    from tests.qgen.test_qgen_unlisted_faults import _pdf
+    from vrag_data.qgen.docname import first_heading
+
+    body = "The company recognises revenue when control of the goods passes to the customer here."
+
+    def notes(page) -> None:  # noqa: ANN001 - a 10-K page: the contents link above the entity's line
+        page.insert_text((60, 50), "Table of Contents", fontsize=10)
+        page.insert_text((60, 70), "Northwind Traders and Subsidiaries", fontsize=10)
+        for k in range(30):
+            page.insert_text((60, 100 + 14 * k), body, fontsize=10)
+
+    def letter(page) -> None:  # noqa: ANN001 - a shareholder letter: a date, a salutation, a field's label
+        for k, line in enumerate(("January 19, 2023", "Fellow shareholders,", "Summary:")):
+            page.insert_text((60, 50 + 20 * k), line, fontsize=10)
+        for k in range(30):
+            page.insert_text((60, 120 + 14 * k), body, fontsize=10)
+
+    def manual(page) -> None:  # noqa: ANN001 - a title that runs on to its subtitle after a colon
+        page.insert_text((60, 50), "Portable Radiometer v3 Series:", fontsize=10)
+        for k in range(30):
+            page.insert_text((60, 80 + 14 * k), body, fontsize=10)
+
+    assert first_heading(_pdf(tmp_path, "n.pdf", notes)) == "Northwind Traders and Subsidiaries"
+    assert first_heading(_pdf(tmp_path, "l.pdf", letter)) == ""
+    assert first_heading(_pdf(tmp_path, "m.pdf", manual)) == "Portable Radiometer v3 Series:"

@@ -379,16 +379,25 @@ def largest_font_text(pdf_path: str) -> str:
     return _clean("\n".join(t.strip() for t in _title_lines(lines, height)) or _first_line_company(lines))
 
 
+HEADING_LINES = 5  # the top lines of page 1 a heading is looked for in
+
+
 def first_heading(pdf_path: str) -> str:
-    """The top line of a local PDF's first page (a lecture's "MATH 3100 FALL 2020", set like its body): what a
-    neutral reference quotes when nothing there is set as a title; "" when the file is not readable."""
+    """The top line of a local PDF's first page that can head it (a lecture's "MATH 3100 FALL 2020", set like its
+    body): what a neutral reference quotes when nothing there is set as a title. A line above it that heads nothing
+    is passed over (a contents link, a telephone number and a web address, a date line), and so is one that is no
+    heading (a salutation "Fellow shareholders,", a field's label "Summary:", a sentence); "" when none of the top
+    `HEADING_LINES` lines can, or the file is not readable."""
     page = _first_page(pdf_path)
     lines = page[0] if page else []
     texts = sorted((spans[0][2][1], "".join(t for _, t, _ in spans).strip()) for spans in lines if spans)
+    top = [t for _, t in texts if t][:HEADING_LINES]
     # a heading starts as one (a capital or a number) and ends as one: not a column's first line that goes on
     # from the page before ("(or why they cannot imagine such a thing) and which input")
-    return next((t for _, t in texts if re.search(r"[A-Za-z]{3,}", t) and re.match(r"[A-Z0-9]", t)
-                 and not re.search(r"\b(and|or|of|the|to|for|with|in|on|by|a|an|that|which)$", t, re.I)), "")
+    return next((t for t in top if re.search(r"[A-Za-z]{3,}", t) and re.match(r"[A-Z0-9]", t)
+                 and not re.search(r"\b(and|or|of|the|to|for|with|in|on|by|a|an|that|which)$", t, re.I)
+                 and not re.search(r"[,;.]$", t) and not (t.endswith(":") and len(t.split()) <= 2)
+                 and neutral_reference(t)), "")
 
 
 _GENERIC = frozenset(
