@@ -206,6 +206,9 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
     return Written(q, value, "Str", "extraction", (value,), NAME)
 
 
+REDRAWS = 8  # draws of one attempt's evidence before a question given before is given again
+
+
 class OracleWriter:
     """Template questions from known facts; `facts` maps a document stem to its facts."""
 
@@ -216,6 +219,7 @@ class OracleWriter:
         self.facts = facts
         self.labels = labels or {}  # stem -> readable document name (docname.document_label)
         self.text = text or TextScope()
+        self._written: set[str] = set()  # questions this writer gave in this run
 
     def accepts(self, region: Region) -> bool:
         """Regions the templates can use: a known fact is visible in it, or it is an extracted table."""
@@ -242,10 +246,20 @@ class OracleWriter:
         return isinstance(self.write_sync(Attempt(0, evidence, qtype)), Written)
 
     async def write(self, attempt: Attempt) -> Written | Rejected:
-        return self.write_sync(attempt)
+        """A question over the attempt's evidence that this writer has not given in this run, when one of `REDRAWS`
+        draws finds one: a region of a few cells asked again and again gave the same question (a near-duplicate)
+        for most of the attempt budget, while its other cells went unasked."""
+        out = self.write_sync(attempt)
+        for draw in range(1, REDRAWS):
+            if not isinstance(out, Written) or out.question not in self._written:
+                break
+            out = self.write_sync(attempt, draw)
+        if isinstance(out, Written):
+            self._written.add(out.question)
+        return out
 
-    def write_sync(self, attempt: Attempt) -> Written | Rejected:
-        rng = random.Random(f"oracle:{attempt.idx}")
+    def write_sync(self, attempt: Attempt, draw: int = 0) -> Written | Rejected:
+        rng = random.Random(f"oracle:{attempt.idx}" if draw == 0 else f"oracle:{attempt.idx}:{draw}")
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
         out: Written | None = None
