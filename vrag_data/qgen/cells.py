@@ -44,9 +44,10 @@ def number(value: str) -> float | None:
 
 def plain(name: str) -> str:
     """A label or column name without its footnote mark: "Interest payments(5)" -> "Interest payments",
-    "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita"."""
+    "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita"; a unit stays
+    ("Time (s)", "Length (m)": notes are marked (a) to (f) at most)."""
     name = re.sub(r"^[*\u2020\u2021]+\s*(?=\w)", "", name.strip())
-    return re.sub(r"\s*(\((\d{1,2}|[a-z])\)|[*\u2020\u2021\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)$", "", name).strip() or name
+    return re.sub(r"\s*(\((\d{1,2}|[a-f])\)|[*\u2020\u2021\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)$", "", name).strip() or name
 
 
 _SHORT_OK = frozenset("a i of in to at by on or vs no us uk eu fy q1 q2 q3 q4 h1 h2 % & $ # + - ( )".split())
@@ -74,6 +75,8 @@ def clean_name(cell: str) -> bool:
         return False
     if len(toks) > 1 and re.search(r"[$(\[]$", cell.strip()):  # "..., net of tax of $3, $(4), $31, and $": cut
         return False
+    if re.search(r"\b(table|figure|fig\.)\s+[\dIVX]+[.:]", cell, re.I):  # "Table IV. Experiment results. Reliability
+        return False  # Ours": the caption read into the header
     return not (len(toks) > 1 and is_number(toks[-1]) and not re.fullmatch(r"(19|20)\d\d", toks[-1]))
 
 

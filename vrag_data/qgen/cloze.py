@@ -15,6 +15,7 @@ import random
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 
 MIN_WORDS, MAX_WORDS, MAX_NUMBERS = 8, 30, 3
@@ -26,6 +27,11 @@ _NAMED_BY = frozenset("section sections table tables figure figures form item pa
                       "exhibit note notes fig figs ref refs".split())
 _NEEDS_CONTEXT = frozenset("this these that those it its they their them he she his her here there such both each "
                            "also however then thus".split())
+# English function words a sentence of running text holds two of at least (none is a common word of German, Dutch or
+# the Nordic languages)
+_ENGLISH = frozenset("the of and to is are was were for with by that this as at from be or not which has have it its "
+                     "their can will we our these than on a after been had who when they he she his you your if but "
+                     "more into".split())
 _WORD = re.compile(r"^[A-Za-z][A-Za-z'\u2019\-]*[.,;:]?$")
 
 
@@ -129,6 +135,10 @@ def running_words(sentence: str) -> list[str]:
     # "transac^onal", "Offi cers"), a digit read for a letter ("I2 hotels"), a bullet read as a letter ("\u00cc Choose")
     if _GARBLED.search(sentence) or (len(words[0]) == 1 and words[0] not in "AI"):
         return []
+    if re.fullmatch(r"I{1,3}", words[0]) and words[1][:1].isupper():  # "I PayPal converts ...": a symbol font's box
+        return []
+    if len({w.lower().strip(",;:.") for w in words} & _ENGLISH) < 2:  # the rules read English: German sets every
+        return []  # noun in capitals, and other languages' numbers and abbreviations read otherwise
     lead = next((k for k, w in enumerate(words) if not (w[:1].isupper() or w == "&")), len(words))
     if lead >= 4:  # a heading run into its paragraph ("Random Seeds & Example Sampling All experiments ...")
         return []
@@ -257,11 +267,23 @@ def cloze_candidates(text: str, common: frozenset[str] = frozenset(), margin: fr
     return [b for s in sentences(text) if quotable(s, common, margin) for b in _blanks(s, text)]
 
 
+def pick_blank(rng: random.Random, cands: list[tuple[str, str]],
+               fits: Callable[[str, str], bool] | None) -> tuple[str, str] | None:
+    """One (blanked sentence, answer) of `cands` at random that `fits` accepts (the document prints the sentence
+    with no other word in the blank), or None."""
+    if fits is None:
+        return rng.choice(cands) if cands else None
+    order = list(cands)
+    rng.shuffle(order)
+    return next((c for c in order if fits(*c)), None)
+
+
 def cloze_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
-                   margin: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+                   margin: frozenset[str] = frozenset(),
+                   fits: Callable[[str, str], bool] | None = None) -> tuple[str, str] | None:
     """(question, answer) for one sentence of the region naming its document, a number blanked, or None."""
-    cands = cloze_candidates(text, common, margin)
-    if not cands or not label:
+    got = pick_blank(rng, cloze_candidates(text, common, margin), fits) if label else None
+    if got is None:
         return None
-    blanked, value = rng.choice(cands)
+    blanked, value = got
     return f"In {label}, what number fills the blank in the sentence \u201c{blanked}\u201d?", value

@@ -194,9 +194,12 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
     got = None
     if region.source == "text":  # a chart's labels are no sentences: only its answer shares are asked
         margin = margin_numbers(region.page.text)
-        got = cloze_question(rng, region.text, label, scope.common, margin) or term_question(
+        def fits(blanked: str, answer: str) -> bool:
+            return scope.one_answer(region.stem, blanked, answer)
+
+        got = cloze_question(rng, region.text, label, scope.common, margin, fits) or term_question(
             rng, region.text, label, scope.common,
-            lambda term: scope.everywhere(region.stem, term) or scope.plain(region.stem, term), margin)
+            lambda term: scope.everywhere(region.stem, term) or scope.plain(region.stem, term), margin, fits)
     # answers under a question printed above them
     got = got or share_question(region.text, region.page.text, label, texts, rng.choice)
     if got is None:

@@ -15,14 +15,14 @@ import random
 import re
 from collections.abc import Callable
 
-from vrag_data.qgen.cloze import _NAMED_BY, prose, quotable, running_words, sentences
+from vrag_data.qgen.cloze import _NAMED_BY, pick_blank, prose, quotable, running_words, sentences
 
 _ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*$")  # two capitals at least
 _CAPITAL = re.compile(r"^[A-Z][a-z]+(?:-[A-Za-z]+)*$")
 _ROMAN = re.compile(r"^[IVXLC]+$")
-# words inside one name ("Bank of Canada", "Henk van Elst"); "and" joins two names as often ("Elst and Thomas
+# words inside one name ("Bank of Canada", "Henk van Elst"; not "on": "Ingress on AWS" is a phrase); "and" joins two names as often ("Elst and Thomas
 # Buchert"), so a run beside "and" and another name is not blanked (`_beside_another`)
-_JOINERS = frozenset({"of", "for", "de", "on", "van", "von", "der", "den", "da", "di", "du", "del", "la", "le"})
+_JOINERS = frozenset({"of", "for", "de", "van", "von", "der", "den", "da", "di", "du", "del", "la", "le"})
 _AND = frozenset({"and", "&"})
 _CALENDAR = frozenset("january february march april may june july august september october november december "
                       "monday tuesday wednesday thursday friday saturday sunday".split())
@@ -140,7 +140,8 @@ def term_candidates(text: str, common: frozenset[str] = frozenset(), margin: fro
 
 def term_question(rng: random.Random, text: str, label: str, common: frozenset[str] = frozenset(),
                   guessable: Callable[[str], bool] = lambda term: False,
-                  margin: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+                  margin: frozenset[str] = frozenset(),
+                  fits: Callable[[str, str], bool] | None = None) -> tuple[str, str] | None:
     """(question, answer) for one sentence of the region naming its document, a name or term blanked: never one
     the document's name spells, one the caller finds guessable (printed all over the document, or printed in lower
     case as well: an ordinary word set in capitals, `TextScope.plain`), or a word set in capitals for emphasis
@@ -148,7 +149,8 @@ def term_question(rng: random.Random, text: str, label: str, common: frozenset[s
     words = set(re.findall(r"\b[a-z]+\b", text))
     terms = [t for t in term_candidates(text, common, margin) if t[1].lower() not in label.lower() and not guessable(t[1])
              and not (t[1].isalpha() and t[1].isupper() and t[1].lower() in words)]
-    if not terms or not label:
+    got = pick_blank(rng, terms, fits) if label else None
+    if got is None:
         return None
-    blanked, value = rng.choice(terms)
+    blanked, value = got
     return f"In {label}, what name or term fills the blank in the sentence \u201c{blanked}\u201d?", value

@@ -18,6 +18,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from vrag_data.qgen.cloze import sentences
 from vrag_data.qgen.grid import section_key
@@ -43,14 +44,31 @@ class TextScope:
         blank a reader fills without looking."""
         return sum(term in t for t in self.texts.get(stem, ())) >= RUNNING_PAGES
 
+    @cached_property
+    def _words(self) -> frozenset[str]:
+        """The lower-case words the workspace's documents print."""
+        return frozenset(w for ts in self.texts.values() for t in ts for w in re.findall(r"(?<![\w./:@-])[a-z]+(?![\w/@:-]|\.\w)", t))
+
     def plain(self, stem: str, term: str) -> bool:
         """Whether the document prints the term in lower case as well ("and" for "AND", "solar system" for "Solar
-        System"): an ordinary word set in capitals for emphasis or as a heading, no name a blank can ask for."""
+        System"), or, for one word, any document of the workspace does ("ALWAYS"): an ordinary word set in capitals
+        for emphasis or as a heading, no name a blank can ask for."""
         low = term.lower()
         if low == term:
             return False
-        pattern = re.compile(rf"(?<![\w./:@-]){re.escape(low)}(?![\w/@:-])")
+        if low in self._words:
+            return True
+        pattern = re.compile(rf"(?<![\w./:@-]){re.escape(low)}(?![\w/@:-]|\.\w)")
         return any(pattern.search(t) for t in self.texts.get(stem, ()))
+
+    def one_answer(self, stem: str, blanked: str, answer: str) -> bool:
+        """Whether the blank of a quoted sentence has one answer in the document: no page prints the sentence with
+        other words in the blank (a deck repeating a slide's line with "VaR" for "CVaR")."""
+        head, _, tail = blanked.partition("___")
+        frame = [re.escape(w) for w in head.split()] + ["(.{1,80}?)"] + [re.escape(w) for w in tail.split()]
+        pattern = re.compile(r"\s*".join(frame))
+        return all(" ".join(m.group(1).split()) == answer for t in self.texts.get(stem, ())
+                   for m in pattern.finditer(" ".join(t.split())))
 
     def body(self, stem: str, page: int) -> bool:
         """Whether a page's text is the document's own statement (before its reference list)."""
