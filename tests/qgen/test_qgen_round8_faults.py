@@ -47,3 +47,18 @@ def test_a_symbol_fonts_box_read_as_I_a_phrase_with_on_and_a_capitalised_adverb_
     scope = TextScope(texts={"survey": ("And a single ingress is not ALWAYS enough for a production cluster.",),
                              "guide": ("The server always answers within a second of the request.",)})
     assert scope.plain("survey", "ALWAYS") and not scope.plain("survey", "NASA")
+
+
+def test_a_value_its_whole_column_prints_is_not_asked() -> None:
+    from tests.qgen.test_qgen_tables import _region
+    from vrag_data.qgen.evidence import Evidence
+    from vrag_data.qgen.oracle_writer import OracleWriter
+    from vrag_data.qgen.writer import Attempt, Written
+
+    md = ("| Fund | Category | Amount |\n|---|---|---|\n| Library | Book Fair | 1,250 |\n| Garden | Book Fair | 830 |"
+          "\n| Sports | Book Fair | 415 |")
+    w = OracleWriter({}, {"pta": "\u201cPTA financials\u201d"})
+    region = _region(md, stem="pta", page=2, title="Book Fair Deposits")
+    outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "extraction")) for i in range(20)]
+    asked = {o.cells[0][2] for o in outs if isinstance(o, Written)}
+    assert asked == {"Amount"}, asked

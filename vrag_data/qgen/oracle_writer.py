@@ -160,9 +160,15 @@ def _table_cell(rng: random.Random, region: Region, label: str, running: frozens
     if isinstance(where, Rejected):
         return where
     codes = code_columns(grid.header, grid.cells)
-    cells = [cell for cell in grid.cells if cell[1] not in codes]  # a note's number, a line number: no value asked
+    # a note's number, a line number: no value asked; nor one its whole column prints (a form's zeros, a category
+    # on every row): the answer is a guess away
+    values: dict[str, set[str]] = {}
+    for _, col, value in grid.cells:
+        values.setdefault(col, set()).add(value)
+    cells = [cell for cell in grid.cells if cell[1] not in codes and len(values[cell[1]]) > 1]
     if not cells:
-        return Rejected("writer", "writer_declined", "oracle: only codes, notes or line numbers in the table")
+        return Rejected("writer", "writer_declined", "oracle: only codes, notes, line numbers or one repeated value "
+                        "in the table")
     row, col, value = rng.choice(cells)
     q = _cell_question(where, grid.row_phrase(row), col, value)
     return Written(q, value, "Str", "extraction", (value,), NAME, ((0, row, col, value),))
