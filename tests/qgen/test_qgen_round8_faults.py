@@ -62,3 +62,10 @@ def test_a_value_its_whole_column_prints_is_not_asked() -> None:
     outs = [w.write_sync(Attempt(i, Evidence("single", (region,)), "extraction")) for i in range(20)]
     asked = {o.cells[0][2] for o in outs if isinstance(o, Written)}
     assert asked == {"Amount"}, asked
+
+
+def test_a_letters_date_field_heads_no_document() -> None:
+    from vrag_data.qgen.docname import neutral_reference
+
+    assert neutral_reference("Date: February 12, 2025") == "" and neutral_reference("Date: 12/02/2025") == ""
+    assert neutral_reference("DSPy: Compiling Declarative Calls") != ""

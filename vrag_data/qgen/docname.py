@@ -85,6 +85,9 @@ def neutral_reference(heading: str) -> str:
         return ""
     if re.fullmatch(r"(table\s+of\s+)?contents|index", h.strip(), re.I):  # a contents link heads no document
         return ""
+    field = re.match(r"^\w+(?:\s\w+)?:\s*(.+)$", h)  # "Date: February 12, 2025": a letter's date field
+    if field and (_NO_ENTITY.match(field.group(1).strip()) or re.fullmatch(r"[\d./\- ]+", field.group(1).strip())):
+        return ""
     if re.match(r"(table|figure|fig\.)\s+[\dIVX]+\b|\d+\s+\d+\s", h, re.I) or _NO_ENTITY.search(h):  # a caption, a date
         # line, page numbers run into a header
         return ""
