@@ -44,9 +44,10 @@ def number(value: str) -> float | None:
 
 def plain(name: str) -> str:
     """A label or column name without its footnote mark: "Interest payments(5)" -> "Interest payments",
-    "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita"; a unit stays
+    "Earnings (a)" -> "Earnings", "D. K. Mehrotra**" -> "D. K. Mehrotra", "* Rita" -> "Rita", "GDP(3) Growth" -> "GDP Growth"; a unit stays
     ("Time (s)", "Length (m)": notes are marked (a) to (f) at most)."""
     name = re.sub(r"^[*\u2020\u2021]+\s*(?=\w)", "", name.strip())
+    name = re.sub(r"(?<=[A-Za-z])\(\d\)(?=\s)", "", name)  # "GDP(3) Growth": a note mark set right after a word
     return re.sub(r"\s*(\((\d{1,2}|[a-f])\)|[*\u2020\u2021\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+)$", "", name).strip() or name
 
 
@@ -74,6 +75,8 @@ def clean_name(cell: str) -> bool:
     if len(toks) > 1 and CUT.search(cell.strip()):  # "Net sales by" or "Shares in": the rest is on the next line
         return False
     if len(toks) > 1 and re.search(r"[$(\[]$", cell.strip()):  # "..., net of tax of $3, $(4), $31, and $": cut
+        return False
+    if re.match(r"\d{1,2}(?:\.\d{1,2})+\s+[A-Za-z]", cell.strip()):  # "7.00 Loan Received": a numbered note's heading
         return False
     if re.search(r"\b(table|figure|fig\.)\s+[\dIVX]+[.:]", cell, re.I):  # "Table IV. Experiment results. Reliability
         return False  # Ours": the caption read into the header

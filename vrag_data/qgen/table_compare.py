@@ -26,7 +26,7 @@ _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 # a subtotal or result line: weighed against a line that feeds it, it answers itself (gross profit > operating income)
 _SUBTOTAL = re.compile(r"^(total|subtotal|net cash|net (income|earnings|loss|sales|revenues?)|gross (profit|margin)|"
                        r"operating (income|profit|loss)|(income|earnings|loss|profit) (before|from)|ebitd?a\b|"
-                       r"adjusted ebitd?a|revenues?$|sales$|cash and cash equivalents|net (financial )?assets|net debt|"
+                       r"adjusted ebitd?a|revenues?$|sales$|cash and cash equivalents|net (financial |current )?(assets|liabilities)|net debt|"
                        r"(cash|funds) (provided|used|generated)|"
                        r"accumulated (surplus|deficit))|(beginning|end) of (the )?(year|period)",
                        re.I)  # and a balance (cash at the start of the year) against a flow of the year

@@ -202,7 +202,9 @@ def arithmetic(rng: random.Random, a: Table, b: Table) -> Written | Rejected:
         q = f"What is the ratio of {first} to {second}, rounded to two decimals?"
         return Written(q, f"{ratio:.2f}", "Float", "logic", (va, vb), NAME, cells, (hop_a, hop_b))
     diff = na - nb
-    q = f"What is {first} minus {second}, as a plain number?"
+    # "(5,499) minus (6,881)": without a sign rule a reader may take the sizes of two outflows
+    signed = ", each with its printed sign (an amount in parentheses is negative)" if na < 0 or nb < 0 else ""
+    q = f"What is {first} minus {second}{signed}, as a plain number?"
     fmt = "Int" if float(diff).is_integer() and "." not in va + vb else "Float"
     return Written(q, _fmt(diff, [va, vb]), fmt, "logic", (va, vb), NAME, cells, (hop_a, hop_b))
 

@@ -40,9 +40,10 @@ class TextScope:
 
     def everywhere(self, stem: str, term: str) -> bool:
         """Whether a term is printed on `RUNNING_PAGES` pages of the document or more: its subject or its maker
-        ("United States" in a constitution, a vendor in every footer, "GC" in a deck on garbage collection), a
-        blank a reader fills without looking."""
-        return sum(term in t for t in self.texts.get(stem, ())) >= RUNNING_PAGES
+        ("United States" in a constitution, a vendor in every footer, "GC" in a deck on garbage collection), or on
+        both pages of a two-page document (a fact sheet's product): a blank a reader fills without looking."""
+        texts = self.texts.get(stem, ())
+        return sum(term in t for t in texts) >= min(RUNNING_PAGES, max(2, len(texts)))  # both pages of a fact sheet
 
     @cached_property
     def _words(self) -> frozenset[str]:
