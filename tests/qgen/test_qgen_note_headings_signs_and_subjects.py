@@ -48,3 +48,15 @@ def test_a_difference_of_amounts_in_parentheses_says_how_to_read_their_sign() ->
 def test_net_current_assets_is_a_subtotal() -> None:
     assert _SUBTOTAL.search("Net current assets") and _SUBTOTAL.search("Net current liabilities")
     assert not _SUBTOTAL.search("Payables and accrued expenses")
+
+
+def test_a_number_grouped_by_spaces_is_one_cell_on_a_page_that_groups_its_numbers_so() -> None:
+    from vrag_data.qgen.page_cells import reread_on_page
+
+    page = ("Consolidated statement of financial position\nNotes\n2011\nUSD\n2010\nUSD\nFixed assets\n7\n 20 413\n 24 396\n"
+            "Investment in associate\n8\n 6 976\n 2 561\nBank balance and cash\n10\n 3 022 148\n 731 408\n")
+    assert reread_on_page(page, "Investment in associate", "6 976") == ""
+    assert reread_on_page(page, "Bank balance and cash", "3 022 148") == ""
+    # on a page that groups thousands by commas, "6 976" is two cells glued together
+    comma = page.replace("3 022 148", "3,022,148").replace("731 408", "731,408")
+    assert "holds two numbers" in reread_on_page(comma, "Investment in associate", "6 976")

@@ -22,9 +22,20 @@ def _norm(text: str) -> str:
     return f" {normalize_answer(text)} "
 
 
-def spans_cells(value: str) -> bool:
-    """Two numbers in one value ("1,234 5,678", "$ 12 $ 13"): cells glued by the table rebuild."""
-    return len(_NUM.findall(value.replace("\u2212", "-"))) >= 2
+_SPACED = re.compile(r"(?<![\d,.])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d,.])")  # "1 996 959"
+_COMMA_GROUPED = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?!\d)")  # "1,996,959"
+SPACED_NUMBERS = 3  # numbers grouped by spaces a page prints, none by commas, before it counts as its style
+
+
+def spans_cells(value: str, page_text: str = "") -> bool:
+    """Two numbers in one value ("1,234 5,678", "$ 12 $ 13"): cells glued by the table rebuild. A number grouped
+    by spaces ("(1 996 959)", as South African or French statements print thousands) is one number on a page that
+    groups its numbers so (`SPACED_NUMBERS` of them, none grouped by commas)."""
+    v = value.replace("\u2212", "-")
+    if _SPACED.fullmatch(v.strip().strip("()-$\u20ac\u00a3R ").strip()) and len(_SPACED.findall(page_text)) >= SPACED_NUMBERS \
+            and not _COMMA_GROUPED.search(page_text):
+        return False
+    return len(_NUM.findall(v)) >= 2
 
 
 def _label_lines(lines: list[str], row: str) -> list[int]:
@@ -44,7 +55,7 @@ def _is_label(line: str) -> bool:
 
 def reread_on_page(page_text: str, row: str, value: str) -> str:
     """Why the page's words do not show `value` as one cell of row `row` ("" when they do)."""
-    if spans_cells(value):
+    if spans_cells(value, page_text):
         return f"{value!r} holds two numbers: several cells of the page glued into one"
     lines = [ln for ln in page_text.splitlines() if ln.strip()]
     hits = _label_lines(lines, row)
