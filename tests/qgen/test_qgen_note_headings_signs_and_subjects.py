@@ -60,3 +60,11 @@ def test_a_number_grouped_by_spaces_is_one_cell_on_a_page_that_groups_its_number
     # on a page that groups thousands by commas, "6 976" is two cells glued together
     comma = page.replace("3 022 148", "3,022,148").replace("731 408", "731,408")
     assert "holds two numbers" in reread_on_page(comma, "Investment in associate", "6 976")
+
+
+def test_a_table_is_never_found_by_its_total_row() -> None:
+    from vrag_data.qgen.naming import _own_row_label
+
+    ageing = "| Year of origin | Amount |\n|---|---|\n| Total | 66,655 |\n| Losses of 2021 | 2,411 |"
+    page = "Tax losses by year of origin\nYear of origin\nAmount\nTotal\n66,655\nLosses of 2021\n2,411\n"
+    assert _own_row_label(ageing, page) == "Losses of 2021"

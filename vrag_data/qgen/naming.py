@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from vrag_data.qgen.captions import caption_of
-from vrag_data.qgen.grid import Grid, markdown_rows, section_key
+from vrag_data.qgen.grid import Grid, generic_label, markdown_rows, section_key
 from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
 
@@ -257,6 +257,8 @@ def _own_row_label(table_md: str, page_text: str) -> str:
     for cells in markdown_rows(table_md)[1:]:
         row = cells[0].strip() if cells else ""
         if not (4 <= len(row) <= 60 and re.search(r"[A-Za-z]{3}", row)) or not any(c.strip() for c in cells[1:]):
+            continue
+        if generic_label(row):  # "Total" tells no table apart, even where the page prints it once
             continue
         if sum(ln.startswith(row) for ln in lines) == 1 and sum(row in ln for ln in lines) == 1:
             return row
