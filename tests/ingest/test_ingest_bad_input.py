@@ -239,3 +239,20 @@ def test_a_killed_ingest_keeps_the_error_rows_already_found(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert broken_row_written()  # written when found, not at the end of the batch
+
+
+def test_a_pdf_repaired_on_open_is_kept_and_said_as_a_note_not_a_skip(tmp_path):
+    import re as _re
+
+    import pymupdf
+
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Annual report of the garden club with 12 members.", fontsize=11)
+    raw = _re.sub(rb"startxref\s+\d+", b"startxref\n999999", doc.tobytes(garbage=0, deflate=False))  # a broken xref
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "club.pdf").write_bytes(raw)
+    out = _cli(str(tmp_path / "in"), "-w", str(tmp_path / "ws"), "--layout", "off", "--ocr", "off", "--workers", "1", "-q")
+    assert out.exit_code == 0, out.stderr
+    text = " ".join(out.stderr.split())
+    assert "ingested 1 document(s), 1 page(s)" in text and "0 error(s), 1 notice(s)" in text, text
+    assert "note " in text and "repaired on open and kept" in text and "skipped" not in text, text

@@ -170,7 +170,9 @@ class DocumentIngester:
             n = min(doc.page_count, self.opts.max_pages or doc.page_count)
             if first == 1:  # document-wide notices: said once, by the whole document or its first part
                 if doc.is_repaired:
-                    self.error("open", "damaged PDF, repaired on open; some pages may be missing or incomplete")
+                    # kept: a note, not a skip (the document's pages are ingested as the repair reads them)
+                    self.error("notice", "damaged PDF, repaired on open and kept; some pages may be missing or "
+                                         "incomplete (re-save it with a PDF tool to be sure)")
                 for note in active_content_notices(doc):
                     self.error("notice", note)
                 if n < doc.page_count:
