@@ -159,7 +159,8 @@ def readable_title(title: str) -> bool:
         return False
     if re.fullmatch(r"\S+", t) and "_" in t:  # a file name saved as the title ("odf_presentation")
         return False
-    return not re.search(r"\.(docx?|pdf|indd|pptx?|od[tsp]|xlsx?)\b|^microsoft|^untitled", t, re.I)
+    # a generator's default: "Microsoft Word - ...", "Untitled", PowerPoint's "PowerPoint Presentation"
+    return not re.search(r"\.(docx?|pdf|indd|pptx?|od[tsp]|xlsx?)\b|^microsoft|^untitled|^powerpoint presentation$", t, re.I)
 
 
 def sec_filing_name(text: str, largest: str = "") -> str:

@@ -203,8 +203,9 @@ def _text_blank(rng: random.Random, ev: Evidence, label: str, scope: TextScope) 
         def fits(blanked: str, answer: str) -> bool:
             return scope.one_answer(region.stem, blanked, answer)
 
-        got = cloze_question(rng, region.text, label, scope.common, margin, fits) or term_question(
-            rng, region.text, label, scope.common,
+        off = scope.boilerplate(region.stem)
+        got = cloze_question(rng, region.text, label, off, margin, fits) or term_question(
+            rng, region.text, label, off,
             lambda term: scope.everywhere(region.stem, term) or scope.plain(region.stem, term), margin, fits)
     # answers under a question printed above them
     got = got or share_question(region.text, region.page.text, label, texts, rng.choice)
@@ -240,8 +241,8 @@ class OracleWriter:
             if not self.text.body(region.stem, region.page.page):
                 return False
             margin = margin_numbers(region.page.text)
-            return bool(cloze_candidates(region.text, self.text.common, margin)
-                        or term_candidates(region.text, self.text.common, margin)
+            off = self.text.boilerplate(region.stem)
+            return bool(cloze_candidates(region.text, off, margin) or term_candidates(region.text, off, margin)
                         or region_shares(region.text, region.page.text))
         return (region.source == "table" and region.text.lstrip().startswith("|") and not table_grid(region.text).problem
                 and not contents_page(region.page.text)  # a contents page's "table" holds page numbers

@@ -1,7 +1,8 @@
 """Which printed text a question may quote, and which documents a name tells apart.
 
 - A sentence printed in more than one document of the workspace (an agency's disclaimer on every accident report,
-  a licence paragraph) has no one document to name: no blank is cut from it.
+  a licence paragraph) has no one document to name, and one printed on two pages of a document is its boilerplate
+  (a footer, a notice): no blank is cut from either.
 - A paper's reference list and what follows it (appendices of dataset examples, prompts, annotation guides) are
   no statement of the document: text questions come from the pages before the first page headed "References"
   ("Bibliography", "Works Cited").
@@ -37,6 +38,19 @@ class TextScope:
     back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
     running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines (`section_key`) printed on page after page
     texts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stem -> its pages' text
+    repeated: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> sentences printed on two of its pages
+
+    def boilerplate(self, stem: str) -> frozenset[str]:
+        """Sentences no blank is cut from in the document: printed in another document too, or on two of its own
+        pages (a footer's "Not an official record.", a notice repeated page after page)."""
+        got = self._boilerplate.get(stem)
+        if got is None:
+            got = self._boilerplate[stem] = self.common | self.repeated.get(stem, frozenset())
+        return got
+
+    @cached_property
+    def _boilerplate(self) -> dict[str, frozenset[str]]:
+        return {}
 
     def everywhere(self, stem: str, term: str) -> bool:
         """Whether a term is printed on `RUNNING_PAGES` pages of the document or more: its subject or its maker
@@ -84,15 +98,17 @@ def _back_matter(text: str) -> bool:
 
 def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     docs_of: dict[str, set[str]] = defaultdict(set)
+    pages_of: dict[str, Counter[str]] = defaultdict(Counter)
     back: dict[str, int] = {}
     lines_on: dict[str, Counter[str]] = defaultdict(Counter)
     texts: dict[str, list[str]] = defaultdict(list)
     for p in pages:
         texts[p.stem].append(p.text)
         lines_on[p.stem].update({n for ln in p.text.splitlines() if re.search(r"[a-z]{3}", n := section_key(ln))})
-        for s in sentences(p.text):
-            if len(s) >= _MIN_SENTENCE:
-                docs_of[s].add(p.stem)
+        on_page = {s for s in sentences(p.text) if len(s) >= _MIN_SENTENCE}
+        pages_of[p.stem].update(on_page)
+        for s in on_page:
+            docs_of[s].add(p.stem)
         if p.page > 1 and _back_matter(p.text):
             back[p.stem] = min(back.get(p.stem, p.page), p.page)
     named = Counter(v for v in labels.values() if v)
@@ -101,4 +117,5 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     # a talk's navigation bar prints "References" on every slide: a running line, no reference list
     back = {stem: n for stem, n in back.items() if not any(_BACK_MATTER.match(ln) for ln in running.get(stem, ()))}
     return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running,
-                     {stem: tuple(t) for stem, t in texts.items()})
+                     {stem: tuple(t) for stem, t in texts.items()},
+                     {stem: frozenset(x for x, n in c.items() if n >= 2) for stem, c in pages_of.items()})
