@@ -20,8 +20,10 @@ from vrag_data.qgen.grid import markdown_rows
 # "Table 6.5:", "Table A-2.", "Table 3b:", "Table IV." (its text may start on the next line); "Table 6.5" is never
 # read as "Table 6" with a text starting "5:"
 _CAPTION = re.compile(r"^\s*((?:Table|TABLE)\s+(?:(?:[A-Z]-?)?\d+(?:[.\-]\d+)*[a-z]?|[IVX]+))\s*[:.]\s*(.*)$")
-# the end of a caption's first sentence ("... used for BERT."); "mid-Sep. and Nov.", "J. Smith" or "et al." ends none
-_STOP = re.compile(r"(?<=[A-Za-z0-9)])(?<!\b[A-Z])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)\.\s")  # "BERT." ends one
+# the end of a caption's first sentence ("... used for BERT."); "mid-Sep. and Nov.", "J. Smith", "et al.", "vs.",
+# "cf." or "e.g." ends none
+_STOP = re.compile(r"(?<=[A-Za-z0-9)])(?<!\b[A-Z])(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})(?<!\bal)(?<!\bvs)(?<!\bcf)"
+                   r"(?<!\b[a-z])\.\s")  # "BERT." ends one
 CAPTION_WORDS, CAPTION_REACH = 8, 60
 
 

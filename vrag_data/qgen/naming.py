@@ -23,7 +23,8 @@ from vrag_data.qgen.periods import period_kinds
 from vrag_data.qgen.scale import WORDS, table_scale, zone_above
 
 _TITLE_WORDS = re.compile(r"[A-Za-z][A-Za-z'\u2019&,\u2013\u2014-]*|[&\u2013\u2014-]")
-_ACRONYM = re.compile(r"\s*\(\s*[\"\u201c]?[A-Z][A-Za-z&]{1,7}[\"\u201d]?\s*\)")  # ("SG&A"), (EPS)
+# ("SG&A"), (EPS): a short form, two capitals at least; "(Expense)" in "Other Income (Expense), Net" is part of the title
+_ACRONYM = re.compile(r"\s*\(\s*[\"\u201c]?(?=(?:[^)]*?[A-Z]){2})[A-Z][A-Za-z&]{1,7}[\"\u201d]?\s*\)")
 _RUNNING = re.compile(r"^(notes? to (the )?(condensed )?(consolidated )?financial statements|table of contents|"
                       r"index to financial statements|part [ivx]+\b.*|item \d+[a-z]?\b.*|"
                       r".+\band\s+(its\s+)?(consolidated\s+)?subsidiaries)$", re.I)  # "Acme Corp and Subsidiaries"
