@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vrag_data.qgen.docname import document_label, largest_font_text
+from vrag_data.qgen.docname import document_label
+from vrag_data.qgen.first_page import largest_font_text
 
 TABLE = Path(__file__).parents[1] / "data" / "doc_names.tsv"
 _STOP = frozenset("the of and a an in on for via with to by its their".split())

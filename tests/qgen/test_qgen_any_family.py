@@ -9,7 +9,8 @@ from pathlib import Path
 import pymupdf
 
 from tests.qgen.test_qgen_tables import _region
-from vrag_data.qgen.docname import document_label, largest_font_text
+from vrag_data.qgen.docname import document_label
+from vrag_data.qgen.first_page import largest_font_text
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.qgen.grid import table_grid
 from vrag_data.qgen.oracle_writer import OracleWriter

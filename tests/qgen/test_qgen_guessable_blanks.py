@@ -52,7 +52,7 @@ def test_a_day_that_ends_a_period_or_a_range_and_a_whole_hundred_are_no_blanks()
 
 def test_a_page_heading_is_the_first_top_line_that_can_head_it(tmp_path) -> None:  # noqa: ANN001
     from tests.qgen.test_qgen_unlisted_faults import _pdf
-    from vrag_data.qgen.docname import first_heading
+    from vrag_data.qgen.first_page import first_heading
 
     body = "The company recognises revenue when control of the goods passes to the customer here."
 

@@ -12,7 +12,8 @@ import pymupdf
 
 from tests.qgen.test_qgen_tables import _region
 from vrag_data.qgen.cloze import cloze_candidates, sentences
-from vrag_data.qgen.docname import document_label, first_heading, largest_font_text
+from vrag_data.qgen.docname import document_label
+from vrag_data.qgen.first_page import first_heading, largest_font_text
 from vrag_data.qgen.evidence import Evidence
 from vrag_data.qgen.grid import table_grid
 from vrag_data.qgen.naming import position_reference, table_name

@@ -29,7 +29,8 @@ from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
 from vrag_data.ids import short_hash, task_id
 from vrag_data.inert import sanitize_text
-from vrag_data.qgen.docname import document_label, first_heading, largest_font_text, neutral_reference
+from vrag_data.qgen.docname import document_label, neutral_reference
+from vrag_data.qgen.first_page import first_heading, largest_font_text
 from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
