@@ -20,10 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 
 from vrag_data.config import GenerateConfig, RoleConfig, RunConfig
 from vrag_data.errors import VragError
@@ -35,75 +33,20 @@ from vrag_data.qgen.evidence import KINDS, EvidencePool
 from vrag_data.qgen.picking import BARREN, evidence_key, fresh_pick
 from vrag_data.qgen.known_facts import load_known_facts
 from vrag_data.qgen.oracle_writer import OracleWriter
+from vrag_data.qgen.run_records import GenerateSummary, Rejection, record_rejections
 from vrag_data.qgen.tally import Tally, unusable_documents
 from vrag_data.qgen.text_scope import text_scope
 from vrag_data.qgen.plan import check_generation_vision
 from vrag_data.qgen.verify import Known, Verifier, VerifyReport, duplicate_score, known_question
 from vrag_data.qgen.writer import ROLE, Attempt, ModelWriter, Rejected, Writer, Written, check_question, outlined_page_loader
-from vrag_data.schema.records import Document, EvidenceBox, Page, Task, utcnow
-from vrag_data.store import Workspace, read_records, write_records
+from vrag_data.schema.records import Document, EvidenceBox, Page, Task
+from vrag_data.store import Workspace, read_records
 from vrag_data.store.corpus import load_documents, load_pages
 from vrag_data.tasks.store import load_tasks, shard_path, write_tasks
 
 SHARD = "generated"
 BENCHMARK = "generated"
-REJECTIONS_FILE = "generate_rejections.parquet"
 HOP = {"single": "single", "multi_page": "multi_page", "cross_doc": "cross_doc"}
-
-
-class Rejection(BaseModel):
-    """Why one generation attempt produced no task."""
-
-    model_config = ConfigDict(extra="forbid")
-    run_id: str
-    attempt: int
-    kind: str
-    qtype: str
-    sources: list[str] = Field(default_factory=list)
-    evidence_pages: list[str] = Field(default_factory=list)
-    stage: str  # pick | writer | check | dedup | verify
-    reason: str
-    detail: str = ""
-    question: str = ""
-    answer: str = ""
-    writer: str = ""
-    requests: int = 0
-    at: datetime = Field(default_factory=utcnow)
-
-
-class GenerateSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    run_id: str
-    writer: str
-    verify_mode: str
-    attempted: int = 0
-    target: int = 0  # tasks asked for (--n)
-    kept: int = 0  # new tasks written
-    already: int = 0  # distinct tasks of an earlier identical run, found again
-    stored: int = 0  # rows of tasks/generated.parquet after this run
-    rejected: dict[str, int] = Field(default_factory=dict)  # reason -> count
-    by_kind: dict[str, int] = Field(default_factory=dict)
-    by_type: dict[str, int] = Field(default_factory=dict)
-    by_source: dict[str, int] = Field(default_factory=dict)
-    calls: int = 0  # teacher calls, cache hits included
-    requests: int = 0  # calls that went to a server
-    shard: str = ""
-    rejections_file: str = ""
-    notices: list[str] = Field(default_factory=list)  # what the writer cannot do here, said once
-    tally: Tally = Field(default_factory=Tally)  # asked / kept per kind and per document, rejections per kind
-
-    @property
-    def shortfall(self) -> int:
-        return max(0, self.target - self.kept - self.already)
-
-    @property
-    def yield_rate(self) -> float:
-        return (self.kept + self.already) / self.attempted if self.attempted else 0.0
-
-    @property
-    def calls_per_task(self) -> float:
-        done = self.kept + self.already
-        return self.calls / done if done else float("nan")
 
 
 BARREN_TRIES = 30  # attempts after which a best-effort kind that kept nothing gives its turn to the others
@@ -388,7 +331,7 @@ def _store(ws: Workspace, run_id: str, previous: list[Task], kept: dict[str, Tas
     stored.update(kept)
     summary.shard = write_tasks(ws, SHARD, list(stored.values()))
     summary.stored = len(stored)
-    summary.rejections_file = _record_rejections(ws, run_id, rejections)
+    summary.rejections_file = record_rejections(ws, run_id, rejections)
     summary.rejected = dict(sorted(Counter(r.reason for r in rejections).items()))
     summary.tally.reject([(r.kind, r.reason) for r in rejections])
     summary.tally.reject_docs([(s, r.reason) for r in rejections
@@ -397,14 +340,3 @@ def _store(ws: Workspace, run_id: str, previous: list[Task], kept: dict[str, Tas
     summary.by_kind = dict(sorted(Counter(t.hop_type for t in new).items()))
     summary.by_type = dict(sorted(Counter(t.reasoning_type or "" for t in new).items()))
     summary.by_source = dict(sorted(Counter(s for t in new for s in t.sources).items()))
-
-
-def _record_rejections(ws: Workspace, run_id: str, rows: list[Rejection]) -> str:
-    path = f"{ws.tasks}/{REJECTIONS_FILE}"
-    others = [r for r in read_records(path, Rejection) if r.run_id != run_id]
-    write_records(path, [*others, *rows], Rejection)
-    return path
-
-
-def load_rejections(ws: Workspace) -> list[Rejection]:
-    return read_records(f"{ws.tasks}/{REJECTIONS_FILE}", Rejection)

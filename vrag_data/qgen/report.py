@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from vrag_data.errors import VragError
 from vrag_data.env.images import encode_jpeg, render_image_ref
-from vrag_data.qgen.generate import SHARD, load_rejections
+from vrag_data.qgen.generate import SHARD
+from vrag_data.qgen.run_records import load_rejections
 from vrag_data.schema.geometry_types import Box
 from vrag_data.schema.records import EvidenceBox, ImageRef, Task
 from vrag_data.store import Workspace, read_records

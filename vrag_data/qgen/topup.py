@@ -19,7 +19,7 @@ from vrag_data.store import Workspace, read_records
 from vrag_data.tasks.store import shard_path
 
 if TYPE_CHECKING:
-    from vrag_data.qgen.generate import GenerateSummary
+    from vrag_data.qgen.run_records import GenerateSummary
 
 GENERATED_SHARD = "generated"  # where `vrag_data.qgen.generate` writes its tasks
 
