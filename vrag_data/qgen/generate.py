@@ -223,7 +223,8 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
             await pool.check()
         if writer_spec == "oracle":
             writer: Writer = OracleWriter(load_known_facts(list(docs.values())), labels,
-                                          text_scope(pages.values(), labels))
+                                          text_scope(pages.values(), labels),
+                                          {s: d.source_path for s, d in docs.items() if d.kind == "pdf"})
         elif writer_spec == "model":
             writer = ModelWriter(pool, loader, gcfg.max_pixels, labels)  # type: ignore[arg-type]  # pool exists: ROLE in roles
         else:

@@ -27,6 +27,7 @@ from vrag_data.qgen.grid import Grid, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question, margin_numbers
 from vrag_data.qgen.survey import region_shares, share_question
+from vrag_data.qgen.powers import flattened_powers, holds_flattened
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_columns
@@ -225,10 +226,11 @@ class OracleWriter:
     name = NAME
 
     def __init__(self, facts: dict[str, list[Fact]], labels: dict[str, str] | None = None,
-                 text: TextScope | None = None) -> None:
+                 text: TextScope | None = None, pdfs: dict[str, str] | None = None) -> None:
         self.facts = facts
         self.labels = labels or {}  # stem -> readable document name (docname.document_label)
         self.text = text or TextScope()
+        self.pdfs = pdfs or {}  # stem -> local source PDF, read for what the text layer flattens (`powers`)
         self._written: set[str] = set()  # questions this writer gave in this run
 
     def accepts(self, region: Region) -> bool:
@@ -269,6 +271,16 @@ class OracleWriter:
         return out
 
     def write_sync(self, attempt: Attempt, draw: int = 0) -> Written | Rejected:
+        out = self._write(attempt, draw)
+        if isinstance(out, Written) and self.pdfs:
+            powers = frozenset().union(*(flattened_powers(self.pdfs.get(r.stem, ""), r.page.page)
+                                         for r in attempt.evidence.regions))
+            if holds_flattened((out.answer, *out.visible), powers):
+                return Rejected("writer", "writer_declined", "oracle: a value holds a power its page sets in "
+                                "superscript (the text layer reads 2^17 as 217)")
+        return out
+
+    def _write(self, attempt: Attempt, draw: int) -> Written | Rejected:
         rng = random.Random(f"oracle:{attempt.idx}" if draw == 0 else f"oracle:{attempt.idx}:{draw}")
         ev = attempt.evidence
         found = [facts_in(r, self.facts.get(r.stem, [])) for r in ev.regions]
