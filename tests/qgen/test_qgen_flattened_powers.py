@@ -47,3 +47,18 @@ def test_a_value_holding_a_power_set_in_superscript_is_not_asked(tmp_path: Path)
     assert answers and "217" not in answers, answers
     # without the source PDF (a moved file) nothing tells the power apart: the plain text is all there is
     assert flattened_powers(str(tmp_path / "moved.pdf"), 1) == frozenset()
+
+
+def test_source_pdfs_not_where_ingest_read_them_are_named_in_a_notice(tmp_path: Path) -> None:
+    from vrag_data.qgen.generate import moved_sources
+    from vrag_data.schema.records import Document
+
+    here = _pdf(tmp_path)
+
+    def doc(stem: str, path: str) -> Document:
+        return Document(doc_id=f"sha_{stem}", stem=stem, source_path=path, kind="pdf", n_pages=1, n_bytes=10)
+
+    assert moved_sources({"eth": doc("eth", here)}) == []
+    notes = moved_sources({"eth": doc("eth", here), "fees": doc("fees", str(tmp_path / "gone" / "fees.pdf"))})
+    assert len(notes) == 1 and notes[0].startswith("1 source PDF(s) are not where ingest read them (fees)")
+    assert "superscript powers are not read" in notes[0] and "put the PDFs back" in notes[0]

@@ -230,6 +230,7 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         else:
             writer = writer_spec  # type: ignore[assignment]
         pool_ev, kinds, notices = _restrict_to_writer(writer, pool_ev, kinds, ws)
+        notices += moved_sources(docs)
         verifier = Verifier(pages, searcher, pool, loader=loader, max_pixels=gcfg.max_pixels,
                             top_k=gcfg.search_top_k, n_competing=gcfg.ambiguity_pages, labels=labels)
         previous = read_records(shard_path(ws, SHARD), Task)
@@ -249,6 +250,23 @@ async def _generate(ws: Workspace, cfg: RunConfig, gcfg: GenerateConfig, writer_
         summary.calls, summary.requests = stats["calls"], stats["requests"]
     _store(ws, run_id, previous, kept, rejections, summary)
     return summary
+
+
+MOVED_SHOWN = 5  # moved source PDFs a notice names before "..."
+
+
+def moved_sources(docs: dict[str, Document]) -> list[str]:
+    """A notice naming the source PDFs that are not where ingest read them: their page 1's type (a title set large,
+    the top heading) and the superscripts of their pages cannot be read, so questions name them from page text alone
+    and the offline writer cannot tell a flattened power (2^17 read as 217)."""
+    moved = sorted(s for s, d in docs.items()
+                   if d.kind == "pdf" and "://" not in d.source_path and not Path(d.source_path).is_file())
+    if not moved:
+        return []
+    more = ", ..." if len(moved) > MOVED_SHOWN else ""
+    return [f"{len(moved)} source PDF(s) are not where ingest read them ({', '.join(moved[:MOVED_SHOWN])}{more}): "
+            "their first page's type and their superscript powers are not read (names come from page text alone, a "
+            "power such as 2^17 read as 217 is not caught); put the PDFs back or ingest them again from where they are"]
 
 
 def _restrict_to_writer(writer: Writer, pool_ev: EvidencePool, kinds: list[str],

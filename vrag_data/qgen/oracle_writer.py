@@ -27,7 +27,7 @@ from vrag_data.qgen.grid import Grid, table_grid
 from vrag_data.qgen.known_facts import Fact
 from vrag_data.qgen.cloze import cloze_candidates, cloze_question, margin_numbers
 from vrag_data.qgen.survey import region_shares, share_question
-from vrag_data.qgen.powers import flattened_powers, holds_flattened
+from vrag_data.qgen.powers import holds_flattened
 from vrag_data.qgen.terms import term_candidates, term_question
 from vrag_data.qgen.text_scope import TextScope
 from vrag_data.qgen.codes import code_columns
@@ -272,12 +272,10 @@ class OracleWriter:
 
     def write_sync(self, attempt: Attempt, draw: int = 0) -> Written | Rejected:
         out = self._write(attempt, draw)
-        if isinstance(out, Written) and self.pdfs:
-            powers = frozenset().union(*(flattened_powers(self.pdfs.get(r.stem, ""), r.page.page)
-                                         for r in attempt.evidence.regions))
-            if holds_flattened((out.answer, *out.visible), powers):
-                return Rejected("writer", "writer_declined", "oracle: a value holds a power its page sets in "
-                                "superscript (the text layer reads 2^17 as 217)")
+        pages = [(self.pdfs.get(r.stem, ""), r.page.page) for r in attempt.evidence.regions]
+        if isinstance(out, Written) and self.pdfs and holds_flattened((out.answer, *out.visible), pages):
+            return Rejected("writer", "writer_declined", "oracle: a value holds a power its page sets in superscript "
+                            "(the text layer reads 2^17 as 217)")
         return out
 
     def _write(self, attempt: Attempt, draw: int) -> Written | Rejected:

@@ -22,7 +22,7 @@ def flattened_powers(pdf_path: str, page_no: int) -> frozenset[str]:
     return _read(str(path), page_no, stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=4096)  # one small set per page
 def _read(pdf_path: str, page_no: int, mtime_ns: int, size: int) -> frozenset[str]:  # noqa: ARG001
     from vrag_data.ingest.render import import_pymupdf
 
@@ -45,7 +45,11 @@ def _read(pdf_path: str, page_no: int, mtime_ns: int, size: int) -> frozenset[st
     return frozenset(out)
 
 
-def holds_flattened(values: tuple[str, ...], powers: frozenset[str]) -> bool:
-    """Whether an asked value holds a flattened power of its page ("217", "1,018" as "1018")."""
-    return any(re.search(rf"(?<!\d){p}(?!\d)", re.sub(r"(?<=\d)[,\s](?=\d)", "", v)) for v in values for p in powers
-               if len(p) >= 3)
+def holds_flattened(values: tuple[str, ...], pages: list[tuple[str, int]]) -> bool:
+    """Whether an asked value holds a flattened power of one of its (PDF, page number) pages ("217", "1,018" read
+    as "1018"). Only a value with three digits in a row can: the pages are read for those alone."""
+    flat = [re.sub(r"(?<=\d)[,\s](?=\d)", "", v) for v in values]
+    if not any(re.search(r"\d{3}", v) for v in flat):
+        return False
+    powers = frozenset().union(*(flattened_powers(path, page) for path, page in pages))
+    return any(re.search(rf"(?<!\d){p}(?!\d)", v) for v in flat for p in powers if len(p) >= 3)

@@ -38,19 +38,18 @@ class TextScope:
     back_matter: dict[str, int] = field(default_factory=dict)  # stem -> first page headed "References"
     running: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> lines (`section_key`) printed on page after page
     texts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stem -> its pages' text
-    repeated: dict[str, frozenset[str]] = field(default_factory=dict)  # stem -> sentences printed on two of its pages
+    # stem -> `common` and the sentences printed on two of its own pages (worked out once, in `text_scope`)
+    repeated: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def boilerplate(self, stem: str) -> frozenset[str]:
         """Sentences no blank is cut from in the document: printed in another document too, or on two of its own
         pages (a footer's "Not an official record.", a notice repeated page after page)."""
-        got = self._boilerplate.get(stem)
-        if got is None:
-            got = self._boilerplate[stem] = self.common | self.repeated.get(stem, frozenset())
-        return got
+        return self.repeated.get(stem, self.common)
 
     @cached_property
-    def _boilerplate(self) -> dict[str, frozenset[str]]:
-        return {}
+    def _flat(self) -> dict[str, tuple[str, ...]]:
+        """Each document's pages with their whitespace run together (as quotes read), made once."""
+        return {stem: tuple(" ".join(t.split()) for t in ts) for stem, ts in self.texts.items()}
 
     def everywhere(self, stem: str, term: str) -> bool:
         """Whether a term is printed on `RUNNING_PAGES` pages of the document or more: its subject or its maker
@@ -82,8 +81,8 @@ class TextScope:
         head, _, tail = blanked.partition("___")
         frame = [re.escape(w) for w in head.split()] + ["(.{1,80}?)"] + [re.escape(w) for w in tail.split()]
         pattern = re.compile(r"\s*".join(frame))
-        return all(" ".join(m.group(1).split()) == answer for t in self.texts.get(stem, ())
-                   for m in pattern.finditer(" ".join(t.split())))
+        return all(" ".join(m.group(1).split()) == answer for t in self._flat.get(stem, ())
+                   for m in pattern.finditer(t))
 
     def body(self, stem: str, page: int) -> bool:
         """Whether a page's text is the document's own statement (before its reference list)."""
@@ -116,6 +115,6 @@ def text_scope(pages: Iterable[Page], labels: dict[str, str]) -> TextScope:
     running = {stem: frozenset(ln for ln, n in c.items() if n >= RUNNING_PAGES) for stem, c in lines_on.items()}
     # a talk's navigation bar prints "References" on every slide: a running line, no reference list
     back = {stem: n for stem, n in back.items() if not any(_BACK_MATTER.match(ln) for ln in running.get(stem, ()))}
-    return TextScope(frozenset(s for s, d in docs_of.items() if len(d) > 1), shared, back, running,
-                     {stem: tuple(t) for stem, t in texts.items()},
-                     {stem: frozenset(x for x, n in c.items() if n >= 2) for stem, c in pages_of.items()})
+    common = frozenset(s for s, d in docs_of.items() if len(d) > 1)
+    return TextScope(common, shared, back, running, {stem: tuple(t) for stem, t in texts.items()},
+                     {stem: common | {x for x, n in c.items() if n >= 2} for stem, c in pages_of.items()})
